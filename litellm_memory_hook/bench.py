@@ -1,0 +1,193 @@
+"""Benchmark: the pre-call hook's time on a real Redis as the stored history grows.
+
+For each size N, a conversation of N stored messages is built from LoCoMo text (cycled, with its
+speakers and time order), indexed through the product's own store; then the hook's
+``async_pre_call_hook`` runs in-process against that Redis for a set of questions, timed with
+``time.perf_counter`` (median and p99 over all runs, ms). Beside it, the naive approach: load every
+older message and score it in Python with the same IDF formula.
+
+Data: LoCoMo (Maharana et al., ACL 2024; snap-research/locomo, CC BY-NC 4.0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from litellm_memory_hook import recall
+from litellm_memory_hook.context import indexed
+from litellm_memory_hook.datasets import History
+from litellm_memory_hook.hook import MemoryHook
+from litellm_memory_hook.importer import line_to_turn
+from litellm_memory_hook.keys import ConversationKeys
+from litellm_memory_hook.models import Turn
+from litellm_memory_hook.replay import percentile
+from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store import MemoryStore
+
+BENCH_PREFIX = "membench"
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    """Timings at one history size (ms)."""
+
+    messages: int
+    runs: int
+    hook_p50_ms: float
+    hook_p99_ms: float
+    naive_p50_ms: float | None
+    naive_p99_ms: float | None
+    build_s: float
+    memory_bytes: int
+    text_bytes: int
+
+
+class _Auth:
+    token = "litellm_proxy_master_key"  # noqa: S105 - LiteLLM's marker for the master key
+    team_id = None
+    user_id = "default_user_id"
+
+
+def _cycled_turns(history: History, size: int) -> list[Turn]:
+    base = [t for t in (line_to_turn(line) for line in history.lines) if t is not None]
+    turns: list[Turn] = []
+    step_ms = 60_000
+    start = base[0].ts_ms
+    for i in range(size):
+        source = base[i % len(base)]
+        turns.append(Turn(role=source.role, text=source.text, ts_ms=start + i * step_ms, name=source.name))
+    return turns
+
+
+async def _fill(store: MemoryStore, keys: ConversationKeys, turns: Sequence[Turn]) -> None:
+    batch = 500
+    for start in range(0, len(turns), batch):
+        await store.append(keys, [indexed(t) for t in turns[start : start + batch]])
+
+
+async def _naive(store: MemoryStore, keys: ConversationKeys, question: str, window: int) -> None:
+    """Load every stored message and score the older ones in Python (the baseline)."""
+    members = await store.redis.zrange(keys.turns, 0, -1)
+    turns = [Turn.from_member(m) for m in members]
+    older = turns[:-window] if window else turns
+    query = set(recall.query_terms(question))
+    if not query:
+        return
+    docs = [set(recall.index_terms(t.text, t.name)) for t in older]
+    df: Counter[str] = Counter()
+    for doc in docs:
+        df.update(doc & query)
+    n = len(docs)
+    scores = [
+        (sum(math.log(1 + n / (1 + df[w])) for w in doc & query), t.seq)
+        for doc, t in zip(docs, older, strict=True)
+    ]
+    scores.sort(reverse=True)
+    del scores[4:]
+
+
+async def _memory_usage(redis: aioredis.Redis, keys: ConversationKeys) -> int:
+    total = 0
+    for key in keys.all():
+        used = await redis.memory_usage(key, samples=0)
+        total += int(used or 0)
+    return total
+
+
+async def run_latency(
+    redis_url: str,
+    history: History,
+    sizes: Sequence[int],
+    *,
+    runs: int = 200,
+    naive: bool = True,
+    naive_max: int = 100_000,
+) -> list[LatencyRow]:
+    """Time the pre-call hook at each history size (see the module docstring).
+
+    Args:
+        redis_url: a real Redis (the benchmark writes keys under ``membench:`` and deletes them).
+        history: the text to cycle.
+        sizes: stored messages per conversation.
+        runs: timed hook calls per size (questions cycled from ``history.qa``).
+        naive: also time the naive load-everything approach.
+        naive_max: largest size for the naive approach (it takes ~0.5 s a call at 100,000).
+    """
+    redis = aioredis.from_url(redis_url, decode_responses=False)
+    settings = MemorySettings(redis_url=redis_url, key_prefix=BENCH_PREFIX)
+    hook = MemoryHook(
+        settings=settings,
+        redis=redis,
+        alias_lookup=lambda model: {"memory": {"enabled": True, "system_prompt": "Be kind."}},
+    )
+    store = hook.store
+    questions = [q.question for q in history.qa] or ["What did we talk about?"]
+    rows: list[LatencyRow] = []
+    try:
+        for size in sizes:
+            user = f"bench{size}"
+            keys = ConversationKeys.for_ids(BENCH_PREFIX, "master", user, "bench")
+            await redis.delete(*keys.all())
+            turns = _cycled_turns(history, size)
+            started = time.perf_counter()
+            await _fill(store, keys, turns)
+            build_s = time.perf_counter() - started
+            memory = await _memory_usage(redis, keys)
+            timings: list[float] = []
+            for i in range(runs + 10):
+                data: dict[str, Any] = {
+                    "model": "bench",
+                    "user": user,
+                    "metadata": {"conversation_id": "bench", "memory_mode": "read_only"},
+                    "messages": [{"role": "user", "content": questions[i % len(questions)]}],
+                }
+                t0 = time.perf_counter()
+                await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
+                elapsed = (time.perf_counter() - t0) * 1000
+                if i >= 10:  # warm-up
+                    timings.append(elapsed)
+            naive_times: list[float] = []
+            if naive and size <= naive_max:
+                naive_runs = max(3, min(runs, int(2_000_000 / max(size, 1))))
+                for i in range(naive_runs):
+                    t0 = time.perf_counter()
+                    await _naive(store, keys, questions[i % len(questions)], settings.recent_messages)
+                    naive_times.append((time.perf_counter() - t0) * 1000)
+            rows.append(
+                LatencyRow(
+                    messages=size,
+                    runs=len(timings),
+                    hook_p50_ms=round(statistics.median(timings), 3),
+                    hook_p99_ms=round(percentile(timings, 99), 3),
+                    naive_p50_ms=round(statistics.median(naive_times), 3) if naive_times else None,
+                    naive_p99_ms=round(percentile(naive_times, 99), 3) if naive_times else None,
+                    build_s=round(build_s, 2),
+                    memory_bytes=memory,
+                    text_bytes=sum(len(t.text.encode()) for t in turns),
+                )
+            )
+            await redis.delete(*keys.all())
+            if hook.counters.get("precall_errors"):
+                raise RuntimeError(f"the hook failed during the benchmark: {dict(hook.counters)}")
+    finally:
+        await redis.aclose()
+    return rows
+
+
+def latency_rows_json(rows: Sequence[LatencyRow]) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts."""
+    return [asdict(r) for r in rows]
+
+
+def run_latency_sync(*args: Any, **kwargs: Any) -> list[LatencyRow]:
+    """:func:`run_latency` on a fresh event loop."""
+    return asyncio.run(run_latency(*args, **kwargs))

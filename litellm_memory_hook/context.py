@@ -1,0 +1,309 @@
+"""Rebuilding a request's messages from the stored conversation.
+
+:func:`plan_turn` (pure) decides what the history is, which messages are new and must be stored
+after the reply, and whether the request regenerates the last reply. :func:`prepare` does the I/O
+around it: one read of the conversation (with the recall postings of the new message's words),
+one read of the recalled lines, then the system message and the recent window.
+
+Clients of both kinds work (DESIGN.md section 2 and issue 2):
+
+* apps that send only the new message: the stored history is the conversation;
+* apps that send the whole history: the stored history is still the source of truth; the client's
+  earlier messages are used (and stored) only while the store is empty (seeding).
+
+A regenerate is the last stored user message sent again as the new turn right after its reply:
+for a whole-history client, one whose history does not end with that reply; for a new-message-only
+client, within ``regenerate_window_s`` of the reply. The new reply then replaces the old one
+instead of storing a duplicate pair.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from litellm_memory_hook import recall
+from litellm_memory_hook.messages import (
+    clean_messages,
+    content_text,
+    messages_to_turns,
+    split_request,
+)
+from litellm_memory_hook.models import ConversationState, Turn
+from litellm_memory_hook.prompt import (
+    EarlierLine,
+    PromptLayers,
+    PromptWording,
+    build_system_message,
+    strip_injected,
+)
+from litellm_memory_hook.store import IndexedTurn, MemoryStore
+from litellm_memory_hook.window import build_window
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Window budget: characters and messages (DESIGN.md section 5: 8000 and 40)."""
+
+    chars: int = 8000
+    messages: int = 40
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """What :func:`plan_turn` decided.
+
+    Attributes:
+        system_texts: the client's own system texts, with blocks we injected earlier removed.
+        history: earlier messages for the window, oldest first.
+        history_seqs: the seq of each history message (0 for client-sent ones).
+        new: the new turn as the client sent it (parts intact).
+        pending: turns to store after the reply (the new turn; plus the client's history when
+            seeding an empty store).
+        replace: stored turns the reply replaces (a regenerate).
+    """
+
+    system_texts: tuple[str, ...]
+    history: tuple[Message, ...]
+    history_seqs: tuple[int, ...]
+    new: tuple[Message, ...]
+    pending: tuple[Turn, ...]
+    replace: tuple[Turn, ...] = ()
+
+    @property
+    def regenerate(self) -> bool:
+        """True when the reply replaces the last stored one."""
+        return bool(self.replace)
+
+
+def _tool_call_ids(message: Message | Turn) -> set[str]:
+    calls = message.tool_calls if isinstance(message, Turn) else message.get("tool_calls")
+    return {str(c.get("id")) for c in calls or () if isinstance(c, dict)}
+
+
+def plan_turn(
+    raw_messages: object,
+    state: ConversationState,
+    *,
+    now_ms: int,
+    call_id: str = "",
+    regenerate_window_s: float = 300.0,
+    max_stored_chars: int = 32_000,
+) -> TurnPlan | None:
+    """Decide history, new turn and writes for one request; ``None`` when there is no new turn.
+
+    Args:
+        raw_messages: the request's ``messages`` as received (malformed entries are skipped).
+        state: the stored conversation (its ``tail`` holds the newest turns).
+        now_ms: the request time, epoch ms (timestamps of the stored user turn).
+        call_id: ``litellm_call_id`` recorded with the stored turns.
+        regenerate_window_s: see the module docstring (seconds).
+        max_stored_chars: longest text stored for one message (characters).
+    """
+    split = split_request(clean_messages(raw_messages))
+    if not split.new or split.new[-1].get("role") not in ("user", "tool"):
+        return None
+    system_texts = tuple(t for t in (strip_injected(s) for s in split.system_texts) if t)
+    stored = [t for t in state.tail if not t.partial]
+    new = list(split.new)
+    new_turns = messages_to_turns(new, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars)
+
+    if state.last_seq == 0:
+        seed = messages_to_turns(
+            split.earlier, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars
+        )
+        return TurnPlan(
+            system_texts,
+            split.earlier,
+            (0,) * len(split.earlier),
+            tuple(new),
+            (*seed, *new_turns),
+        )
+
+    # A tool-result turn carries the assistant tool_calls message it answers; when that message
+    # is already the newest stored turn, it is history, not new.
+    if new and new[0].get("role") == "assistant" and stored:
+        last = stored[-1]
+        if last.role == "assistant" and _tool_call_ids(last) == _tool_call_ids(new[0]):
+            new = new[1:]
+            new_turns = [t for t in new_turns if not (t.role == "assistant" and t.tool_calls)]
+
+    replace = _regenerated_reply(split.earlier, new, stored, now_ms, regenerate_window_s)
+    if replace:
+        user_at = stored.index(replace[0]) - 1  # the repeated user turn is the new turn again
+        kept = stored[:user_at]
+        return TurnPlan(
+            system_texts,
+            tuple(t.to_message() for t in kept),
+            tuple(t.seq for t in kept),
+            tuple(new),
+            (),
+            tuple(replace),
+        )
+    return TurnPlan(
+        system_texts,
+        tuple(t.to_message() for t in stored),
+        tuple(t.seq for t in stored),
+        tuple(new),
+        tuple(new_turns),
+    )
+
+
+def _regenerated_reply(
+    earlier: Sequence[Message],
+    new: Sequence[Message],
+    stored: Sequence[Turn],
+    now_ms: int,
+    window_s: float,
+) -> list[Turn]:
+    """The stored reply turns a regenerate replaces, or [] when the request is not one."""
+    if len(new) != 1 or new[0].get("role") != "user":
+        return []
+    last_user = max((i for i, t in enumerate(stored) if t.role == "user"), default=None)
+    if last_user is None or last_user == len(stored) - 1:
+        return []
+    reply = list(stored[last_user + 1 :])
+    if stored[last_user].text != content_text(new[0].get("content")):
+        return []
+    if earlier:
+        previous = earlier[-1]
+        echoed = previous.get("role") == "assistant" and (
+            content_text(previous.get("content")) == reply[-1].text
+        )
+        return [] if echoed else reply
+    return reply if now_ms - reply[-1].ts_ms <= window_s * 1000 else []
+
+
+@dataclass
+class PreparedRequest:
+    """The rebuilt request and what the post-call hooks need.
+
+    Attributes:
+        messages: the messages to send upstream (one system message, then the window).
+        plan: the turn plan (pending writes, regenerate).
+        layer_chars: characters per system-message layer plus ``window`` (the recent messages).
+        recalled: the recalled old turns, time order.
+        cursor: the conversation's extraction cursor (seq extracted through).
+    """
+
+    messages: list[Message]
+    plan: TurnPlan
+    layer_chars: dict[str, int] = field(default_factory=dict)
+    recalled: list[Turn] = field(default_factory=list)
+    cursor: int = 0
+
+
+@dataclass(frozen=True)
+class ContextOptions:
+    """Per-request knobs of :func:`prepare`."""
+
+    budget: Budget = Budget()
+    operator_rules: str = ""
+    recall_k: int = 4
+    regenerate_window_s: float = 300.0
+    max_stored_chars: int = 32_000
+    timezone: str | None = None
+    wording: PromptWording | None = None
+    persona: str = ""
+    custom_instructions: str = ""
+
+
+def speaker_label(turn: Turn) -> str:
+    """The speaker of a recalled line: the stored name, else the role."""
+    return turn.name or turn.role
+
+
+async def prepare(
+    store: MemoryStore,
+    keys: Any,
+    raw_messages: object,
+    options: ContextOptions,
+    *,
+    call_id: str = "",
+    now_ms: int | None = None,
+) -> PreparedRequest | None:
+    """Load the conversation and rebuild the request's messages.
+
+    Returns:
+        ``None`` when the request has no new user turn (nothing to rebuild).
+
+    Raises:
+        StoreError: Redis failed (the hook then passes the request through unchanged).
+    """
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    last_text = _last_user_text(raw_messages)
+    terms = recall.query_terms(last_text) if last_text else []
+    state, postings = await store.load(
+        keys, tail=options.budget.messages + 4, query_terms=terms
+    )
+    plan = plan_turn(
+        raw_messages,
+        state,
+        now_ms=now,
+        call_id=call_id,
+        regenerate_window_s=options.regenerate_window_s,
+        max_stored_chars=options.max_stored_chars,
+    )
+    if plan is None:
+        return None
+    window = build_window(
+        plan.history,
+        plan.new,
+        max_chars=options.budget.chars,
+        max_messages=options.budget.messages,
+    )
+    in_window = len(window) - len(plan.new)
+    window_seqs = [s for s in plan.history_seqs[len(plan.history_seqs) - in_window :] if s]
+    recalled: list[Turn] = []
+    if terms and postings.n_docs and options.recall_k > 0 and plan.history_seqs:
+        exclude_from = min(window_seqs) if window_seqs else state.last_seq + 1
+        top = recall.score(
+            terms,
+            postings.seqs,
+            postings.df,
+            postings.n_docs,
+            exclude_from_seq=exclude_from,
+            k=options.recall_k,
+        )
+        recalled = await store.fetch_turns(keys, [seq for seq, _ in top])
+    layers = PromptLayers(
+        operator_rules=tuple(r for r in (options.operator_rules, *plan.system_texts) if r),
+        persona=options.persona,
+        custom_instructions=options.custom_instructions,
+        pinned=tuple(state.pinned),
+        memories=tuple(state.memories),
+        summary=state.summary,
+        earlier_lines=tuple(
+            EarlierLine(ts_ms=t.ts_ms, speaker=speaker_label(t), text=t.text) for t in recalled
+        ),
+        last_user_text=last_text,
+        timezone=options.timezone,
+    )
+    built = build_system_message(layers, options.wording)
+    layer_chars = dict(built.layer_chars)
+    layer_chars["window"] = sum(len(content_text(m.get("content"))) for m in window)
+    return PreparedRequest(
+        messages=[{"role": "system", "content": built.text}, *window],
+        plan=plan,
+        layer_chars=layer_chars,
+        recalled=recalled,
+        cursor=int(state.meta.get("cursor", "0") or 0),
+    )
+
+
+def _last_user_text(raw_messages: object) -> str:
+    for message in reversed(clean_messages(raw_messages)):
+        if message.get("role") == "user":
+            return content_text(message.get("content"))
+    return ""
+
+
+def indexed(turn: Turn) -> IndexedTurn:
+    """A turn with its recall terms: user and assistant text is indexed, tool traffic is not."""
+    if turn.role in ("user", "assistant") and turn.text and not turn.partial:
+        return IndexedTurn(turn, recall.index_terms(turn.text, turn.name))
+    return IndexedTurn(turn)

@@ -1,0 +1,516 @@
+"""LiteLLM proxy hook: long memory for chat completions, stored in Redis.
+
+Configuration (the proxy's config.yaml)::
+
+    litellm_settings:
+      callbacks: litellm_memory_hook.proxy_callback.memory_hook
+    callback_settings:
+      memory: {key_prefix: mem, recent_chars: 8000}     # optional, see settings.MemorySettings
+    model_list:
+      - model_name: demo
+        model_info: {memory: {enabled: true, system_prompt: "..."}}   # settings.AliasMemoryConfig
+
+Keys: ``<prefix>:{<tenant>:<user>:<conversation>}:<kind>`` (see :mod:`litellm_memory_hook.keys`).
+
+Flow: ``async_pre_call_hook`` identifies the request, loads the conversation in one round trip and
+replaces ``data["messages"]`` with one system message and the recent window; it records what to
+store in ``data["metadata"]["litellm_memory"]``. ``async_post_call_success_hook`` (non-streaming)
+and ``async_post_call_streaming_iterator_hook`` (streaming) append the new turn and the reply,
+idempotently on ``litellm_call_id``, then mark the conversation due for extraction.
+
+Failure policy (DESIGN.md section 8): every error in our code or in Redis is logged and counted,
+and the request goes on with the client's own messages; the post-call hooks never raise and always
+return ``None``. A write that fails is retried in the background (3 times, 0.5 s, 2 s, 8 s).
+
+Per-request controls: ``metadata.memory_mode`` = ``read_write`` (default), ``read_only`` (the
+turn is answered with memory but not stored) or ``off``; ``metadata.persona`` and
+``metadata.custom_instructions`` (user-editable text, inserted as data); ``metadata.timezone``
+(IANA name for dating recalled lines). Request header ``x-memory-debug: 1`` adds the response
+headers ``x-memory-hook-ms`` and ``x-memory-layers``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import asdict
+from typing import Any
+
+import redis.asyncio as aioredis
+from litellm.integrations.custom_logger import CustomLogger
+
+from litellm_memory_hook.context import Budget, ContextOptions, PreparedRequest, indexed, prepare
+from litellm_memory_hook.errors import ConfigError, MemoryHookError
+from litellm_memory_hook.identity import Identity, identify, request_headers
+from litellm_memory_hook.keys import ConversationKeys
+from litellm_memory_hook.messages import message_to_turn
+from litellm_memory_hook.models import Turn
+from litellm_memory_hook.settings import (
+    AliasMemoryConfig,
+    MemorySettings,
+    load_settings,
+    parse_alias_config,
+)
+from litellm_memory_hook.store import MemoryStore, now_ms
+
+logger = logging.getLogger("litellm_memory_hook")
+
+CHAT_CALL_TYPES = frozenset({"acompletion", "completion"})
+METADATA_KEY = "litellm_memory"
+DEBUG_HEADER = "x-memory-debug"
+RETRY_DELAYS_S = (0.5, 2.0, 8.0)
+_ALIAS_CACHE_S = 30.0
+
+
+class MemoryRequiredError(MemoryHookError):
+    """An alias that requires memory got a request without a usable user id."""
+
+
+def _metadata(data: dict[str, Any]) -> dict[str, Any]:
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+        data["metadata"] = metadata
+    return metadata
+
+
+def _turn_from_dict(raw: dict[str, Any]) -> Turn:
+    return Turn(**{**raw, "tool_calls": tuple(raw.get("tool_calls") or ())})
+
+
+def _reply_message(response: Any) -> dict[str, Any] | None:
+    """The assistant message of a non-streaming ModelResponse as a plain dict."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        return None
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        return None
+    tool_calls = []
+    for call in getattr(message, "tool_calls", None) or ():
+        function = getattr(call, "function", None)
+        tool_calls.append(
+            {
+                "id": getattr(call, "id", None),
+                "type": "function",
+                "function": {
+                    "name": getattr(function, "name", None),
+                    "arguments": getattr(function, "arguments", None) or "",
+                },
+            }
+        )
+    return {"role": "assistant", "content": getattr(message, "content", None), "tool_calls": tool_calls}
+
+
+class _StreamAccumulator:
+    """Assembles the reply text and tool calls of a stream from its chunks."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def add(self, chunk: Any) -> None:
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) != 0:
+                continue
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                continue
+            content = getattr(delta, "content", None)
+            if isinstance(content, str):
+                self.text.append(content)
+            for call in getattr(delta, "tool_calls", None) or ():
+                slot = self.calls.setdefault(
+                    getattr(call, "index", 0) or 0,
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                if getattr(call, "id", None):
+                    slot["id"] = call.id
+                function = getattr(call, "function", None)
+                if function is not None:
+                    if getattr(function, "name", None):
+                        slot["function"]["name"] += function.name
+                    if getattr(function, "arguments", None):
+                        slot["function"]["arguments"] += function.arguments
+
+    def message(self) -> dict[str, Any]:
+        calls = [self.calls[i] for i in sorted(self.calls)]
+        return {"role": "assistant", "content": "".join(self.text), "tool_calls": calls}
+
+
+class MemoryHook(CustomLogger):
+    """The memory hook: one instance per proxy process, listed in ``litellm_settings.callbacks``.
+
+    Args:
+        settings: global settings; default: read from ``litellm.callback_settings`` and the
+            environment at the first request.
+        redis: an asyncio Redis client (``decode_responses=False``); default: from
+            ``settings.redis_url``.
+        alias_lookup: model alias -> its ``model_info`` dict; default: the proxy's router.
+    """
+
+    def __init__(
+        self,
+        settings: MemorySettings | None = None,
+        redis: aioredis.Redis | None = None,
+        alias_lookup: Callable[[str], dict[str, Any] | None] | None = None,
+    ) -> None:
+        super().__init__()
+        self._settings = settings
+        self._redis = redis
+        self._store: MemoryStore | None = None
+        self._alias_lookup = alias_lookup
+        self._alias_cache: dict[str, tuple[float, AliasMemoryConfig | None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self.counters: Counter[str] = Counter()
+        self.hook_ms: list[float] = []
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> MemorySettings:
+        """The global settings (read once, lazily: config.yaml is parsed after import)."""
+        if self._settings is None:
+            import litellm
+
+            self._settings = load_settings(getattr(litellm, "callback_settings", None))
+        return self._settings
+
+    @property
+    def store(self) -> MemoryStore:
+        """The Redis store (the client is created lazily, on the running event loop)."""
+        if self._store is None:
+            if self._redis is None:
+                self._redis = aioredis.from_url(
+                    self.settings.redis_url,
+                    decode_responses=False,
+                    socket_timeout=self.settings.redis_timeout_s,
+                    socket_connect_timeout=self.settings.redis_timeout_s,
+                )
+            self._store = MemoryStore(self._redis, ttl_s=self.settings.retention_s)
+        return self._store
+
+    def alias_config(self, model: object) -> AliasMemoryConfig | None:
+        """The memory config of a model alias, ``None`` when memory is off for it (cached 30 s).
+
+        Raises:
+            ConfigError: the alias's ``model_info.memory`` block is invalid.
+        """
+        if not isinstance(model, str) or not model:
+            return None
+        cached = self._alias_cache.get(model)
+        if cached is not None and time.monotonic() - cached[0] < _ALIAS_CACHE_S:
+            return cached[1]
+        model_info = (self._alias_lookup or _router_model_info)(model)
+        config = parse_alias_config(model_info)
+        self._alias_cache[model] = (time.monotonic(), config)
+        return config
+
+    # -- pre-call ------------------------------------------------------------------------------
+
+    async def async_pre_call_hook(
+        self,
+        user_api_key_dict: Any,
+        cache: Any,
+        data: dict[str, Any],
+        call_type: Any,
+    ) -> dict[str, Any] | None:
+        """Rebuild ``data["messages"]`` from memory; return ``data`` (changed or not).
+
+        Raises:
+            fastapi.HTTPException: 400 when the alias requires memory and no user id was sent.
+        """
+        started = time.perf_counter()
+        try:
+            if call_type not in CHAT_CALL_TYPES or not isinstance(data, dict):
+                return data
+            alias = self.alias_config(data.get("model"))
+            if alias is None:
+                return data
+            await self._rebuild(data, user_api_key_dict, alias, started)
+        except MemoryRequiredError as exc:
+            from fastapi import HTTPException
+
+            self.counters["rejected_no_user"] += 1
+            raise HTTPException(status_code=400, detail=str(exc)) from exc
+        except ConfigError as exc:
+            self.counters["config_errors"] += 1
+            logger.error("memory hook: bad configuration for %r: %s", data.get("model"), exc)
+        except Exception:
+            self.counters["precall_errors"] += 1
+            logger.exception("memory hook: pre-call failed; passing the request through")
+        return data
+
+    async def _rebuild(
+        self, data: dict[str, Any], auth: Any, alias: AliasMemoryConfig, started: float
+    ) -> None:
+        settings = self.settings
+        metadata = _metadata(data)
+        mode = metadata.get("memory_mode") or alias.mode
+        if mode == "off":
+            self.counters["mode_off"] += 1
+            return
+        namespace = alias.namespace or str(data.get("model"))
+        who = identify(
+            data,
+            auth,
+            prefix=settings.key_prefix,
+            namespace=namespace,
+            user_header=settings.user_header,
+        )
+        if who is None:
+            if alias.required:
+                raise MemoryRequiredError(
+                    f"model {data.get('model')!r} needs a user id for memory: send the "
+                    "OpenAI 'user' field"
+                    + (f" or the {settings.user_header!r} header" if settings.user_header else "")
+                )
+            self.counters["no_user_passthrough"] += 1
+            logger.info("memory hook: no usable user id for %r; passing through", data.get("model"))
+            return
+        options = ContextOptions(
+            budget=Budget(
+                chars=alias.recent_chars or settings.recent_chars,
+                messages=alias.recent_messages or settings.recent_messages,
+            ),
+            operator_rules=alias.system_prompt,
+            regenerate_window_s=settings.regenerate_window_s,
+            max_stored_chars=settings.stored_text_chars,
+            timezone=_str_or_none(metadata.get("timezone")) or settings.timezone,
+            persona=_str_or_none(metadata.get("persona")) or "",
+            custom_instructions=_str_or_none(metadata.get("custom_instructions")) or "",
+        )
+        call_id = str(data.get("litellm_call_id") or "")
+        prepared = await prepare(self.store, who.keys, data.get("messages"), options, call_id=call_id)
+        if prepared is None:
+            self.counters["no_new_turn"] += 1
+            return
+        data["messages"] = prepared.messages
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self._record(metadata, who, prepared, mode, elapsed_ms)
+
+    def _record(
+        self,
+        metadata: dict[str, Any],
+        who: Identity,
+        prepared: PreparedRequest,
+        mode: str,
+        elapsed_ms: float,
+    ) -> None:
+        self.counters["rebuilt"] += 1
+        self.hook_ms.append(elapsed_ms)
+        if len(self.hook_ms) > 10_000:
+            del self.hook_ms[:5000]
+        metadata[METADATA_KEY] = {
+            "v": 1,
+            "prefix": who.keys.prefix,
+            "tag": who.keys.tag,
+            "meta": who.meta_fields(),
+            "write": mode == "read_write",
+            "pending": [asdict(t) for t in prepared.plan.pending],
+            "replace": [asdict(t) for t in prepared.plan.replace],
+            "cursor": prepared.cursor,
+            "hook_ms": round(elapsed_ms, 3),
+            "layers": prepared.layer_chars,
+        }
+        logger.debug(
+            "memory hook: %s rebuilt in %.2f ms, layers %s",
+            who.keys.tag,
+            elapsed_ms,
+            json.dumps(prepared.layer_chars),
+        )
+
+    # -- post-call -----------------------------------------------------------------------------
+
+    async def async_post_call_success_hook(
+        self, data: dict[str, Any], user_api_key_dict: Any, response: Any
+    ) -> None:
+        """Store the new turn and the reply of a non-streaming call. Never raises; returns None."""
+        try:
+            record = self._pending_record(data)
+            if record is not None:
+                reply = _reply_message(response)
+                await self._commit(record, reply, str(data.get("litellm_call_id") or ""))
+        except Exception:
+            self.counters["postcall_errors"] += 1
+            logger.exception("memory hook: post-call failed")
+        return None
+
+    async def async_post_call_streaming_iterator_hook(
+        self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
+    ) -> AsyncGenerator[Any, None]:
+        """Pass the chunks through unchanged; store the turn with the full text at the end.
+
+        A stream the client abandons is stored with the reply marked ``partial`` (never replayed).
+        """
+        record = None
+        try:
+            record = self._pending_record(request_data)
+        except Exception:
+            logger.exception("memory hook: reading the stream's record failed")
+        accumulator = _StreamAccumulator()
+        completed = False
+        call_id = str(request_data.get("litellm_call_id") or "") if record else ""
+        try:
+            async for chunk in response:
+                if record is not None:
+                    try:
+                        accumulator.add(chunk)
+                    except Exception:
+                        logger.exception("memory hook: could not read a stream chunk")
+                yield chunk
+            completed = True
+        finally:
+            if record is not None:
+                if completed:
+                    try:
+                        await self._commit(record, accumulator.message(), call_id)
+                    except Exception:
+                        self.counters["postcall_errors"] += 1
+                        logger.exception("memory hook: storing a stream failed")
+                else:
+                    self.counters["streams_cut"] += 1
+                    self._spawn(self._commit(record, accumulator.message(), call_id, partial=True))
+
+    def _pending_record(self, data: Any) -> dict[str, Any] | None:
+        if not isinstance(data, dict):
+            return None
+        metadata = data.get("metadata")
+        record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+        if not isinstance(record, dict) or not record.get("write"):
+            return None
+        return record
+
+    async def _commit(
+        self,
+        record: dict[str, Any],
+        reply: dict[str, Any] | None,
+        call_id: str,
+        *,
+        partial: bool = False,
+    ) -> None:
+        """Append pending turns + reply; on a Redis failure, retry in the background."""
+        try:
+            await self._write(record, reply, call_id, partial=partial)
+        except MemoryHookError as exc:
+            self.counters["write_failures"] += 1
+            logger.warning("memory hook: write failed (%s); retrying in the background", exc)
+            self._spawn(self._retry_write(record, reply, call_id, partial))
+
+    async def _retry_write(
+        self, record: dict[str, Any], reply: dict[str, Any] | None, call_id: str, partial: bool
+    ) -> None:
+        for delay in RETRY_DELAYS_S:
+            await asyncio.sleep(delay)
+            try:
+                await self._write(record, reply, call_id, partial=partial)
+                self.counters["write_retried_ok"] += 1
+                return
+            except MemoryHookError as exc:
+                logger.warning("memory hook: retry failed: %s", exc)
+        self.counters["writes_lost"] += 1
+        logger.error("memory hook: turn for %s not stored after retries", record.get("tag"))
+
+    async def _write(
+        self, record: dict[str, Any], reply: dict[str, Any] | None, call_id: str, *, partial: bool
+    ) -> None:
+        settings = self.settings
+        keys = ConversationKeys.from_tag(str(record["prefix"]), str(record["tag"]))
+        at = now_ms()
+        turns = [_turn_from_dict(t) for t in record.get("pending") or ()]
+        replace = [_turn_from_dict(t) for t in record.get("replace") or ()]
+        if reply is not None:
+            reply_turn = message_to_turn(
+                reply, ts_ms=at, call_id=call_id, max_chars=settings.stored_text_chars
+            )
+            if reply_turn is not None:
+                if partial:
+                    reply_turn = Turn(**{**asdict(reply_turn), "partial": True})
+                turns.append(reply_turn)
+            elif partial:
+                self.counters["partial_empty"] += 1
+        if not turns:
+            return
+        result = await self.store.append(
+            keys,
+            [indexed(t) for t in turns],
+            call_id=call_id,
+            meta_if_new={**record.get("meta", {}), "created_ms": str(at)},
+            replace=[indexed(t) for t in replace],
+            at_ms=at,
+        )
+        if not result.written:
+            self.counters["duplicate_writes_skipped"] += 1
+            return
+        self.counters["turns_stored"] += len(turns)
+        await self.store.touch_user_index(keys)
+        since_cursor = result.last_seq - int(record.get("cursor") or 0)
+        quiet_ms = int(settings.extraction_quiet_s * 1000)
+        due = at if since_cursor >= settings.extraction_every else at + quiet_ms
+        await self.store.schedule_extraction(keys, due)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def drain(self) -> None:
+        """Wait for background writes (tests and shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    # -- response headers ----------------------------------------------------------------------
+
+    async def async_post_call_response_headers_hook(
+        self,
+        data: dict[str, Any],
+        user_api_key_dict: Any,
+        response: object,
+        request_headers: dict[str, str] | None = None,
+        litellm_call_info: dict[str, object] | None = None,
+    ) -> dict[str, str] | None:
+        """``x-memory-hook-ms`` and ``x-memory-layers`` for requests that send ``x-memory-debug``."""
+        try:
+            headers = {k.lower(): v for k, v in (request_headers or {}).items()}
+            if not headers.get(DEBUG_HEADER) and not _header_from_data(data):
+                return None
+            metadata = data.get("metadata") if isinstance(data, dict) else None
+            record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+            if not isinstance(record, dict):
+                return {"x-memory-layers": "{}"}
+            return {
+                "x-memory-hook-ms": str(record.get("hook_ms", "")),
+                "x-memory-layers": json.dumps(record.get("layers", {}), separators=(",", ":")),
+            }
+        except Exception:
+            logger.exception("memory hook: response headers failed")
+            return None
+
+
+def _header_from_data(data: Any) -> bool:
+    return isinstance(data, dict) and bool(request_headers(data).get(DEBUG_HEADER))
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _router_model_info(model: str) -> dict[str, Any] | None:
+    """``model_info`` of the first deployment of an alias in the running proxy's router."""
+    from litellm.proxy import proxy_server
+
+    router = getattr(proxy_server, "llm_router", None)
+    if router is None:
+        return None
+    for deployment in router.get_model_list(model_name=model) or ():
+        info = deployment.get("model_info") if isinstance(deployment, dict) else None
+        if isinstance(info, dict):
+            return info
+    return None
+
+
+memory_hook = MemoryHook()

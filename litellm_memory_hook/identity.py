@@ -1,0 +1,112 @@
+"""Who a request belongs to: tenant, user and conversation (DESIGN.md section 3).
+
+* tenant: from LiteLLM auth only (``UserAPIKeyAuth``): ``team-<team_id>``, else
+  ``user-<user_id>`` (unless a placeholder), else ``key-<first 16 hex of the key hash>``; the
+  master key is the tenant ``master``. Never from the request body.
+* user: the request's ``user`` field, else the configured header; placeholders never get memory.
+* conversation: ``metadata.conversation_id``, else the ``x-litellm-session-id`` header, else the
+  alias namespace (one default conversation per user and namespace). An explicit conversation id
+  is shared by every alias the app sends it with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from litellm_memory_hook.keys import ConversationKeys, is_usable_user_id
+
+MASTER_KEY_TOKEN = "litellm_proxy_master_key"  # noqa: S105 - LiteLLM's marker, not a secret
+SESSION_HEADER = "x-litellm-session-id"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The raw ids of a request and its keys."""
+
+    tenant: str
+    user: str
+    conversation: str
+    namespace: str
+    keys: ConversationKeys
+
+    def meta_fields(self) -> dict[str, str]:
+        """Raw ids kept in the conversation's meta hash (set once, on the first write)."""
+        return {
+            "tenant": self.tenant,
+            "user": self.user,
+            "conversation": self.conversation,
+            "namespace": self.namespace,
+        }
+
+
+def tenant_from_auth(auth: object) -> str:
+    """The tenant id for a ``UserAPIKeyAuth`` (or any object with the same attributes)."""
+    team_id = getattr(auth, "team_id", None)
+    if isinstance(team_id, str) and team_id:
+        return f"team-{team_id}"
+    user_id = getattr(auth, "user_id", None)
+    if is_usable_user_id(user_id):
+        return f"user-{user_id}"
+    token = getattr(auth, "token", None) or getattr(auth, "api_key", None)
+    if token == MASTER_KEY_TOKEN or not isinstance(token, str) or not token:
+        return "master"
+    return f"key-{token[:16]}"
+
+
+def request_headers(data: Mapping[str, Any]) -> dict[str, str]:
+    """The request headers LiteLLM copied into ``metadata.headers`` (lower-case names)."""
+    metadata = data.get("metadata")
+    headers = metadata.get("headers") if isinstance(metadata, dict) else None
+    if not isinstance(headers, dict):
+        return {}
+    return {str(k).lower(): str(v) for k, v in headers.items() if isinstance(v, str)}
+
+
+def user_from_request(data: Mapping[str, Any], user_header: str | None) -> str | None:
+    """The usable user id of a request, or ``None`` (missing, empty or a placeholder)."""
+    user = data.get("user")
+    if is_usable_user_id(user):
+        return str(user).strip()
+    if user_header:
+        value = request_headers(data).get(user_header)
+        if is_usable_user_id(value):
+            return str(value).strip()
+    return None
+
+
+def conversation_from_request(data: Mapping[str, Any]) -> str | None:
+    """The explicit conversation id of a request, or ``None``."""
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict):
+        for source in (metadata, metadata.get("requester_metadata")):
+            if isinstance(source, dict):
+                value = source.get("conversation_id")
+                if isinstance(value, str | int) and str(value).strip():
+                    return str(value).strip()
+    value = request_headers(data).get(SESSION_HEADER)
+    return value.strip() if value and value.strip() else None
+
+
+def identify(
+    data: Mapping[str, Any],
+    auth: object,
+    *,
+    prefix: str,
+    namespace: str,
+    user_header: str | None = None,
+) -> Identity | None:
+    """Identify a chat request; ``None`` when it has no usable user id.
+
+    Raises:
+        InvalidIdError: never for a usable user; ids that cannot go into a key as they are
+            are hashed by :func:`litellm_memory_hook.keys.key_id`.
+    """
+    user = user_from_request(data, user_header)
+    if user is None:
+        return None
+    tenant = tenant_from_auth(auth)
+    conversation = conversation_from_request(data) or namespace
+    keys = ConversationKeys.for_ids(prefix, tenant, user, conversation)
+    return Identity(tenant, user, conversation, namespace, keys)

@@ -1,0 +1,76 @@
+"""Bulk-loading an existing chat history into a conversation, with its real timestamps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from redis.exceptions import RedisError
+
+from litellm_memory_hook.context import indexed
+from litellm_memory_hook.datasets import HistoryLine
+from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.identity import Identity
+from litellm_memory_hook.models import Turn
+from litellm_memory_hook.store import MemoryStore, now_ms
+
+BATCH_TURNS = 250
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """Turns written and the seq range they got."""
+
+    turns: int
+    first_seq: int
+    last_seq: int
+
+
+def line_to_turn(line: HistoryLine, max_chars: int = 32_000) -> Turn | None:
+    """The stored turn of an imported line (``None`` for blank text)."""
+    from litellm_memory_hook.messages import is_blank, keep_tail
+
+    if is_blank(line.text):
+        return None
+    return Turn(
+        role=line.role,
+        text=keep_tail(line.text, max_chars),
+        ts_ms=line.ts_ms,
+        name=line.speaker,
+    )
+
+
+async def delete_conversation(store: MemoryStore, who: Identity) -> None:
+    """Remove every key of a conversation and its entry in the user index.
+
+    Raises:
+        StoreError: Redis failed.
+    """
+    try:
+        await store.redis.delete(*who.keys.all())
+        await store.redis.srem(who.keys.user_index(), who.keys.tag)
+    except RedisError as exc:
+        raise StoreError(f"delete {who.keys.tag}: {exc}") from exc
+
+
+async def import_lines(
+    store: MemoryStore, who: Identity, lines: Sequence[HistoryLine], *, max_chars: int = 32_000
+) -> ImportResult:
+    """Append lines to the conversation in batches of 250 turns, indexed for recall.
+
+    Raises:
+        StoreError: Redis failed (lines before the failing batch stay written).
+    """
+    turns = [t for t in (line_to_turn(line, max_chars) for line in lines) if t is not None]
+    first = last = 0
+    meta = {**who.meta_fields(), "created_ms": str(now_ms())}
+    for start in range(0, len(turns), BATCH_TURNS):
+        batch = turns[start : start + BATCH_TURNS]
+        result = await store.append(
+            who.keys, [indexed(t) for t in batch], meta_if_new=meta, at_ms=batch[-1].ts_ms
+        )
+        first = first or result.first_seq
+        last = result.last_seq
+    if turns:
+        await store.touch_user_index(who.keys)
+    return ImportResult(turns=len(turns), first_seq=first, last_seq=last)

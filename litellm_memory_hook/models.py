@@ -1,0 +1,117 @@
+"""Data shapes shared by the store, the window and the hook."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One stored message of a conversation.
+
+    Attributes:
+        role: ``user``, ``assistant`` or ``tool``.
+        text: the message text (parts joined; images and audio as placeholders such as
+            ``[image]``); ``""`` only for an assistant message that carries ``tool_calls``.
+        ts_ms: when it was written, epoch milliseconds.
+        seq: position in the conversation, 1-based, given by the store (0 before storing).
+        call_id: the ``litellm_call_id`` of the request that stored it ("" for imports).
+        name: optional speaker name (OpenAI ``name``).
+        tool_calls: the assistant's OpenAI ``tool_calls`` list, as sent by the model.
+        tool_call_id: for ``tool`` messages, the call they answer.
+        partial: a reply cut short (the client disconnected); kept for inspection, never replayed.
+    """
+
+    role: str
+    text: str
+    ts_ms: int
+    seq: int = 0
+    call_id: str = ""
+    name: str = ""
+    tool_calls: tuple[dict[str, Any], ...] = field(default=())
+    tool_call_id: str = ""
+    partial: bool = False
+
+    def body_json(self) -> str:
+        """The JSON object of this turn without ``seq`` and without its opening brace.
+
+        The store's append script writes ``{"seq":<n>,`` in front of it, so the sequence number
+        is assigned atomically inside Redis.
+        """
+        body: dict[str, Any] = {"role": self.role, "text": self.text, "ts": self.ts_ms}
+        if self.call_id:
+            body["call_id"] = self.call_id
+        if self.name:
+            body["name"] = self.name
+        if self.tool_calls:
+            body["tool_calls"] = list(self.tool_calls)
+        if self.tool_call_id:
+            body["tool_call_id"] = self.tool_call_id
+        if self.partial:
+            body["partial"] = True
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))[1:]
+
+    @classmethod
+    def from_member(cls, member: str | bytes) -> Turn:
+        """Parse a member of the ``turns`` sorted set.
+
+        Raises:
+            ValueError: not a JSON turn.
+        """
+        data = json.loads(member)
+        if not isinstance(data, dict) or "role" not in data:
+            raise ValueError("not a stored turn")
+        return cls(
+            role=str(data["role"]),
+            text=str(data.get("text") or ""),
+            ts_ms=int(data.get("ts") or 0),
+            seq=int(data.get("seq") or 0),
+            call_id=str(data.get("call_id") or ""),
+            name=str(data.get("name") or ""),
+            tool_calls=tuple(data.get("tool_calls") or ()),
+            tool_call_id=str(data.get("tool_call_id") or ""),
+            partial=bool(data.get("partial", False)),
+        )
+
+    def to_message(self) -> dict[str, Any]:
+        """The OpenAI chat message this turn replays as (never with empty text content)."""
+        message: dict[str, Any] = {"role": self.role}
+        if self.role == "assistant" and self.tool_calls:
+            message["content"] = self.text or None
+            message["tool_calls"] = [dict(c) for c in self.tool_calls]
+        else:
+            message["content"] = self.text
+        if self.role == "tool":
+            message["tool_call_id"] = self.tool_call_id
+        if self.name and self.role in ("user", "assistant"):
+            message["name"] = self.name
+        return message
+
+
+@dataclass
+class ConversationState:
+    """What one pre-call read of a conversation returns.
+
+    Attributes:
+        meta: the meta hash (decoded strings).
+        tail: the newest turns, oldest first.
+        pinned: pinned memories, oldest first.
+        memories: extracted memories.
+    """
+
+    meta: dict[str, str]
+    tail: list[Turn]
+    pinned: list[str] = field(default_factory=list)
+    memories: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        """The rolling summary ("" when none yet)."""
+        return self.meta.get("summary", "")
+
+    @property
+    def last_seq(self) -> int:
+        """The highest seq given out so far (0 for a new conversation)."""
+        return int(self.meta.get("seq", "0") or 0)

@@ -1,0 +1,144 @@
+"""Configuration: one global settings model and the per-alias block.
+
+Global settings come from the ``callback_settings: memory:`` section of the proxy's config.yaml and
+from environment variables prefixed ``LITELLM_MEMORY_`` (``REDIS_URL`` is read too); values in
+config.yaml win over the environment. Unknown keys are rejected.
+
+Per-alias settings live in ``model_info: memory:`` of a model alias in ``model_list``; an alias
+without that block (or with ``enabled: false``) is passed through untouched. Budget fields there
+override the global ones for that alias.
+
+Example::
+
+    model_list:
+      - model_name: demo
+        litellm_params: {model: openai/demo, api_base: "http://127.0.0.1:4010/v1"}
+        model_info:
+          memory: {enabled: true, system_prompt: "You are Mira.", recent_chars: 6000}
+    callback_settings:
+      memory: {key_prefix: mem, retention_days: 30}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from litellm_memory_hook.errors import ConfigError
+
+_KEY_PREFIX_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
+
+
+class MemorySettings(BaseSettings):
+    """Global settings of the memory hook.
+
+    Attributes:
+        redis_url: Redis URL (``redis://``, ``rediss://`` or ``unix://``). Env: ``REDIS_URL`` or
+            ``LITELLM_MEMORY_REDIS_URL``. Default ``redis://127.0.0.1:6379/0``; ``serve`` sets it
+            to an embedded Redis when unset.
+        key_prefix: first part of every key (``mem`` gives ``mem:{t:u:c}:turns``).
+        recent_chars: recent-window budget in characters (DESIGN.md section 5: 8000).
+        recent_messages: recent-window budget in messages (DESIGN.md section 5: 40).
+        retention_days: TTL of every per-conversation key, refreshed on each write (days).
+        user_header: request header that carries the user id when the body has no ``user``
+            (lower case, e.g. ``x-end-user-id``); ``None`` reads only the body.
+        regenerate_window_s: for clients that send only the new message, the same user text sent
+            again within this many seconds of its reply counts as a regenerate (seconds).
+        extraction_every: messages since the last extraction that make a conversation due.
+        extraction_quiet_s: seconds of quiet after which a conversation with new messages is due.
+        redis_timeout_s: socket timeout of Redis calls (seconds); a slower Redis fails open.
+        stored_text_chars: longest text stored for one message (characters); longer texts keep
+            their end, as the window does.
+        timezone: IANA name used to date recalled lines when the request gives none.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="LITELLM_MEMORY_", extra="forbid", populate_by_name=True
+    )
+
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        validation_alias=AliasChoices("redis_url", "REDIS_URL", "LITELLM_MEMORY_REDIS_URL"),
+    )
+    key_prefix: str = Field(default="mem", pattern=_KEY_PREFIX_PATTERN)
+    recent_chars: int = Field(default=8000, ge=200, le=2_000_000)
+    recent_messages: int = Field(default=40, ge=1, le=1000)
+    retention_days: float = Field(default=30.0, gt=0, le=3650)
+    user_header: str | None = None
+    regenerate_window_s: float = Field(default=300.0, ge=0)
+    extraction_every: int = Field(default=12, ge=1)
+    extraction_quiet_s: float = Field(default=20.0, ge=0)
+    redis_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    stored_text_chars: int = Field(default=32_000, ge=1000)
+    timezone: str = "UTC"
+
+    @field_validator("user_header")
+    @classmethod
+    def _lower_header(cls, value: str | None) -> str | None:
+        return value.lower() if value else None
+
+    @property
+    def retention_s(self) -> int:
+        """The TTL in whole seconds."""
+        return int(self.retention_days * 86400)
+
+
+class AliasMemoryConfig(BaseModel):
+    """The ``model_info.memory`` block of one model alias.
+
+    Attributes:
+        enabled: memory is on for this alias.
+        required: requests without a usable user id get HTTP 400 instead of a pass-through.
+        namespace: aliases with the same namespace share memory (default: the alias name).
+        system_prompt: the operator's rules, placed first in the system message.
+        recent_chars / recent_messages: override the global window budget.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    required: bool = False
+    namespace: str | None = Field(default=None, pattern=_KEY_PREFIX_PATTERN)
+    system_prompt: str = ""
+    recent_chars: int | None = Field(default=None, ge=200, le=2_000_000)
+    recent_messages: int | None = Field(default=None, ge=1, le=1000)
+    mode: Literal["read_write", "read_only"] = "read_write"
+
+
+def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySettings:
+    """Build the global settings from ``callback_settings['memory']`` and the environment.
+
+    Raises:
+        ConfigError: unknown keys or invalid values, with pydantic's message.
+    """
+    section = (callback_settings or {}).get("memory") or {}
+    if not isinstance(section, dict):
+        raise ConfigError("callback_settings.memory must be a mapping")
+    try:
+        return MemorySettings(**section)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid callback_settings.memory: {exc}") from exc
+
+
+def parse_alias_config(model_info: dict[str, Any] | None) -> AliasMemoryConfig | None:
+    """Read an alias's ``model_info.memory``; ``None`` when memory is off for it.
+
+    ``memory: true`` is short for ``{enabled: true}``.
+
+    Raises:
+        ConfigError: the block has unknown keys or invalid values.
+    """
+    raw = (model_info or {}).get("memory")
+    if raw is None or raw is False:
+        return None
+    if raw is True:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("model_info.memory must be true or a mapping")
+    try:
+        config = AliasMemoryConfig(**raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid model_info.memory: {exc}") from exc
+    return config if config.enabled else None

@@ -1,0 +1,317 @@
+"""All Redis reads and writes of the package.
+
+Key names come from :mod:`litellm_memory_hook.keys`. Per-conversation writes are one Lua script
+each (atomic, one Cluster slot); global keys (due set, user index) are written by separate
+commands, never in the same script or transaction.
+
+The recall index is the ``postings`` hash of a conversation: field = term, value = packed
+big-endian uint32s: the term's document frequency, then the seqs of the newest messages containing
+it, ascending, at most ``postings_cap`` of them (DESIGN.md section 6: reading only the newest
+postings keeps the cost of a request flat as the conversation grows). ``meta.idx_n`` counts the
+indexed messages (the N of the IDF formula).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.keys import ConversationKeys, due_key
+from litellm_memory_hook.models import ConversationState, Turn
+
+#: default number of newest postings kept per term (DESIGN.md section 6: K=1024 gave the exact
+#: top 4 on 90-99% of queries at 100,000 messages).
+POSTINGS_CAP = 1024
+
+APPEND_TURNS = """
+-- Append turns to a conversation, idempotently on call_id, updating the recall index.
+-- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
+-- ARGV[1] call_id ("" = no idempotency check)
+-- ARGV[2] TTL in seconds, set on every key of the conversation that exists
+-- ARGV[3] now, epoch ms (meta.updated_ms)
+-- ARGV[4] replace_from_seq: when > 0, turns with seq >= it are removed first (a regenerate)
+-- ARGV[5] postings cap per term
+-- ARGV[6] number of meta fields written only if absent; then that many field, value pairs
+-- then: number of removed turns; for each: seq, number of terms, the terms
+-- then: number of new turns; for each: body (turn JSON without "{"), number of terms, the terms
+-- Returns {1, first_seq, last_seq} when written, {0, seq, seq} when call_id was already stored.
+local function enc(n)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+                     math.floor(n / 256) % 256, n % 256)
+end
+local function dec(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+local call_id = ARGV[1]
+if call_id ~= '' then
+  local seen = redis.call('HGET', KEYS[3], call_id)
+  if seen then return {0, tonumber(seen), tonumber(seen)} end
+end
+local cap = tonumber(ARGV[5])
+local replace_from = tonumber(ARGV[4])
+if replace_from > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], replace_from, '+inf')
+end
+local i = 7
+for _ = 1, tonumber(ARGV[6]) do
+  redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+local n_removed = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_removed do
+  local packed = enc(tonumber(ARGV[i]))
+  local n_terms = tonumber(ARGV[i + 1]); i = i + 2
+  for t = i, i + n_terms - 1 do
+    local v = redis.call('HGET', KEYS[4], ARGV[t])
+    if v then
+      local df = dec(v, 1) - 1
+      local list = string.sub(v, 5)
+      for p = 1, #list - 3, 4 do
+        if string.sub(list, p, p + 3) == packed then
+          list = string.sub(list, 1, p - 1) .. string.sub(list, p + 4)
+          break
+        end
+      end
+      if df <= 0 then redis.call('HDEL', KEYS[4], ARGV[t])
+      else redis.call('HSET', KEYS[4], ARGV[t], enc(df) .. list) end
+    end
+  end
+  if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
+  i = i + n_terms
+end
+local n_new = tonumber(ARGV[i]); i = i + 1
+local first, last = 0, 0
+for _ = 1, n_new do
+  last = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+  if first == 0 then first = last end
+  redis.call('ZADD', KEYS[2], last, '{"seq":' .. last .. ',' .. ARGV[i])
+  local n_terms = tonumber(ARGV[i + 1]); i = i + 2
+  local packed = enc(last)
+  for t = i, i + n_terms - 1 do
+    local v = redis.call('HGET', KEYS[4], ARGV[t])
+    local df, list = 0, ''
+    if v then df = dec(v, 1); list = string.sub(v, 5) end
+    list = list .. packed
+    if #list > cap * 4 then list = string.sub(list, #list - cap * 4 + 1) end
+    redis.call('HSET', KEYS[4], ARGV[t], enc(df + 1) .. list)
+  end
+  if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
+  i = i + n_terms
+end
+if call_id ~= '' and last > 0 then redis.call('HSET', KEYS[3], call_id, last) end
+redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
+for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
+return {1, first, last}
+"""
+
+
+@dataclass(frozen=True)
+class IndexedTurn:
+    """A turn with the recall-index terms it is stored under (empty: not indexed)."""
+
+    turn: Turn
+    terms: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What an append did: ``written`` False means the call id was already stored."""
+
+    written: bool
+    first_seq: int
+    last_seq: int
+
+
+@dataclass
+class Postings:
+    """The index entries read for one query: term -> (df, newest seqs) and N."""
+
+    n_docs: int = 0
+    df: dict[str, int] = field(default_factory=dict)
+    seqs: dict[str, list[int]] = field(default_factory=dict)
+
+
+def unpack_postings(value: bytes) -> tuple[int, list[int]]:
+    """Decode a postings value: (document frequency, seqs ascending)."""
+    count = len(value) // 4
+    numbers = struct.unpack(f">{count}I", value[: count * 4])
+    return (numbers[0], list(numbers[1:])) if numbers else (0, [])
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def now_ms() -> int:
+    """Wall-clock time in epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+class MemoryStore:
+    """Reads and writes conversations in Redis.
+
+    Args:
+        redis: an asyncio client created with ``decode_responses=False`` (postings are binary).
+        ttl_s: retention TTL in seconds, refreshed on every write.
+        postings_cap: newest postings kept per term.
+
+    Every method raises :class:`StoreError` (wrapping the Redis error) on failure.
+    """
+
+    def __init__(self, redis: aioredis.Redis, *, ttl_s: int, postings_cap: int = POSTINGS_CAP):
+        self.redis = redis
+        self.ttl_s = ttl_s
+        self.postings_cap = postings_cap
+        self._append = redis.register_script(APPEND_TURNS)
+
+    async def load(
+        self, keys: ConversationKeys, *, tail: int, query_terms: Sequence[str] = ()
+    ) -> tuple[ConversationState, Postings]:
+        """Read what a request needs in one round trip.
+
+        Args:
+            keys: the conversation.
+            tail: how many of the newest turns to read.
+            query_terms: recall terms of the new message; their postings are read too.
+
+        Returns:
+            The state (meta, newest turns oldest first, pinned, memories) and the postings.
+        """
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(keys.meta)
+                pipe.zrange(keys.turns, -tail, -1)
+                pipe.hvals(keys.pinned)
+                pipe.hvals(keys.memories)
+                if query_terms:
+                    pipe.hmget(keys.postings, list(query_terms))
+                replies = await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"load {keys.tag}: {exc}") from exc
+        meta = {_text(k): _text(v) for k, v in replies[0].items()}
+        turns: list[Turn] = []
+        for member in replies[1]:
+            try:
+                turns.append(Turn.from_member(member))
+            except ValueError:
+                continue
+        state = ConversationState(
+            meta=meta,
+            tail=turns,
+            pinned=[_text(v) for v in replies[2]],
+            memories=[_text(v) for v in replies[3]],
+        )
+        postings = Postings(n_docs=int(meta.get("idx_n", "0") or 0))
+        if query_terms:
+            for term, value in zip(query_terms, replies[4], strict=True):
+                if value:
+                    df, seqs = unpack_postings(value)
+                    postings.df[term] = df
+                    postings.seqs[term] = seqs
+        return state, postings
+
+    async def fetch_turns(self, keys: ConversationKeys, seqs: Iterable[int]) -> list[Turn]:
+        """The turns with these seqs, in seq order (missing ones skipped)."""
+        wanted = sorted(set(seqs))
+        if not wanted:
+            return []
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for seq in wanted:
+                    pipe.zrange(keys.turns, seq, seq, byscore=True)
+                replies = await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"fetch turns {keys.tag}: {exc}") from exc
+        return [Turn.from_member(m) for reply in replies for m in reply]
+
+    async def append(
+        self,
+        keys: ConversationKeys,
+        turns: Sequence[IndexedTurn],
+        *,
+        call_id: str = "",
+        meta_if_new: dict[str, str] | None = None,
+        replace: Sequence[IndexedTurn] = (),
+        at_ms: int | None = None,
+    ) -> AppendResult:
+        """Append turns atomically (one Lua script), idempotent on ``call_id``.
+
+        Args:
+            keys: the conversation.
+            turns: new turns, oldest first, with their index terms.
+            call_id: ``litellm_call_id``; a second append with the same id writes nothing.
+            meta_if_new: meta fields set only when absent (raw ids, namespace, created time).
+            replace: stored turns to remove first (a regenerate): every turn from the first
+                of them on is removed from the sorted set, and their terms from the index.
+            at_ms: ``updated_ms`` to record (default now).
+
+        Raises:
+            StoreError: Redis failed.
+        """
+        args: list[Any] = [
+            call_id,
+            self.ttl_s,
+            at_ms if at_ms is not None else now_ms(),
+            min((t.turn.seq for t in replace), default=0),
+            self.postings_cap,
+        ]
+        meta_items = list((meta_if_new or {}).items())
+        args.append(len(meta_items))
+        for name, value in meta_items:
+            args.extend((name, value))
+        args.append(len(replace))
+        for item in replace:
+            args.extend((item.turn.seq, len(item.terms), *item.terms))
+        args.append(len(turns))
+        for item in turns:
+            args.extend((item.turn.body_json(), len(item.terms), *item.terms))
+        try:
+            written, first, last = await self._append(
+                keys=[keys.meta, keys.turns, keys.calls, keys.postings], args=args
+            )
+        except RedisError as exc:
+            raise StoreError(f"append {keys.tag}: {exc}") from exc
+        return AppendResult(bool(written), int(first), int(last))
+
+    async def touch_user_index(self, keys: ConversationKeys) -> None:
+        """Add the conversation to the user's index (a global key) and refresh its TTL."""
+        index = keys.user_index()
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.sadd(index, keys.tag)
+                pipe.expire(index, self.ttl_s)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"user index {index}: {exc}") from exc
+
+    async def schedule_extraction(self, keys: ConversationKeys, due_ms: int) -> None:
+        """Mark the conversation due for extraction at ``due_ms`` (epoch ms) in the due set."""
+        try:
+            await self.redis.zadd(due_key(keys.prefix), {keys.tag: due_ms})
+        except RedisError as exc:
+            raise StoreError(f"schedule {keys.tag}: {exc}") from exc
+
+    async def count_turns(self, keys: ConversationKeys) -> int:
+        """Number of stored turns."""
+        try:
+            return int(await self.redis.zcard(keys.turns))
+        except RedisError as exc:
+            raise StoreError(f"count {keys.tag}: {exc}") from exc
+
+    async def all_turns(self, keys: ConversationKeys) -> list[Turn]:
+        """Every stored turn, oldest first (for the CLI and tests; not on the request path)."""
+        try:
+            members = await self.redis.zrange(keys.turns, 0, -1)
+        except RedisError as exc:
+            raise StoreError(f"read {keys.tag}: {exc}") from exc
+        return [Turn.from_member(m) for m in members]

@@ -1,0 +1,129 @@
+"""The recent window: the newest messages that fit a character and a message budget.
+
+Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
+
+* Walk back from the newest message; stop at the first unit that would pass ``max_chars``
+  characters or ``max_messages`` messages. The new turn is always kept.
+* A unit is one message, or a tool-call group: an assistant message with ``tool_calls`` and the
+  ``tool`` messages answering each of its calls. A group is kept whole or dropped whole; a group
+  missing a reply, and a ``tool`` message without its assistant ``tool_calls``, are dropped.
+* When the new turn alone is over the budget, its text keeps its end (cut on a grapheme boundary),
+  so a question at the end of a long paste survives.
+* No message with empty text content is ever returned (an assistant message with ``tool_calls``
+  has ``content: None`` instead of ``""``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from litellm_memory_hook.messages import content_text, is_blank, keep_tail, message_chars
+
+Message = dict[str, Any]
+
+
+def group_units(messages: Sequence[Message]) -> list[list[Message]]:
+    """Group messages into window units, dropping broken tool groups and empty messages.
+
+    Returns:
+        Units oldest first; each unit is one message or one whole tool-call group.
+    """
+    units: list[list[Message]] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        role = message.get("role")
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls:
+            wanted = {c.get("id") for c in calls if isinstance(c, dict)}
+            group = [_with_null_content(message)]
+            j = i + 1
+            answered: set[object] = set()
+            while j < len(messages) and messages[j].get("role") == "tool":
+                if messages[j].get("tool_call_id") in wanted:
+                    group.append(messages[j])
+                    answered.add(messages[j].get("tool_call_id"))
+                j += 1
+            if answered == wanted and None not in wanted:
+                units.append(group)
+            i = j
+            continue
+        if role != "tool" and not is_blank(content_text(message.get("content"))):
+            units.append([message])
+        i += 1
+    return units
+
+
+def _with_null_content(message: Message) -> Message:
+    if is_blank(content_text(message.get("content"))):
+        return {**message, "content": None}
+    return message
+
+
+def trim_new_turn(new: Sequence[Message], max_chars: int) -> list[Message]:
+    """The new turn, with the text of its last message cut to keep its end when over budget.
+
+    A list-of-parts content keeps its non-text parts (the image the user just sent reaches the
+    model as sent); its text parts are replaced by one cut text part.
+    """
+    units = group_units(new)
+    kept = [m for unit in units for m in unit]
+    if not kept:
+        return []
+    last = kept[-1]
+    others = sum(message_chars(m) for m in kept[:-1])
+    room = max(max_chars - others, max_chars // 2, 2)
+    text = content_text(last.get("content"))
+    if len(text) <= room:
+        return kept
+    content = last.get("content")
+    cut = keep_tail(_text_only(content), room)
+    if isinstance(content, list):
+        media = [p for p in content if isinstance(p, dict) and p.get("type") != "text"]
+        new_content: Any = [{"type": "text", "text": cut}, *media]
+    else:
+        new_content = cut
+    return [*kept[:-1], {**last, "content": new_content}]
+
+
+def _text_only(content: object) -> str:
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
+    return content_text(content)
+
+
+def build_window(
+    history: Sequence[Message],
+    new: Sequence[Message],
+    *,
+    max_chars: int,
+    max_messages: int,
+) -> list[Message]:
+    """The messages sent after the system message: the fitting tail of history, then the new turn.
+
+    Args:
+        history: earlier messages, oldest first (stored turns or the client's own history).
+        new: the new turn (usually one user message).
+        max_chars: character budget of the whole window, new turn included.
+        max_messages: message budget of the whole window, new turn included.
+
+    Returns:
+        A list of OpenAI messages, oldest first, that a strict provider accepts.
+    """
+    current = trim_new_turn(new, max_chars)
+    used_chars = sum(message_chars(m) for m in current)
+    used_messages = len(current)
+    picked: list[list[Message]] = []
+    for unit in reversed(group_units(history)):
+        cost = sum(message_chars(m) for m in unit)
+        if used_chars + cost > max_chars or used_messages + len(unit) > max_messages:
+            break
+        picked.append(unit)
+        used_chars += cost
+        used_messages += len(unit)
+    return [m for unit in reversed(picked) for m in unit] + current

@@ -1,0 +1,110 @@
+"""Shared fixtures: fake and real Redis, the store, a hook wired to them."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+
+from litellm_memory_hook.hook import MemoryHook
+from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store import MemoryStore
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
+MULTILING = SHARED / "data" / "multiling" / "multiling-dev.json"
+
+
+def real_redis_url() -> str:
+    """The real Redis the tests use (``REDIS_URL``, default the local server)."""
+    return os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+class Auth:
+    """A stand-in for LiteLLM's ``UserAPIKeyAuth`` with the master key."""
+
+    def __init__(self, token: str = "litellm_proxy_master_key", team_id: str | None = None,
+                 user_id: str | None = "default_user_id") -> None:
+        self.token = token
+        self.team_id = team_id
+        self.user_id = user_id
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A key prefix unique to the test, so tests never see each other's keys."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
+async def _cleanup(client: aioredis.Redis, prefix: str) -> None:
+    async for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+        await client.delete(key)
+
+
+@pytest.fixture
+async def real_redis(prefix: str) -> AsyncIterator[aioredis.Redis]:
+    """An asyncio client of the real Redis; the test's keys are deleted afterwards."""
+    client = aioredis.from_url(real_redis_url(), decode_responses=False)
+    try:
+        await client.ping()
+    except Exception as exc:  # pragma: no cover - CI always has one
+        pytest.fail(f"no Redis at {real_redis_url()}: {exc}")
+    yield client
+    await _cleanup(client, prefix)
+    await client.aclose()
+
+
+@pytest.fixture
+async def fake_redis() -> AsyncIterator[aioredis.Redis]:
+    """A fakeredis asyncio client with Lua."""
+    client = fakeredis.FakeAsyncRedis(decode_responses=False)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture(params=["fake", "real"])
+async def any_redis(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[aioredis.Redis]:
+    """The same test on fakeredis and on the real Redis."""
+    if request.param == "fake":
+        client: aioredis.Redis = fakeredis.FakeAsyncRedis(decode_responses=False)
+    else:
+        client = aioredis.from_url(real_redis_url(), decode_responses=False)
+    yield client
+    if request.param == "real":
+        await _cleanup(client, prefix)
+    await client.aclose()
+
+
+@pytest.fixture
+def store(any_redis: aioredis.Redis) -> MemoryStore:
+    """A store on fake and on real Redis."""
+    return MemoryStore(any_redis, ttl_s=3600)
+
+
+ALIASES: dict[str, dict[str, Any]] = {
+    "demo": {"memory": {"enabled": True, "system_prompt": "You are Mira."}},
+    "strict": {"memory": {"enabled": True, "required": True}},
+    "tiny": {"memory": {"enabled": True, "recent_chars": 300, "recent_messages": 4}},
+    "plain": {},
+}
+
+
+def make_hook(client: aioredis.Redis, prefix: str, **settings: Any) -> MemoryHook:
+    """A hook on ``client`` with the test aliases."""
+    return MemoryHook(
+        settings=MemorySettings(key_prefix=prefix, **settings),
+        redis=client,
+        alias_lookup=lambda model: ALIASES.get(model),
+    )
+
+
+@pytest.fixture
+def hook(any_redis: aioredis.Redis, prefix: str) -> MemoryHook:
+    """A hook on fake and on real Redis."""
+    return make_hook(any_redis, prefix)

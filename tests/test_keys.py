@@ -1,0 +1,52 @@
+"""Key names, hash tags and id validation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.crc import key_slot
+
+from litellm_memory_hook.errors import InvalidIdError
+from litellm_memory_hook.keys import ConversationKeys, is_usable_user_id, key_id
+
+
+def test_all_keys_of_a_conversation_map_to_one_cluster_slot() -> None:
+    """Every per-conversation key carries the same hash tag, so one slot (case C28)."""
+    keys = ConversationKeys.for_ids("mem", "master", "u-A", "c7")
+    slots = {key_slot(k.encode()) for k in keys.all()}
+    assert len(slots) == 1
+    assert keys.turns == "mem:{master:u-A:c7}:turns"
+
+
+@given(st.text(min_size=1), st.text(min_size=1), st.text(min_size=1))
+def test_any_ids_give_one_slot_and_no_braces_inside_the_tag(t: str, u: str, c: str) -> None:
+    """Ids with braces, colons or any script are hashed, never moving the slot (STYLE.md 2)."""
+    if not (t.strip() and u.strip() and c.strip()):
+        return
+    keys = ConversationKeys.for_ids("mem", t, u, c)
+    assert "{" not in keys.tag and "}" not in keys.tag and keys.tag.count(":") == 2
+    assert len({key_slot(k.encode()) for k in keys.all()}) == 1
+    assert ConversationKeys.from_tag("mem", keys.tag) == keys
+
+
+def test_plain_ids_stay_readable_and_others_are_hashed() -> None:
+    """Plain ids are used as they are; braces, spaces and other scripts become h-<sha256>."""
+    assert key_id("alice@example.com") == "alice@example.com"
+    assert key_id("a{b}").startswith("h-") and len(key_id("a{b}")) == 26
+    assert key_id("सीमा") == key_id("सीमा") != key_id("सीम")
+    assert key_id("h-spoof").startswith("h-") and key_id("h-spoof") != "h-spoof"
+    with pytest.raises(InvalidIdError):
+        key_id("  ")
+
+
+@pytest.mark.parametrize("value", [None, "", "  ", "default_user_id", "None", 42, "undefined"])
+def test_placeholder_user_ids_never_get_memory(value: object) -> None:
+    """Missing, empty and placeholder user ids are not usable (DESIGN.md section 3)."""
+    assert not is_usable_user_id(value)
+
+
+def test_bad_tags_are_rejected() -> None:
+    """A due-set entry that is not t:u:c cannot be turned into keys."""
+    with pytest.raises(InvalidIdError):
+        ConversationKeys.from_tag("mem", "a:b")

@@ -1,0 +1,94 @@
+"""Message shapes: parts, blanks, grapheme-safe cuts, the new turn."""
+
+from __future__ import annotations
+
+import regex
+from hypothesis import given
+from hypothesis import strategies as st
+
+from litellm_memory_hook.messages import (
+    content_text,
+    is_blank,
+    keep_tail,
+    message_to_turn,
+    split_request,
+)
+
+C25_CONTENT = [
+    {"type": "text", "text": "Remember: my locker is 42."},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KG" + "A" * 5000}},
+    {"type": "input_audio", "input_audio": {"data": "UklGR" * 1000, "format": "wav"}},
+]
+
+
+def test_parts_give_text_and_placeholders_never_base64() -> None:
+    """Case C25: text plus [image]/[audio] placeholders; base64 is never kept."""
+    assert content_text(C25_CONTENT) == "Remember: my locker is 42.\n[image]\n[audio]"
+    turn = message_to_turn({"role": "user", "content": C25_CONTENT}, ts_ms=1)
+    assert turn is not None and "base64" not in turn.text and len(turn.text) < 60
+
+
+def test_malformed_content_is_skipped() -> None:
+    """Case C25: None, bare strings and junk parts do not crash."""
+    assert content_text(None) == ""
+    assert content_text(["hi", None, 3, {"type": "text", "text": None}]) == "hi"
+
+
+def test_blank_messages_are_not_stored() -> None:
+    """Case C26: "", "   " and a lone zero-width space store nothing."""
+    for text in ("", "   ", "\u200b", "\n\t"):
+        assert is_blank(text)
+        assert message_to_turn({"role": "user", "content": text}, ts_ms=1) is None
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    turn = message_to_turn({"role": "assistant", "content": "", "tool_calls": [call]}, ts_ms=1)
+    assert turn is not None and turn.text == "" and turn.to_message()["content"] is None
+
+
+def test_cut_keeps_the_end_on_a_grapheme_boundary() -> None:
+    """Case C22 (b, d): the tail with the question survives; no cluster is split."""
+    long = "x" * 200_000 + " Question: what is 2+2?"
+    cut = keep_tail(long, 8000)
+    assert len(cut) == 8000 and cut.endswith("Question: what is 2+2?")
+    family = "👩‍👩‍👧"
+    for text in (family * 50, "क्षि" * 50):
+        clusters = set(regex.findall(r"\X", text))
+        for limit in range(2, 40):
+            out = keep_tail(text, limit)
+            assert len(out) <= limit
+            assert set(regex.findall(r"\X", out[1:])) <= clusters
+
+
+@given(st.text(), st.integers(min_value=2, max_value=50))
+def test_cut_is_a_suffix_within_the_limit(text: str, limit: int) -> None:
+    """keep_tail returns the text itself or an ellipsis and a suffix, within the limit."""
+    out = keep_tail(text, limit)
+    assert len(out) <= limit or out == text
+    assert out == text or (out.startswith("…") and text.endswith(out[1:]))
+
+
+def test_split_finds_the_new_turn() -> None:
+    """The new turn is the trailing user messages; system texts are collected."""
+    split = split_request(
+        [
+            {"role": "system", "content": "You are Tutor."},
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": "c"},
+        ]
+    )
+    assert split.system_texts == ("You are Tutor.",)
+    assert [m["content"] for m in split.earlier] == ["a", "b"]
+    assert [m["content"] for m in split.new] == ["c"]
+
+
+def test_tool_results_bring_their_assistant_call_into_the_new_turn() -> None:
+    """A tool-result turn keeps the assistant tool_calls message it answers."""
+    call = {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+    split = split_request(
+        [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "31C"},
+        ]
+    )
+    assert [m["role"] for m in split.new] == ["assistant", "tool"]

@@ -1,0 +1,43 @@
+"""The settings model and the per-alias block."""
+
+from __future__ import annotations
+
+import pytest
+
+from litellm_memory_hook.errors import ConfigError
+from litellm_memory_hook.settings import MemorySettings, load_settings, parse_alias_config
+
+
+def test_defaults_follow_the_design() -> None:
+    """8000 characters, 40 messages, 30 days (DESIGN.md section 5)."""
+    settings = load_settings({})
+    assert (settings.recent_chars, settings.recent_messages) == (8000, 40)
+    assert settings.retention_s == 30 * 86400
+
+
+def test_unknown_keys_are_rejected() -> None:
+    """A typo in callback_settings.memory is an error, not silently ignored."""
+    with pytest.raises(ConfigError, match="recent_char"):
+        load_settings({"memory": {"recent_char": 100}})
+
+
+def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """REDIS_URL and LITELLM_MEMORY_* variables configure the hook; config.yaml wins."""
+    monkeypatch.setenv("REDIS_URL", "redis://example.invalid:1/2")
+    monkeypatch.setenv("LITELLM_MEMORY_RECENT_CHARS", "5000")
+    assert MemorySettings().redis_url == "redis://example.invalid:1/2"
+    assert MemorySettings().recent_chars == 5000
+    assert load_settings({"memory": {"recent_chars": 6000}}).recent_chars == 6000
+
+
+def test_alias_blocks() -> None:
+    """memory: true / a mapping enables; absent, false or enabled: false disables."""
+    assert parse_alias_config({"memory": True}) is not None
+    assert parse_alias_config({}) is None
+    assert parse_alias_config({"memory": {"enabled": False}}) is None
+    config = parse_alias_config({"memory": {"required": True, "recent_chars": 500}})
+    assert config is not None and config.required and config.recent_chars == 500
+    with pytest.raises(ConfigError):
+        parse_alias_config({"memory": {"requird": True}})
+    with pytest.raises(ConfigError):
+        parse_alias_config({"memory": "yes"})

@@ -1,0 +1,128 @@
+"""The recent window: budgets, tool groups, empty content (cases C22, C24, C26)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from litellm_memory_hook.messages import content_text, is_blank, message_chars
+from litellm_memory_hook.window import build_window
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Pune"}'}}
+C24 = [
+    {"role": "user", "content": "weather?"},
+    {"role": "assistant", "content": None, "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "c1", "content": "31C"},
+    {"role": "assistant", "content": "It's 31C."},
+]
+NEW = [{"role": "user", "content": "and tomorrow?"}]
+
+
+def _valid(window: list[dict[str, Any]]) -> None:
+    """No orphan tool message, no partial group, no empty text content."""
+    open_calls: set[str] = set()
+    for i, m in enumerate(window):
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in open_calls
+        elif m.get("tool_calls"):
+            open_calls = {c["id"] for c in m["tool_calls"]}
+            answered = set()
+            for later in window[i + 1 :]:
+                if later["role"] != "tool":
+                    break
+                answered.add(later["tool_call_id"])
+            assert answered == open_calls
+        else:
+            assert not is_blank(content_text(m.get("content")))
+
+
+def test_budget_that_cuts_inside_a_tool_group_drops_the_group_whole() -> None:
+    """Case C24: a budget between the call and its result never keeps an orphan tool message."""
+    for budget in range(20, 120):
+        window = build_window(C24, NEW, max_chars=budget, max_messages=40)
+        _valid(window)
+        assert window[-1] == NEW[0]
+        assert window[0]["role"] != "tool"
+
+
+def test_group_with_a_missing_reply_is_removed() -> None:
+    """Case C24: two tool_calls and only one reply: the group goes whole."""
+    two = {**CALL, "id": "c2"}
+    history = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [CALL, two]},
+        {"role": "tool", "tool_call_id": "c1", "content": "31C"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    window = build_window(history, NEW, max_chars=8000, max_messages=40)
+    assert [m["role"] for m in window] == ["user", "assistant", "user"]
+    _valid(window)
+
+
+def test_whole_group_kept_and_null_content_is_fine() -> None:
+    """content: null with tool_calls is handled (no len(None)) and kept as None, not ""."""
+    window = build_window(C24, NEW, max_chars=8000, max_messages=40)
+    assert [m["role"] for m in window] == ["user", "assistant", "tool", "assistant", "user"]
+    assert window[1]["content"] is None
+
+
+def test_message_budget_and_char_budget() -> None:
+    """Walk back until 40 messages or 8000 characters, whichever first."""
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i:03d} " + "a" * 95}
+               for i in range(100)]
+    window = build_window(history, NEW, max_chars=8000, max_messages=40)
+    assert len(window) == 40 and window[0]["content"].startswith("m061")
+    window = build_window(history, NEW, max_chars=1000, max_messages=40)
+    assert sum(message_chars(m) for m in window) <= 1000
+    assert len(window) == 10 and window[-2]["content"].startswith("m099")
+
+
+def test_a_huge_new_message_keeps_its_end() -> None:
+    """Case C22 b: 200,000 characters ending in a question: the question survives."""
+    new = [{"role": "user", "content": "y" * 200_000 + " Question: what is 2+2?"}]
+    window = build_window(C24, new, max_chars=8000, max_messages=40)
+    assert len(window) == 1
+    assert window[0]["content"].endswith("Question: what is 2+2?")
+    assert len(window[0]["content"]) <= 8000
+
+
+def test_image_parts_of_the_new_message_reach_the_model() -> None:
+    """Case C25: the current message's parts are passed as sent."""
+    parts = [{"type": "text", "text": "what is this?"},
+             {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.jpg"}}]
+    window = build_window([], [{"role": "user", "content": parts}], max_chars=8000, max_messages=40)
+    assert window[0]["content"] == parts
+
+
+def test_empty_messages_in_history_are_dropped() -> None:
+    """Case C26: empty and invisible history messages never reach the model."""
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""},
+               {"role": "user", "content": "\u200b"}, {"role": "assistant", "content": "yo"}]
+    window = build_window(history, NEW, max_chars=8000, max_messages=40)
+    assert [m["content"] for m in window] == ["hi", "yo", "and tomorrow?"]
+
+
+messages = st.lists(
+    st.one_of(
+        st.builds(lambda t: {"role": "user", "content": t}, st.text(max_size=30)),
+        st.builds(lambda t: {"role": "assistant", "content": t}, st.text(max_size=30)),
+        st.just({"role": "assistant", "content": None, "tool_calls": [CALL]}),
+        st.just({"role": "tool", "tool_call_id": "c1", "content": "31C"}),
+        st.just({"role": "tool", "tool_call_id": "zz", "content": "stray"}),
+    ),
+    max_size=30,
+)
+
+
+@given(messages, st.integers(min_value=200, max_value=600), st.integers(min_value=1, max_value=12))
+def test_any_history_gives_a_valid_window_within_budget(
+    history: list[dict[str, Any]], chars: int, count: int
+) -> None:
+    """Whatever the history, the window is valid and within both budgets."""
+    window = build_window(history, NEW, max_chars=chars, max_messages=count)
+    _valid(window)
+    assert len(window) <= max(count, 1)
+    assert sum(message_chars(m) for m in window) <= chars
+    assert window[-1] == NEW[0]
