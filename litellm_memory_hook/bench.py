@@ -52,7 +52,7 @@ class LatencyRow:
 
 
 class _Auth:
-    token = "litellm_proxy_master_key"  # noqa: S105 - LiteLLM's marker for the master key
+    token = "litellm_proxy_master_key"
     team_id = None
     user_id = "default_user_id"
 
@@ -64,7 +64,9 @@ def _cycled_turns(history: History, size: int) -> list[Turn]:
     start = base[0].ts_ms
     for i in range(size):
         source = base[i % len(base)]
-        turns.append(Turn(role=source.role, text=source.text, ts_ms=start + i * step_ms, name=source.name))
+        turns.append(
+            Turn(role=source.role, text=source.text, ts_ms=start + i * step_ms, name=source.name)
+        )
     return turns
 
 
@@ -77,7 +79,7 @@ async def _fill(store: MemoryStore, keys: ConversationKeys, turns: Sequence[Turn
 async def _naive(store: MemoryStore, keys: ConversationKeys, question: str, window: int) -> None:
     """Load every stored message and score the older ones in Python (the baseline)."""
     members = await store.redis.zrange(keys.turns, 0, -1)
-    turns = [Turn.from_member(m) for m in members]
+    turns = [Turn.from_member(m) for m in members if isinstance(m, bytes | str)]
     older = turns[:-window] if window else turns
     query = set(recall.query_terms(question))
     if not query:
@@ -160,7 +162,9 @@ async def run_latency(
                 naive_runs = max(3, min(runs, int(2_000_000 / max(size, 1))))
                 for i in range(naive_runs):
                     t0 = time.perf_counter()
-                    await _naive(store, keys, questions[i % len(questions)], settings.recent_messages)
+                    await _naive(
+                        store, keys, questions[i % len(questions)], settings.recent_messages
+                    )
                     naive_times.append((time.perf_counter() - t0) * 1000)
             rows.append(
                 LatencyRow(

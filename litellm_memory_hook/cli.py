@@ -103,7 +103,14 @@ def serve(
         if standin_port:
             children.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "litellm_memory_hook", "standin", "--port", str(standin_port)],
+                    [
+                        sys.executable,
+                        "-m",
+                        "litellm_memory_hook",
+                        "standin",
+                        "--port",
+                        str(standin_port),
+                    ],
                     env=settings_env,
                 )
             )
@@ -170,7 +177,9 @@ def import_command(
     sample_id: Annotated[str | None, typer.Option(help="LoCoMo sample, e.g. conv-26.")] = None,
     model: Annotated[str, typer.Option(help="The memory-enabled alias.")] = "demo",
     conversation: Annotated[str | None, typer.Option(help="Conversation id.")] = None,
-    tenant: Annotated[str, typer.Option(help="Tenant (default: the master key's).")] = MASTER_TENANT,
+    tenant: Annotated[
+        str, typer.Option(help="Tenant (default: the master key's).")
+    ] = MASTER_TENANT,
     fresh: Annotated[bool, typer.Option(help="Delete the conversation first.")] = False,
     config: ConfigOption = Path("config.yaml"),
 ) -> None:
@@ -211,9 +220,13 @@ def replay_command(
     user: Annotated[str, typer.Option(help="The user id used at import.")],
     report: Annotated[Path, typer.Option(help="Where to write the JSON report.")],
     fmt: Annotated[str, typer.Option("--format", help="locomo.")] = "locomo",
-    base_url: Annotated[str, typer.Option(help="The proxy's base URL.")] = "http://127.0.0.1:4000/v1",
+    base_url: Annotated[
+        str, typer.Option(help="The proxy's base URL.")
+    ] = "http://127.0.0.1:4000/v1",
     model: Annotated[str, typer.Option(help="The memory-enabled alias.")] = "demo",
-    api_key: Annotated[str | None, typer.Option(help="Proxy key (default: the master key).")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="Proxy key (default: the master key).")
+    ] = None,
     standin_url: Annotated[str, typer.Option(help="The stand-in model.")] = "http://127.0.0.1:4010",
     conversation: Annotated[str | None, typer.Option(help="Conversation id.")] = None,
     config: ConfigOption = Path("config.yaml"),
@@ -256,7 +269,9 @@ def replay_command(
 
 @app.command("show")
 def show_command(
-    conversation: Annotated[str | None, typer.Argument(help="Conversation id (default: the alias's).")] = None,
+    conversation: Annotated[
+        str | None, typer.Argument(help="Conversation id (default: the alias's).")
+    ] = None,
     user: Annotated[str, typer.Option(help="The user id.")] = "",
     model: Annotated[str, typer.Option(help="The memory-enabled alias.")] = "demo",
     tenant: Annotated[str, typer.Option(help="Tenant.")] = MASTER_TENANT,
@@ -321,7 +336,9 @@ def bench_latency(
         "../shared/data/locomo/locomo-dev.json"
     ),
     sample_id: Annotated[str, typer.Option(help="Sample to cycle.")] = "conv-26",
-    sizes: Annotated[str, typer.Option(help="Comma-separated history sizes.")] = "100,1000,10000,100000",
+    sizes: Annotated[
+        str, typer.Option(help="Comma-separated history sizes.")
+    ] = "100,1000,10000,100000",
     runs: Annotated[int, typer.Option(help="Timed hook calls per size.")] = 200,
     naive: Annotated[bool, typer.Option(help="Also time the naive approach.")] = True,
     redis_url: Annotated[str | None, typer.Option(help="Redis (default: REDIS_URL).")] = None,
@@ -338,8 +355,15 @@ def bench_latency(
         raise _fail(f"bad --sizes: {sizes}") from exc
     rows = run_latency_sync(url, history, size_list, runs=runs, naive=naive)
     table = Table(title=f"pre-call hook latency on {url}")
-    for column in ("messages", "hook p50 ms", "hook p99 ms", "naive p50 ms", "naive p99 ms",
-                   "build s", "memory/text"):
+    for column in (
+        "messages",
+        "hook p50 ms",
+        "hook p99 ms",
+        "naive p50 ms",
+        "naive p99 ms",
+        "build s",
+        "memory/text",
+    ):
         table.add_column(column, justify="right")
     for r in rows:
         table.add_row(

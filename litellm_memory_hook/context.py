@@ -19,6 +19,7 @@ instead of storing a duplicate pair.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -124,12 +125,13 @@ def plan_turn(
             (*seed, *new_turns),
         )
 
-    # A tool-result turn carries the assistant tool_calls message it answers; when that message
-    # is already the newest stored turn, it is history, not new.
+    # A tool-result turn carries the assistant tool_calls message it answers. When that message
+    # is already the newest stored turn, it is not stored again, and it leaves the history so the
+    # window sees the call and its results together.
     if new and new[0].get("role") == "assistant" and stored:
         last = stored[-1]
         if last.role == "assistant" and _tool_call_ids(last) == _tool_call_ids(new[0]):
-            new = new[1:]
+            stored = stored[:-1]
             new_turns = [t for t in new_turns if not (t.role == "assistant" and t.tool_calls)]
 
     replace = _regenerated_reply(split.earlier, new, stored, now_ms, regenerate_window_s)
@@ -212,6 +214,25 @@ class ContextOptions:
     custom_instructions: str = ""
 
 
+def dedupe_rules(rules: Sequence[str]) -> tuple[str, ...]:
+    """The operator's rules without paragraphs already given earlier in the list.
+
+    A client that echoes the system message we sent back to us repeats the alias's
+    ``system_prompt`` and its own earlier system text; after :func:`strip_injected` removed our
+    data block, those repeated paragraphs (split on blank lines) are dropped here, so each rule
+    appears once (case C23). Order is kept; a rule left empty is dropped.
+    """
+    seen: set[str] = set()
+    kept: list[str] = []
+    for rule in rules:
+        paragraphs = [p for p in re.split(r"\n\s*\n", rule) if p.strip()]
+        fresh = [p for p in paragraphs if p.strip() not in seen]
+        seen.update(p.strip() for p in paragraphs)
+        if fresh:
+            kept.append("\n\n".join(fresh) if len(fresh) != len(paragraphs) else rule)
+    return tuple(kept)
+
+
 def speaker_label(turn: Turn) -> str:
     """The speaker of a recalled line: the stored name, else the role."""
     return turn.name or turn.role
@@ -237,9 +258,7 @@ async def prepare(
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     last_text = _last_user_text(raw_messages)
     terms = recall.query_terms(last_text) if last_text else []
-    state, postings = await store.load(
-        keys, tail=options.budget.messages + 4, query_terms=terms
-    )
+    state, postings = await store.load(keys, tail=options.budget.messages + 4, query_terms=terms)
     plan = plan_turn(
         raw_messages,
         state,
@@ -271,7 +290,7 @@ async def prepare(
         )
         recalled = await store.fetch_turns(keys, [seq for seq, _ in top])
     layers = PromptLayers(
-        operator_rules=tuple(r for r in (options.operator_rules, *plan.system_texts) if r),
+        operator_rules=dedupe_rules([options.operator_rules, *plan.system_texts]),
         persona=options.persona,
         custom_instructions=options.custom_instructions,
         pinned=tuple(state.pinned),

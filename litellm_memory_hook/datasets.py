@@ -118,16 +118,16 @@ def load_locomo(path: Path, sample_id: str) -> History:
     data = _read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of samples")
-    sample = next((s for s in data if isinstance(s, dict) and s.get("sample_id") == sample_id), None)
+    sample = next(
+        (s for s in data if isinstance(s, dict) and s.get("sample_id") == sample_id), None
+    )
     if sample is None:
         known = ", ".join(str(s.get("sample_id")) for s in data if isinstance(s, dict))
         raise DatasetError(f"{path}: no sample {sample_id!r} (have: {known})")
     conv = sample.get("conversation") or {}
     user_name = str(conv.get("speaker_a", ""))
     assistant_name = str(conv.get("speaker_b", ""))
-    sessions = sorted(
-        int(m.group(1)) for key in conv if (m := _SESSION_KEY.match(key)) is not None
-    )
+    sessions = sorted(int(m.group(1)) for key in conv if (m := _SESSION_KEY.match(key)) is not None)
     lines: list[HistoryLine] = []
     for number in sessions:
         when = conv.get(f"session_{number}_date_time")

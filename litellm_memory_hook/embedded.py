@@ -48,4 +48,6 @@ def start_embedded(folder: Path = DEFAULT_FOLDER) -> EmbeddedRedis:
     )
     if not server.ping():
         raise RuntimeError("the embedded Redis did not answer PING")
-    return EmbeddedRedis(url=f"unix://{server.socket_file}", socket=server.socket_file, _server=server)
+    return EmbeddedRedis(
+        url=f"unix://{server.socket_file}", socket=server.socket_file, _server=server
+    )

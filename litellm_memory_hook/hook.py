@@ -103,7 +103,11 @@ def _reply_message(response: Any) -> dict[str, Any] | None:
                 },
             }
         )
-    return {"role": "assistant", "content": getattr(message, "content", None), "tool_calls": tool_calls}
+    return {
+        "role": "assistant",
+        "content": getattr(message, "content", None),
+        "tool_calls": tool_calls,
+    }
 
 
 class _StreamAccumulator:
@@ -285,7 +289,9 @@ class MemoryHook(CustomLogger):
             custom_instructions=_str_or_none(metadata.get("custom_instructions")) or "",
         )
         call_id = str(data.get("litellm_call_id") or "")
-        prepared = await prepare(self.store, who.keys, data.get("messages"), options, call_id=call_id)
+        prepared = await prepare(
+            self.store, who.keys, data.get("messages"), options, call_id=call_id
+        )
         if prepared is None:
             self.counters["no_new_turn"] += 1
             return
@@ -473,7 +479,7 @@ class MemoryHook(CustomLogger):
         request_headers: dict[str, str] | None = None,
         litellm_call_info: dict[str, object] | None = None,
     ) -> dict[str, str] | None:
-        """``x-memory-hook-ms`` and ``x-memory-layers`` for requests that send ``x-memory-debug``."""
+        """Headers ``x-memory-hook-ms`` and ``x-memory-layers`` when ``x-memory-debug`` was sent."""
         try:
             headers = {k.lower(): v for k, v in (request_headers or {}).items()}
             if not headers.get(DEBUG_HEADER) and not _header_from_data(data):

@@ -17,7 +17,7 @@ from typing import Any
 
 from litellm_memory_hook.keys import ConversationKeys, is_usable_user_id
 
-MASTER_KEY_TOKEN = "litellm_proxy_master_key"  # noqa: S105 - LiteLLM's marker, not a secret
+MASTER_KEY_TOKEN = "litellm_proxy_master_key"
 SESSION_HEADER = "x-litellm-session-id"
 
 

@@ -155,7 +155,9 @@ def replay(
     return ReplayReport(
         sample_id=history.sample_id,
         questions=len(items),
-        evidence_cover=round(sum(i.evidence_reached for i in items) / evidence, 4) if evidence else 0.0,
+        evidence_cover=round(sum(i.evidence_reached for i in items) / evidence, 4)
+        if evidence
+        else 0.0,
         median_prompt_chars=statistics.median(i.prompt_chars for i in items) if items else 0.0,
         median_full_history_chars=float(full_chars),
         hook_ms_p50=round(percentile(hook_times, 50), 3) if hook_times else None,

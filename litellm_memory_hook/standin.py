@@ -4,6 +4,8 @@ It answers ``POST /v1/chat/completions`` (streaming and not) with short text, re
 body it receives, and can be scripted:
 
 * ``GET /_standin/requests``: the recorded bodies, oldest first; ``DELETE`` clears them.
+* ``POST /v1/responses``: a minimal non-streaming Responses API answer (LiteLLM sends
+  ``/v1/messages`` calls for ``openai/`` models there).
 * ``POST /_standin/replies``: queue replies, a JSON list; each item is a string (the reply text)
   or an object ``{"content": str | null, "tool_calls": [...], "chunk_delay_s": float,
   "status": int}`` (``status`` >= 400 answers with that HTTP error).
@@ -92,12 +94,57 @@ def create_app(max_records: int = 10_000) -> FastAPI:
             return StreamingResponse(_stream(spec, model, body), media_type="text/event-stream")
         return JSONResponse(_completion(spec, model, body))
 
+    @app.post("/v1/responses")
+    @app.post("/responses")
+    async def responses(request: Request) -> Response:
+        body = await request.json()
+        records.append(body)
+        item = queued.popleft() if queued else _default_reply(_responses_as_chat(body))
+        text = item if isinstance(item, str) else str(dict(item).get("content") or "")
+        return JSONResponse(_response_object(text, str(body.get("model", "standin"))))
+
     return app
+
+
+def _responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API body seen as chat messages (for the default reply)."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return {"messages": [{"role": "user", "content": items}]}
+    messages = [
+        {"role": i.get("role"), "content": i.get("content")}
+        for i in items or ()
+        if isinstance(i, dict) and i.get("role")
+    ]
+    return {"messages": messages}
+
+
+def _response_object(text: str, model: str) -> dict[str, Any]:
+    """A minimal, complete Responses API object with one output message."""
+    return {
+        "id": f"resp_{uuid.uuid4().hex[:12]}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": model,
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_{uuid.uuid4().hex[:12]}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+    }
 
 
 def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
     prompt = sum(
-        len(content_text(m.get("content"))) for m in body.get("messages") or () if isinstance(m, dict)
+        len(content_text(m.get("content")))
+        for m in body.get("messages") or ()
+        if isinstance(m, dict)
     )
     prompt_tokens, completion_tokens = max(1, prompt // 4), max(1, len(text) // 4)
     return {

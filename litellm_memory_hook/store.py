@@ -314,4 +314,4 @@ class MemoryStore:
             members = await self.redis.zrange(keys.turns, 0, -1)
         except RedisError as exc:
             raise StoreError(f"read {keys.tag}: {exc}") from exc
-        return [Turn.from_member(m) for m in members]
+        return [Turn.from_member(m) for m in members if isinstance(m, bytes | str)]

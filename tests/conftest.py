@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,8 +32,12 @@ def real_redis_url() -> str:
 class Auth:
     """A stand-in for LiteLLM's ``UserAPIKeyAuth`` with the master key."""
 
-    def __init__(self, token: str = "litellm_proxy_master_key", team_id: str | None = None,
-                 user_id: str | None = "default_user_id") -> None:
+    def __init__(
+        self,
+        token: str = "litellm_proxy_master_key",
+        team_id: str | None = None,
+        user_id: str | None = "default_user_id",
+    ) -> None:
         self.token = token
         self.team_id = team_id
         self.user_id = user_id

@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 from litellm_memory_hook.messages import content_text, is_blank, message_chars
 from litellm_memory_hook.window import build_window
 
-CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Pune"}'}}
+CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city":"Pune"}'},
+}
 C24 = [
     {"role": "user", "content": "weather?"},
     {"role": "assistant", "content": None, "tool_calls": [CALL]},
@@ -70,8 +74,10 @@ def test_whole_group_kept_and_null_content_is_fine() -> None:
 
 def test_message_budget_and_char_budget() -> None:
     """Walk back until 40 messages or 8000 characters, whichever first."""
-    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i:03d} " + "a" * 95}
-               for i in range(100)]
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i:03d} " + "a" * 95}
+        for i in range(100)
+    ]
     window = build_window(history, NEW, max_chars=8000, max_messages=40)
     assert len(window) == 40 and window[0]["content"].startswith("m061")
     window = build_window(history, NEW, max_chars=1000, max_messages=40)
@@ -90,16 +96,22 @@ def test_a_huge_new_message_keeps_its_end() -> None:
 
 def test_image_parts_of_the_new_message_reach_the_model() -> None:
     """Case C25: the current message's parts are passed as sent."""
-    parts = [{"type": "text", "text": "what is this?"},
-             {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.jpg"}}]
+    parts = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.jpg"}},
+    ]
     window = build_window([], [{"role": "user", "content": parts}], max_chars=8000, max_messages=40)
     assert window[0]["content"] == parts
 
 
 def test_empty_messages_in_history_are_dropped() -> None:
     """Case C26: empty and invisible history messages never reach the model."""
-    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""},
-               {"role": "user", "content": "\u200b"}, {"role": "assistant", "content": "yo"}]
+    history = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "\u200b"},
+        {"role": "assistant", "content": "yo"},
+    ]
     window = build_window(history, NEW, max_chars=8000, max_messages=40)
     assert [m["content"] for m in window] == ["hi", "yo", "and tomorrow?"]
 

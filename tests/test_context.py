@@ -1,0 +1,128 @@
+"""Planning a turn: new-message-only and whole-history clients, seeding, regenerate (C23)."""
+
+from __future__ import annotations
+
+from litellm_memory_hook.context import ContextOptions, indexed, plan_turn, prepare
+from litellm_memory_hook.keys import ConversationKeys
+from litellm_memory_hook.models import ConversationState, Turn
+from litellm_memory_hook.store import MemoryStore
+
+NOW = 1_700_000_000_000
+
+
+def _state(*pairs: tuple[str, str], ts: int = NOW - 10_000) -> ConversationState:
+    tail = [Turn(role=r, text=t, ts_ms=ts, seq=i + 1) for i, (r, t) in enumerate(pairs)]
+    return ConversationState(meta={"seq": str(len(tail))} if tail else {}, tail=tail)
+
+
+def _user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+def _assistant(text: str) -> dict[str, str]:
+    return {"role": "assistant", "content": text}
+
+
+def test_empty_store_is_seeded_from_the_clients_history() -> None:
+    """With nothing stored, the client's earlier messages are history and are stored too."""
+    plan = plan_turn([_user("a"), _assistant("b"), _user("c")], _state(), now_ms=NOW)
+    assert plan is not None
+    assert [m["content"] for m in plan.history] == ["a", "b"]
+    assert [t.text for t in plan.pending] == ["a", "b", "c"]
+
+
+def test_stored_history_wins_over_the_clients_copy() -> None:
+    """A whole-history client: the stored turns are history; only the new message is stored."""
+    state = _state(("user", "a"), ("assistant", "b"))
+    plan = plan_turn(
+        [_user("a (edited by the app)"), _assistant("b"), _user("c")], state, now_ms=NOW
+    )
+    assert plan is not None
+    assert [m["content"] for m in plan.history] == ["a", "b"]
+    assert [t.text for t in plan.pending] == ["c"] and not plan.regenerate
+
+
+def test_new_message_only_client() -> None:
+    """A client that sends only the new message gets the stored history."""
+    plan = plan_turn([_user("c")], _state(("user", "a"), ("assistant", "b")), now_ms=NOW)
+    assert plan is not None and [m["content"] for m in plan.history] == ["a", "b"]
+
+
+def test_regenerate_replaces_the_last_reply() -> None:
+    """The last user message sent again without its reply replaces the reply, not duplicates."""
+    state = _state(("user", "a"), ("assistant", "b"), ("user", "joke?"), ("assistant", "zebra"))
+    whole = plan_turn([_user("a"), _assistant("b"), _user("joke?")], state, now_ms=NOW)
+    only_new = plan_turn([_user("joke?")], state, now_ms=NOW)
+    for plan in (whole, only_new):
+        assert plan is not None and plan.regenerate
+        assert [t.text for t in plan.replace] == ["zebra"]
+        assert plan.pending == ()
+        assert [m["content"] for m in plan.history] == ["a", "b"]
+
+
+def test_a_real_repeat_is_not_a_regenerate() -> None:
+    """The same text after the reply was seen (history ends with it), or much later, is new."""
+    state = _state(("user", "ok"), ("assistant", "fine"))
+    seen = plan_turn([_user("ok"), _assistant("fine"), _user("ok")], state, now_ms=NOW)
+    later = plan_turn([_user("ok")], state, now_ms=NOW + 3_600_000)
+    for plan in (seen, later):
+        assert plan is not None and not plan.regenerate and [t.text for t in plan.pending] == ["ok"]
+
+
+def test_echoed_injected_blocks_are_removed_and_client_prompt_kept() -> None:
+    """Case C23: a system block we injected earlier and the client echoed is removed."""
+    messages = [
+        {"role": "system", "content": "You are Tutor."},
+        {"role": "system", "content": "<memory>…previously injected…</memory>"},
+        _user("hi"),
+    ]
+    plan = plan_turn(messages, _state(), now_ms=NOW)
+    assert plan is not None and plan.system_texts == ("You are Tutor.",)
+    assert [t.text for t in plan.pending] == ["hi"]
+
+
+def test_no_new_user_turn_means_no_plan() -> None:
+    """A request ending with an assistant message (a prefill) is not rebuilt."""
+    assert plan_turn([_user("a"), _assistant("b")], _state(), now_ms=NOW) is None
+    assert plan_turn("junk", _state(), now_ms=NOW) is None
+    assert plan_turn([None, "hello", {"role": "user", "content": "hi"}], _state(), now_ms=NOW)
+
+
+async def test_prepare_builds_system_window_and_recall(store: MemoryStore, prefix: str) -> None:
+    """Old lines outside the window are recalled by rare shared words; window lines are not."""
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
+    old = [
+        Turn(role="user", text="My sister Seema lives in Pune near the river", ts_ms=NOW - 10**8)
+    ]
+    filler = [
+        Turn(
+            role="user" if i % 2 else "assistant",
+            text=f"filler chat number {i} " * 5,
+            ts_ms=NOW - 10**7 + i,
+        )
+        for i in range(60)
+    ]
+    await store.append(keys, [indexed(t) for t in old + filler])
+    options = ContextOptions(operator_rules="You are Mira.")
+    prepared = await prepare(store, keys, [_user("Where does Seema live?")], options, now_ms=NOW)
+    assert prepared is not None
+    system = prepared.messages[0]
+    assert system["role"] == "system" and system["content"].startswith("You are Mira.")
+    assert "Seema lives in Pune" in system["content"]
+    assert [t.seq for t in prepared.recalled] == [1]
+    assert prepared.messages[-1] == _user("Where does Seema live?")
+    assert len(prepared.messages) - 2 == 39  # 40-message window: 39 stored + the new one
+    assert prepared.layer_chars["earlier_lines"] > 0
+
+
+def test_echoed_rules_appear_once() -> None:
+    """Case C23: an echoed system message repeats the operator's and the client's rules; each
+    paragraph is kept once, in order."""
+    from litellm_memory_hook.context import dedupe_rules
+
+    echoed = "You are Mira.\n\nYou are Tutor."
+    assert dedupe_rules(["You are Mira.", "You are Tutor.", echoed]) == (
+        "You are Mira.",
+        "You are Tutor.",
+    )
+    assert dedupe_rules(["", "A\n\nB", "B\n\nC"]) == ("A\n\nB", "C")

@@ -1,0 +1,346 @@
+"""End to end: a real LiteLLM proxy process with the package's config.yaml, the stand-in model,
+a real Redis, driven by the openai client, streaming and not (C01, C02, C04, C23, C26)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import redis
+
+from .conftest import real_redis_url
+from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Stack:
+    """The running processes and clients of the end-to-end tests."""
+
+    base_url: str
+    standin: httpx.Client
+    client: openai.OpenAI
+    redis: redis.Redis
+    prefix: str
+    log: Path
+
+    def received(self) -> list[dict[str, Any]]:
+        """Request bodies the stand-in model received, oldest first."""
+        return list(self.standin.get("/_standin/requests").json())
+
+    def reset(self) -> None:
+        """Forget the stand-in's records and queued replies."""
+        self.standin.delete("/_standin/requests")
+
+    def script(self, *replies: Any) -> None:
+        """Queue scripted replies."""
+        self.standin.post("/_standin/replies", json=list(replies)).raise_for_status()
+
+    def turns(self, user: str, conversation: str = "demo") -> list[dict[str, Any]]:
+        """Stored turns of a conversation of the master tenant."""
+        key = f"{self.prefix}:{{master:{user}:{conversation}}}:turns"
+        return [json.loads(m) for m in self.redis.zrange(key, 0, -1)]
+
+
+EXTRA_MODELS = [
+    {
+        "model_name": "strict",
+        "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
+        "model_info": {"memory": {"enabled": True, "required": True}},
+    },
+    {
+        "model_name": "plain",
+        "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
+    },
+    {
+        "model_name": "big",
+        "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
+        "model_info": {"memory": {"enabled": True, "namespace": "shared"}},
+    },
+    {
+        "model_name": "small",
+        "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
+        "model_info": {"memory": {"enabled": True, "namespace": "shared", "recent_chars": 1000}},
+    },
+]
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Stand-in model + LiteLLM proxy (the package's config.yaml, installed-package load path)."""
+    folder = tmp_path_factory.mktemp("e2e")
+    standin_port, proxy_port = free_port(), free_port()
+    prefix = "e2e" + uuid.uuid4().hex[:8]
+    standin = start_standin(standin_port, folder / "standin.log")
+    models = json.loads(
+        json.dumps(EXTRA_MODELS).replace("BASE", f"http://127.0.0.1:{standin_port}/v1")
+    )
+    config = derived_config(
+        folder / "config.yaml",
+        standin_port=standin_port,
+        prefix=prefix,
+        extra_models=models,
+        extra={"router_settings": {"fallbacks": [{"big": ["small"]}], "num_retries": 0}},
+    )
+    try:
+        proxy = start_proxy(
+            config, proxy_port, folder / "proxy.log", {"REDIS_URL": real_redis_url()}
+        )
+    except Exception:
+        stop(standin)
+        raise
+    base = f"http://127.0.0.1:{proxy_port}/v1"
+    client = openai.OpenAI(base_url=base, api_key=MASTER_KEY, max_retries=0, timeout=60)
+    r = redis.Redis.from_url(real_redis_url(), decode_responses=True)
+    with httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as standin_client:
+        yield Stack(base, standin_client, client, r, prefix, folder / "proxy.log")
+    stop(proxy)
+    stop(standin)
+    for key in r.scan_iter(match=f"{prefix}:*"):
+        r.delete(key)
+    r.close()
+
+
+def _user() -> str:
+    return "u" + uuid.uuid4().hex[:8]
+
+
+def _texts(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(m["role"], m.get("content")) for m in body["messages"]]
+
+
+def test_memory_across_two_non_streaming_requests(stack: Stack) -> None:
+    """Two requests that send only the new message: the second reaches the model with the first."""
+    user = _user()
+    stack.reset()
+    first = stack.client.chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "My cat is called Miso."}]
+    )
+    assert first.choices[0].message.content == "Noted: My cat is called Miso."
+    stack.client.chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "What is my cat called?"}]
+    )
+    body = stack.received()[-1]
+    assert _texts(body)[1:] == [
+        ("user", "My cat is called Miso."),
+        ("assistant", "Noted: My cat is called Miso."),
+        ("user", "What is my cat called?"),
+    ]
+    system = body["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("You are Mira")
+    assert [t["role"] for t in stack.turns(user)] == ["user", "assistant", "user", "assistant"]
+
+
+def test_streaming_turn_is_stored_once_and_read_back(stack: Stack) -> None:
+    """Case C01: a streamed turn is stored once with the full text; the next request sees it."""
+    user = _user()
+    stack.reset()
+    stream = stack.client.chat.completions.create(
+        model="demo",
+        user=user,
+        stream=True,
+        messages=[{"role": "user", "content": "My cat is called Miso."}],
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "Noted: My cat is called Miso."
+    stack.client.chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "What is my cat called?"}]
+    )
+    assert ("assistant", "Noted: My cat is called Miso.") in _texts(stack.received()[-1])
+    turns = stack.turns(user)
+    assert [(t["role"], t["text"]) for t in turns[:2]] == [
+        ("user", "My cat is called Miso."),
+        ("assistant", "Noted: My cat is called Miso."),
+    ]
+    assert len(turns) == 4
+
+
+def test_stream_with_usage_chunk(stack: Stack) -> None:
+    """Case C01: stream_options.include_usage: the usage chunk passes, the turn is stored once."""
+    user = _user()
+    stream = stack.client.chat.completions.create(
+        model="demo",
+        user=user,
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "hello there"}],
+    )
+    chunks = list(stream)
+    assert any(c.usage is not None for c in chunks)
+    assert [t["text"] for t in stack.turns(user)] == ["hello there", "Noted: hello there"]
+
+
+def test_client_disconnect_mid_stream(stack: Stack) -> None:
+    """Case C01: a client that leaves after 3 chunks: no crash, no double write, no full reply."""
+    user = _user()
+    stack.script({"content": " ".join(f"w{i}" for i in range(30)), "chunk_delay_s": 0.05})
+    with httpx.stream(
+        "POST",
+        f"{stack.base_url}/chat/completions",
+        timeout=30,
+        headers={"Authorization": f"Bearer {MASTER_KEY}"},
+        json={
+            "model": "demo",
+            "user": user,
+            "stream": True,
+            "messages": [{"role": "user", "content": "count slowly"}],
+        },
+    ) as response:
+        lines = response.iter_lines()
+        got = [next(lines) for _ in range(3)]
+    assert got
+    import time
+
+    time.sleep(3)
+    turns = stack.turns(user)
+    replies = [t for t in turns if t["role"] == "assistant"]
+    assert len(replies) <= 1
+    assert all(t.get("partial") for t in replies)
+    stack.reset()
+    stack.client.chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "next"}]
+    )
+    assert all("w29" not in str(c) for _, c in _texts(stack.received()[-1]))
+
+
+def test_metadata_null_and_no_user_pass_through(stack: Stack) -> None:
+    """Case C02 c: metadata null, user null: 200, the model gets the client's messages as sent."""
+    stack.reset()
+    response = httpx.post(
+        f"{stack.base_url}/chat/completions",
+        timeout=30,
+        headers={"Authorization": f"Bearer {MASTER_KEY}"},
+        json={
+            "model": "demo",
+            "metadata": None,
+            "user": None,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+    )
+    assert response.status_code == 200
+    assert _texts(stack.received()[-1]) == [("user", "hi")]
+
+
+def test_anthropic_messages_endpoint_is_not_broken(stack: Stack) -> None:
+    """Case C02 a: /v1/messages with a top-level system: no 500 from the hook, system kept."""
+    stack.reset()
+    response = httpx.post(
+        f"{stack.base_url.removesuffix('/v1')}/v1/messages",
+        timeout=30,
+        headers={"Authorization": f"Bearer {MASTER_KEY}"},
+        json={
+            "model": "demo",
+            "system": "Be brief.",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        },
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["content"][0]["text"] == "Noted: hi"
+    body = json.dumps(stack.received()[-1])
+    assert "Be brief." in body and "memory_context" not in body and "You are Mira" not in body
+
+
+def test_responses_endpoint_with_null_metadata(stack: Stack) -> None:
+    """Case C02 b: /v1/responses with metadata null never gets a 500 from the memory hook."""
+    response = httpx.post(
+        f"{stack.base_url}/responses",
+        timeout=30,
+        headers={"Authorization": f"Bearer {MASTER_KEY}"},
+        json={"model": "demo", "input": "hello", "metadata": None},
+    )
+    assert "litellm_memory_hook" not in response.text
+    assert "litellm_memory_hook" not in stack.log.read_text(errors="replace")
+
+
+def test_echoed_system_block_is_replaced_not_duplicated(stack: Stack) -> None:
+    """Case C23: the client's system prompt is kept first (after the operator's) and an echoed
+    injected block is removed: one memory block per request."""
+    user = _user()
+    stack.reset()
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are Tutor."},
+        {"role": "system", "content": "<memory>previously injected</memory>"},
+        {"role": "user", "content": "hi"},
+    ]
+    stack.client.chat.completions.create(model="demo", user=user, messages=messages)  # type: ignore[arg-type]
+    first_system = stack.received()[-1]["messages"][0]["content"]
+    messages += [
+        {"role": "assistant", "content": "Noted: hi"},
+        {"role": "system", "content": first_system},
+        {"role": "user", "content": "again"},
+    ]
+    stack.client.chat.completions.create(model="demo", user=user, messages=messages)  # type: ignore[arg-type]
+    body = stack.received()[-1]
+    systems = [m for m in body["messages"] if m["role"] == "system"]
+    assert len(systems) == 1
+    content = systems[0]["content"]
+    assert content.startswith("You are Mira") and "You are Tutor." in content
+    assert content.count("You are Tutor.") == 1 and "previously injected" not in content
+    assert [t["text"] for t in stack.turns(user)] == ["hi", "Noted: hi", "again", "Noted: again"]
+
+
+def test_whole_history_client_and_regenerate(stack: Stack) -> None:
+    """A whole-history client stores each turn once; a regenerate replaces the last reply."""
+    user = _user()
+    history: list[dict[str, Any]] = [{"role": "user", "content": "tell me a joke"}]
+    stack.script("zebra joke")
+    stack.client.chat.completions.create(model="demo", user=user, messages=history)  # type: ignore[arg-type]
+    stack.script("penguin joke")
+    stack.client.chat.completions.create(model="demo", user=user, messages=history)  # type: ignore[arg-type]
+    assert [t["text"] for t in stack.turns(user)] == ["tell me a joke", "penguin joke"]
+    history += [
+        {"role": "assistant", "content": "penguin joke"},
+        {"role": "user", "content": "another"},
+    ]
+    stack.client.chat.completions.create(model="demo", user=user, messages=history)  # type: ignore[arg-type]
+    assert [t["text"] for t in stack.turns(user)] == [
+        "tell me a joke",
+        "penguin joke",
+        "another",
+        "Noted: another",
+    ]
+
+
+def test_required_alias_without_user_is_a_clear_400(stack: Stack) -> None:
+    """An alias flagged as requiring memory answers 400 naming the missing user id."""
+    with pytest.raises(openai.BadRequestError) as info:
+        stack.client.chat.completions.create(
+            model="strict", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert "user" in str(info.value)
+
+
+def test_alias_without_memory_is_untouched(stack: Stack) -> None:
+    """A model alias without model_info.memory reaches the model exactly as sent."""
+    stack.reset()
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}]
+    stack.client.chat.completions.create(model="plain", user=_user(), messages=messages)  # type: ignore[arg-type]
+    assert _texts(stack.received()[-1]) == [("system", "S"), ("user", "hi")]
+
+
+def test_fallback_stores_the_clients_text_not_the_injected_prompt(stack: Stack) -> None:
+    """Case C04: primary fails, fallback answers: the stored user turn is the client's own text
+    plus [image], with no base64 and no injected section."""
+    user = _user()
+    stack.reset()
+    stack.script({"status": 401}, "A cat.")
+    parts = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 20_000}},
+    ]
+    reply = stack.client.chat.completions.create(
+        model="big", user=user, messages=[{"role": "user", "content": parts}]
+    )  # type: ignore[list-item]
+    assert reply.choices[0].message.content == "A cat."
+    turns = stack.turns(user, "shared")
+    assert [t["text"] for t in turns] == ["what is this?\n[image]", "A cat."]
+    assert len(stack.received()) == 2

@@ -1,0 +1,349 @@
+"""The hook called directly, as LiteLLM calls it, on fake and real Redis (C01-C05, C17, C25)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from fastapi import HTTPException
+from litellm.types.utils import (
+    ChatCompletionDeltaToolCall,
+    Delta,
+    Function,
+    ModelResponse,
+    ModelResponseStream,
+    StreamingChoices,
+)
+
+from litellm_memory_hook.hook import METADATA_KEY, MemoryHook
+from litellm_memory_hook.keys import ConversationKeys, due_key
+
+from .conftest import Auth, make_hook
+
+
+def _request(
+    text: Any = "My cat is called Miso.",
+    *,
+    model: str = "demo",
+    user: Any = "u-A",
+    call_id: str = "call-1",
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "user": user,
+        "messages": [{"role": "user", "content": text}],
+        "litellm_call_id": call_id,
+        **extra,
+    }
+
+
+def _response(text: str) -> ModelResponse:
+    return ModelResponse(
+        id="resp-1",
+        choices=[
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+    )
+
+
+async def _turns(
+    client: aioredis.Redis, prefix: str, user: str = "u-A", conv: str = "demo"
+) -> list[dict[str, Any]]:
+    keys = ConversationKeys.for_ids(prefix, "master", user, conv)
+    return [json.loads(m) for m in await client.zrange(keys.turns, 0, -1)]
+
+
+async def _chat(hook: MemoryHook, data: dict[str, Any], reply: str) -> dict[str, Any]:
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None
+    result = await hook.async_post_call_success_hook(out, Auth(), _response(reply))
+    assert result is None
+    return out
+
+
+async def test_memory_carries_across_two_requests(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Request 2's rebuilt messages contain turn 1 (the stored user turn and the reply)."""
+    await _chat(hook, _request(), "Nice name!")
+    second = await hook.async_pre_call_hook(
+        Auth(), None, _request("What is my cat called?", call_id="c2"), "acompletion"
+    )
+    assert second is not None
+    roles = [(m["role"], m["content"]) for m in second["messages"][1:]]
+    assert roles == [
+        ("user", "My cat is called Miso."),
+        ("assistant", "Nice name!"),
+        ("user", "What is my cat called?"),
+    ]
+    assert second["messages"][0]["content"].startswith("You are Mira.")
+    stored = await _turns(any_redis, prefix)
+    assert [(t["seq"], t["role"], t["call_id"]) for t in stored] == [
+        (1, "user", "call-1"),
+        (2, "assistant", "call-1"),
+    ]
+    assert await any_redis.zscore(due_key(prefix), "master:u-A:demo") is not None
+
+
+@pytest.mark.parametrize(
+    "call_type", ["aembedding", "anthropic_messages", "aresponses", "moderation"]
+)
+async def test_other_call_types_pass_through(hook: MemoryHook, call_type: str) -> None:
+    """Case C02: only chat completions are touched; other shapes come back unchanged."""
+    data = {"model": "demo", "input": "hello", "metadata": None, "system": "Be brief."}
+    before = json.dumps(data)
+    assert await hook.async_pre_call_hook(Auth(), None, data, call_type) is data
+    assert json.dumps(data) == before
+
+
+async def test_metadata_null_and_user_null(hook: MemoryHook) -> None:
+    """Case C02 c: metadata null and user null: no exception, passed through with a log line."""
+    data = {
+        "model": "demo",
+        "metadata": None,
+        "user": None,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None and out["messages"] == [{"role": "user", "content": "hi"}]
+    assert hook.counters["no_user_passthrough"] == 1 and not hook.counters["precall_errors"]
+
+
+async def test_aliases_without_memory_are_untouched(hook: MemoryHook) -> None:
+    """An alias without model_info.memory is passed through as sent."""
+    data = _request(model="plain")
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None and out["messages"] == [
+        {"role": "user", "content": "My cat is called Miso."}
+    ]
+    assert METADATA_KEY not in (out.get("metadata") or {})
+
+
+async def test_required_alias_answers_400_without_user(hook: MemoryHook) -> None:
+    """An alias flagged required: a request without user id gets a clear 400."""
+    with pytest.raises(HTTPException) as info:
+        await hook.async_pre_call_hook(
+            Auth(), None, _request(model="strict", user=""), "acompletion"
+        )
+    assert info.value.status_code == 400 and "user" in str(info.value.detail)
+
+
+async def test_redis_down_passes_the_request_through(prefix: str) -> None:
+    """Failure policy: Redis unreachable -> the client's own messages, counted, no exception."""
+    dead = aioredis.from_url(
+        "redis://127.0.0.1:1/0", socket_connect_timeout=0.2, socket_timeout=0.2
+    )
+    hook = make_hook(dead, prefix)
+    data = _request()
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None and out["messages"] == [
+        {"role": "user", "content": "My cat is called Miso."}
+    ]
+    assert hook.counters["precall_errors"] == 1
+    await dead.aclose()
+
+
+async def test_success_hook_returns_none_whatever_redis_answers(
+    hook: MemoryHook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Case C05: the client gets the original response: the hook returns None on every path."""
+    data = await hook.async_pre_call_hook(Auth(), None, _request(), "acompletion")
+    assert data is not None
+
+    async def returns_values(*args: Any, **kwargs: Any) -> Any:
+        return [1, 1, True]
+
+    async def raises(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("redis went away")
+
+    for fake in (returns_values, raises):
+        monkeypatch.setattr(hook.store, "append", fake)
+        response = _response("hello")
+        assert await hook.async_post_call_success_hook(data, Auth(), response) is None
+        assert response.choices[0].message.content == "hello"
+    assert hook.counters["postcall_errors"] >= 1
+
+
+async def test_failed_write_is_retried_not_dropped(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN.md section 8: a turn that cannot be written is retried in the background."""
+    from litellm_memory_hook import hook as hook_module
+    from litellm_memory_hook.errors import StoreError
+
+    monkeypatch.setattr(hook_module, "RETRY_DELAYS_S", (0.01, 0.01))
+    data = await hook.async_pre_call_hook(Auth(), None, _request(), "acompletion")
+    real_append = hook.store.append
+    failures = iter([True])
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        if next(failures, False):
+            raise StoreError("once")
+        return await real_append(*args, **kwargs)
+
+    monkeypatch.setattr(hook.store, "append", flaky)
+    assert await hook.async_post_call_success_hook(data, Auth(), _response("Nice!")) is None
+    await hook.drain()
+    assert [t["text"] for t in await _turns(any_redis, prefix)] == [
+        "My cat is called Miso.",
+        "Nice!",
+    ]
+    assert hook.counters["write_retried_ok"] == 1
+
+
+async def _stream(
+    chunks: list[ModelResponseStream], stop_after: int | None = None
+) -> AsyncIterator[ModelResponseStream]:
+    for i, chunk in enumerate(chunks):
+        if stop_after is not None and i >= stop_after:
+            return
+        yield chunk
+
+
+def _chunk(
+    text: str | None = None, tool: ChatCompletionDeltaToolCall | None = None
+) -> ModelResponseStream:
+    delta = Delta(content=text, tool_calls=[tool] if tool else None)
+    return ModelResponseStream(id="s1", choices=[StreamingChoices(index=0, delta=delta)])
+
+
+async def test_stream_is_stored_once_with_the_full_text(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Case C01: a stream is stored exactly once with the assembled text; chunks pass unchanged."""
+    data = await hook.async_pre_call_hook(Auth(), None, _request(call_id="s-1"), "acompletion")
+    chunks = [_chunk("Miso"), _chunk(" is"), _chunk(" lovely.")]
+    seen = [
+        c async for c in hook.async_post_call_streaming_iterator_hook(Auth(), _stream(chunks), data)
+    ]
+    assert seen == chunks
+    again = [
+        c async for c in hook.async_post_call_streaming_iterator_hook(Auth(), _stream(chunks), data)
+    ]
+    assert again == chunks
+    stored = await _turns(any_redis, prefix)
+    assert [(t["role"], t["text"]) for t in stored] == [
+        ("user", "My cat is called Miso."),
+        ("assistant", "Miso is lovely."),
+    ]
+
+
+async def test_abandoned_stream_is_marked_partial_and_never_replayed(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Case C01: a client that disconnects after 3 chunks: a partial reply, marked, not replayed."""
+    data = await hook.async_pre_call_hook(Auth(), None, _request(call_id="s-2"), "acompletion")
+    chunks = [_chunk(w) for w in ("One", " two", " three", " four", " five")]
+    generator = hook.async_post_call_streaming_iterator_hook(Auth(), _stream(chunks), data)
+    got = [await generator.__anext__() for _ in range(3)]
+    await generator.aclose()
+    await hook.drain()
+    assert len(got) == 3
+    stored = await _turns(any_redis, prefix)
+    assert [(t["role"], t["text"], t.get("partial", False)) for t in stored] == [
+        ("user", "My cat is called Miso.", False),
+        ("assistant", "One two three", True),
+    ]
+    nxt = await hook.async_pre_call_hook(
+        Auth(), None, _request("next", call_id="s-3"), "acompletion"
+    )
+    assert nxt is not None
+    assert [m["content"] for m in nxt["messages"][1:]] == ["My cat is called Miso.", "next"]
+
+
+async def test_stream_with_tool_calls_and_no_text(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Case C26: a tool-calls-only streamed reply is stored with its tool_calls, no empty text."""
+    data = await hook.async_pre_call_hook(
+        Auth(), None, _request("weather?", call_id="s-4"), "acompletion"
+    )
+    tool = ChatCompletionDeltaToolCall(
+        id="c1",
+        index=0,
+        type="function",
+        function=Function(name="get_weather", arguments='{"city":"Pune"}'),
+    )
+    chunks = [_chunk(None, tool)]
+    _ = [
+        c async for c in hook.async_post_call_streaming_iterator_hook(Auth(), _stream(chunks), data)
+    ]
+    stored = await _turns(any_redis, prefix)
+    assert stored[-1]["role"] == "assistant" and stored[-1]["text"] == ""
+    assert stored[-1]["tool_calls"][0]["function"]["name"] == "get_weather"
+    follow = {
+        "model": "demo",
+        "user": "u-A",
+        "litellm_call_id": "s-5",
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": stored[-1]["tool_calls"]},
+            {"role": "tool", "tool_call_id": "c1", "content": "31C"},
+        ],
+    }
+    out = await hook.async_pre_call_hook(Auth(), None, follow, "acompletion")
+    assert out is not None
+    assert [m["role"] for m in out["messages"]] == ["system", "user", "assistant", "tool"]
+    await hook.async_post_call_success_hook(out, Auth(), _response("It's 31C."))
+    stored = await _turns(any_redis, prefix)
+    assert [t["role"] for t in stored] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_stored_user_turn_is_the_clients_text_not_the_injected_prompt(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Case C04: the stored turn is the client's own text plus [image]; no base64, no sections."""
+    parts = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 100_000}},
+    ]
+    data = await hook.async_pre_call_hook(Auth(), None, _request(parts), "acompletion")
+    assert data is not None and data["messages"][-1]["content"] == parts
+    data["messages"][0]["content"] = "mutated by a provider transform"
+    await hook.async_post_call_success_hook(data, Auth(), _response("A cat."))
+    stored = await _turns(any_redis, prefix)
+    assert stored[0]["text"] == "what is this?\n[image]"
+    assert all("base64" not in t["text"] and "mutated" not in t["text"] for t in stored)
+
+
+async def test_users_are_isolated_even_with_the_same_conversation_id(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Case C17: u-A and u-B with the same session id never see each other's turns."""
+    meta = {"conversation_id": "s-1"}
+    await _chat(hook, _request("I live in Pune", user="u-A", metadata=dict(meta)), "ok")
+    out = await hook.async_pre_call_hook(
+        Auth(),
+        None,
+        _request("where do I live?", user="u-B", call_id="b", metadata=dict(meta)),
+        "acompletion",
+    )
+    assert out is not None
+    assert all("Pune" not in str(m["content"]) for m in out["messages"])
+
+
+async def test_read_only_mode_stores_nothing(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """metadata.memory_mode=read_only answers with memory but writes nothing."""
+    await _chat(hook, _request(), "Nice!")
+    await _chat(
+        hook, _request("question?", call_id="q", metadata={"memory_mode": "read_only"}), "answer"
+    )
+    assert len(await _turns(any_redis, prefix)) == 2
+
+
+async def test_tenants_are_isolated(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Two teams with the same user id have separate memories (tenant from auth only)."""
+    out = await hook.async_pre_call_hook(Auth(team_id="t1"), None, _request(), "acompletion")
+    await hook.async_post_call_success_hook(out, Auth(team_id="t1"), _response("ok"))
+    other = await hook.async_pre_call_hook(
+        Auth(team_id="t2"), None, _request("cat?", call_id="z"), "acompletion"
+    )
+    assert other is not None and len(other["messages"]) == 2

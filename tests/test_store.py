@@ -1,0 +1,119 @@
+"""The store on fakeredis and on a real Redis: appends, idempotency, index, TTL (C28, C30)."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from litellm_memory_hook.keys import ConversationKeys
+from litellm_memory_hook.models import Turn
+from litellm_memory_hook.store import IndexedTurn, MemoryStore, unpack_postings
+
+
+def _keys(prefix: str, user: str = "u-A") -> ConversationKeys:
+    return ConversationKeys.for_ids(prefix, "master", user, "c1")
+
+
+def _turn(role: str, text: str, ts: int = 1000) -> IndexedTurn:
+    return IndexedTurn(
+        Turn(role=role, text=text, ts_ms=ts), tuple(sorted(set(text.lower().split())))
+    )
+
+
+async def test_append_assigns_seqs_and_is_idempotent_on_call_id(
+    store: MemoryStore, prefix: str
+) -> None:
+    """A second append with the same litellm_call_id writes nothing (case C01: no double write)."""
+    keys = _keys(prefix)
+    first = await store.append(
+        keys, [_turn("user", "hi"), _turn("assistant", "hello")], call_id="x1"
+    )
+    again = await store.append(
+        keys, [_turn("user", "hi"), _turn("assistant", "hello")], call_id="x1"
+    )
+    assert (first.written, first.first_seq, first.last_seq) == (True, 1, 2)
+    assert not again.written and again.last_seq == 2
+    turns = await store.all_turns(keys)
+    assert [(t.seq, t.role, t.text) for t in turns] == [
+        (1, "user", "hi"),
+        (2, "assistant", "hello"),
+    ]
+
+
+async def test_load_reads_tail_meta_and_postings_in_one_go(store: MemoryStore, prefix: str) -> None:
+    """load returns the newest turns oldest first, meta, and the query's postings with df."""
+    keys = _keys(prefix)
+    await store.append(
+        keys, [_turn("user", f"word{i} common") for i in range(10)], meta_if_new={"user": "u-A"}
+    )
+    state, postings = await store.load(keys, tail=3, query_terms=["common", "word2", "absent"])
+    assert [t.seq for t in state.tail] == [8, 9, 10]
+    assert state.meta["user"] == "u-A" and state.last_seq == 10
+    assert postings.n_docs == 10
+    assert postings.df == {"common": 10, "word2": 1}
+    assert postings.seqs["word2"] == [3]
+
+
+async def test_postings_keep_only_the_newest_but_count_all(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A term's postings are capped at the newest N; its df stays exact."""
+    store = MemoryStore(any_redis, ttl_s=3600, postings_cap=5)
+    keys = _keys(prefix)
+    await store.append(keys, [_turn("user", "same") for _ in range(12)])
+    value = await any_redis.hget(keys.postings, "same")
+    assert unpack_postings(value) == (12, [8, 9, 10, 11, 12])
+
+
+async def test_replace_removes_old_reply_and_its_index_entries(
+    store: MemoryStore, prefix: str
+) -> None:
+    """A regenerate removes the old reply from turns and from the recall index."""
+    keys = _keys(prefix)
+    await store.append(keys, [_turn("user", "tell me a joke"), _turn("assistant", "zebra pun")])
+    old = (await store.all_turns(keys))[1]
+    await store.append(
+        keys,
+        [_turn("assistant", "penguin pun")],
+        replace=[IndexedTurn(old, ("pun", "zebra"))],
+        call_id="r2",
+    )
+    turns = await store.all_turns(keys)
+    assert [t.text for t in turns] == ["tell me a joke", "penguin pun"]
+    _, postings = await store.load(keys, tail=5, query_terms=["zebra", "pun", "penguin"])
+    assert "zebra" not in postings.df
+    assert postings.df["pun"] == 1 and postings.seqs["pun"] == [3]
+    assert postings.n_docs == 2
+
+
+async def test_every_key_gets_the_retention_ttl(any_redis: aioredis.Redis, prefix: str) -> None:
+    """Case C30: every key the hook creates has a TTL, refreshed on write; the user index too."""
+    store = MemoryStore(any_redis, ttl_s=1234)
+    keys = _keys(prefix)
+    await store.append(keys, [_turn("user", "hi there")], call_id="c")
+    await store.touch_user_index(keys)
+    for key in (keys.meta, keys.turns, keys.calls, keys.postings, keys.user_index()):
+        ttl = await any_redis.ttl(key)
+        assert 1200 < ttl <= 1234, key
+    await any_redis.expire(keys.turns, 5)
+    await store.append(keys, [_turn("user", "again")])
+    assert await any_redis.ttl(keys.turns) > 1200
+
+
+async def test_conversations_of_two_users_never_mix(store: MemoryStore, prefix: str) -> None:
+    """Case C17: the same conversation id for two users gives two separate conversations."""
+    a, b = _keys(prefix, "u-A"), _keys(prefix, "u-B")
+    await store.append(a, [_turn("user", "my cat is Miso")])
+    state_b, postings_b = await store.load(b, tail=10, query_terms=["miso"])
+    assert state_b.tail == [] and postings_b.df == {}
+    assert a.meta != b.meta
+
+
+async def test_unicode_text_round_trips(store: MemoryStore, prefix: str) -> None:
+    """Devanagari, emoji and quotes survive the Lua append byte for byte."""
+    keys = _keys(prefix)
+    text = 'मेरी बहन "सीमा" 👩‍👩‍👧 \\ end'
+    await store.append(
+        keys, [IndexedTurn(Turn(role="user", text=text, ts_ms=5, name="Aditi"), ("सीमा",))]
+    )
+    [turn] = await store.all_turns(keys)
+    assert turn.text == text and turn.name == "Aditi" and turn.ts_ms == 5
