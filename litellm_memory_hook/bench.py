@@ -23,7 +23,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from litellm_memory_hook import recall
-from litellm_memory_hook.context import indexed
+from litellm_memory_hook.context import indexed_chain
 from litellm_memory_hook.datasets import History
 from litellm_memory_hook.hook import MemoryHook
 from litellm_memory_hook.importer import line_to_turn
@@ -73,7 +73,8 @@ def _cycled_turns(history: History, size: int) -> list[Turn]:
 async def _fill(store: MemoryStore, keys: ConversationKeys, turns: Sequence[Turn]) -> None:
     batch = 500
     for start in range(0, len(turns), batch):
-        await store.append(keys, [indexed(t) for t in turns[start : start + batch]])
+        previous = turns[start - 1].text if start else ""
+        await store.append(keys, indexed_chain(turns[start : start + batch], previous))
 
 
 async def _naive(store: MemoryStore, keys: ConversationKeys, question: str, window: int) -> None:
@@ -84,7 +85,10 @@ async def _naive(store: MemoryStore, keys: ConversationKeys, question: str, wind
     query = set(recall.query_terms(question))
     if not query:
         return
-    docs = [set(recall.index_terms(t.text, t.name)) for t in older]
+    docs = [
+        set(recall.index_terms(t.text, t.name, previous=turns[i - 1].text if i else ""))
+        for i, t in enumerate(older)
+    ]
     df: Counter[str] = Counter()
     for doc in docs:
         df.update(doc & query)

@@ -24,6 +24,7 @@ from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.identity import Identity
 from litellm_memory_hook.keys import ConversationKeys
 from litellm_memory_hook.proxyconfig import ProxyConfig
+from litellm_memory_hook.settings import MemorySettings
 
 app = typer.Typer(help="Long memory for chat models behind a LiteLLM proxy.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
@@ -46,9 +47,21 @@ def _load_config(path: Path) -> ProxyConfig:
         raise _fail(str(exc)) from exc
 
 
-def _redis_client(url: str) -> Any:
+_embedded: list[Any] = []
+
+
+def _redis_client(settings: MemorySettings) -> Any:
+    """A client of the configured Redis; with none configured, of the embedded one that ``serve``
+    uses (reattached while ``serve`` runs, else started on the same data folder)."""
     import redis.asyncio as aioredis
 
+    url = settings.redis_url
+    if "redis_url" not in settings.model_fields_set:
+        from litellm_memory_hook.embedded import DEFAULT_FOLDER, start_embedded
+
+        if not _embedded:
+            _embedded.append(start_embedded(DEFAULT_FOLDER))
+        url = _embedded[0].url
     return aioredis.from_url(url, decode_responses=False)
 
 
@@ -192,7 +205,7 @@ def import_command(
     who = _identity(proxy_config, model, user, conversation, tenant)
 
     async def run() -> Any:
-        redis = _redis_client(proxy_config.settings.redis_url)
+        redis = _redis_client(proxy_config.settings)
         try:
             store = MemoryStore(redis, ttl_s=proxy_config.settings.retention_s)
             if fresh:
@@ -294,11 +307,12 @@ def show_command(
             messages=alias.recent_messages or settings.recent_messages,
         ),
         operator_rules=alias.system_prompt,
+        recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
         timezone=settings.timezone,
     )
 
     async def run() -> Any:
-        redis = _redis_client(settings.redis_url)
+        redis = _redis_client(settings)
         try:
             store = MemoryStore(redis, ttl_s=settings.retention_s)
             count = await store.count_turns(who.keys)

@@ -66,6 +66,8 @@ class TurnPlan:
         pending: turns to store after the reply (the new turn; plus the client's history when
             seeding an empty store).
         replace: stored turns the reply replaces (a regenerate).
+        previous_text: text of the stored turn just before the first turn to store (the recall
+            index keys a reply by the question before it); "" when seeding.
     """
 
     system_texts: tuple[str, ...]
@@ -74,6 +76,7 @@ class TurnPlan:
     new: tuple[Message, ...]
     pending: tuple[Turn, ...]
     replace: tuple[Turn, ...] = ()
+    previous_text: str = ""
 
     @property
     def regenerate(self) -> bool:
@@ -145,6 +148,7 @@ def plan_turn(
             tuple(new),
             (),
             tuple(replace),
+            previous_text=stored[user_at].text,
         )
     return TurnPlan(
         system_texts,
@@ -152,6 +156,7 @@ def plan_turn(
         tuple(t.seq for t in stored),
         tuple(new),
         tuple(new_turns),
+        previous_text=state.tail[-1].text if state.tail else "",
     )
 
 
@@ -321,8 +326,23 @@ def _last_user_text(raw_messages: object) -> str:
     return ""
 
 
-def indexed(turn: Turn) -> IndexedTurn:
-    """A turn with its recall terms: user and assistant text is indexed, tool traffic is not."""
+def indexed(turn: Turn, previous: str = "") -> IndexedTurn:
+    """A turn with its recall terms: user and assistant text is indexed, tool traffic is not.
+
+    Args:
+        turn: the turn.
+        previous: text of the turn before it (a reply is also keyed by the question it answers;
+            :func:`litellm_memory_hook.recall.index_terms`).
+    """
     if turn.role in ("user", "assistant") and turn.text and not turn.partial:
-        return IndexedTurn(turn, recall.index_terms(turn.text, turn.name))
+        return IndexedTurn(turn, recall.index_terms(turn.text, turn.name, previous=previous))
     return IndexedTurn(turn)
+
+
+def indexed_chain(turns: Sequence[Turn], previous: str = "") -> list[IndexedTurn]:
+    """:func:`indexed` over consecutive turns, each keyed by the text of the one before it."""
+    out: list[IndexedTurn] = []
+    for turn in turns:
+        out.append(indexed(turn, previous))
+        previous = turn.text
+    return out

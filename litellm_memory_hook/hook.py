@@ -43,7 +43,13 @@ from typing import Any
 import redis.asyncio as aioredis
 from litellm.integrations.custom_logger import CustomLogger
 
-from litellm_memory_hook.context import Budget, ContextOptions, PreparedRequest, indexed, prepare
+from litellm_memory_hook.context import (
+    Budget,
+    ContextOptions,
+    PreparedRequest,
+    indexed_chain,
+    prepare,
+)
 from litellm_memory_hook.errors import ConfigError, MemoryHookError
 from litellm_memory_hook.identity import Identity, identify, request_headers
 from litellm_memory_hook.keys import ConversationKeys
@@ -282,6 +288,7 @@ class MemoryHook(CustomLogger):
                 messages=alias.recent_messages or settings.recent_messages,
             ),
             operator_rules=alias.system_prompt,
+            recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
             regenerate_window_s=settings.regenerate_window_s,
             max_stored_chars=settings.stored_text_chars,
             timezone=_str_or_none(metadata.get("timezone")) or settings.timezone,
@@ -319,6 +326,7 @@ class MemoryHook(CustomLogger):
             "write": mode == "read_write",
             "pending": [asdict(t) for t in prepared.plan.pending],
             "replace": [asdict(t) for t in prepared.plan.replace],
+            "previous": prepared.plan.previous_text[-2000:],
             "cursor": prepared.cursor,
             "hook_ms": round(elapsed_ms, 3),
             "layers": prepared.layer_chars,
@@ -441,12 +449,13 @@ class MemoryHook(CustomLogger):
                 self.counters["partial_empty"] += 1
         if not turns:
             return
+        previous = str(record.get("previous") or "")
         result = await self.store.append(
             keys,
-            [indexed(t) for t in turns],
+            indexed_chain(turns, previous),
             call_id=call_id,
             meta_if_new={**record.get("meta", {}), "created_ms": str(at)},
-            replace=[indexed(t) for t in replace],
+            replace=indexed_chain(replace, previous),
             at_ms=at,
         )
         if not result.written:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
-from litellm_memory_hook.context import indexed
+from litellm_memory_hook.context import indexed_chain
 from litellm_memory_hook.datasets import HistoryLine
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.identity import Identity
@@ -64,11 +64,14 @@ async def import_lines(
     turns = [t for t in (line_to_turn(line, max_chars) for line in lines) if t is not None]
     first = last = 0
     meta = {**who.meta_fields(), "created_ms": str(now_ms())}
+    state, _ = await store.load(who.keys, tail=1)
+    previous = state.tail[-1].text if state.tail else ""
     for start in range(0, len(turns), BATCH_TURNS):
         batch = turns[start : start + BATCH_TURNS]
         result = await store.append(
-            who.keys, [indexed(t) for t in batch], meta_if_new=meta, at_ms=batch[-1].ts_ms
+            who.keys, indexed_chain(batch, previous), meta_if_new=meta, at_ms=batch[-1].ts_ms
         )
+        previous = batch[-1].text
         first = first or result.first_seq
         last = result.last_seq
     if turns:

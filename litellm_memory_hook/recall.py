@@ -361,6 +361,8 @@ def _devanagari_latin(word: str) -> str:
     prepared = word.replace("\u093c", "")
     prepared = _FINAL_NASAL.sub("", prepared)  # नहीं -> "nahi": a final nasal vowel, not a "n"
     prepared = prepared.replace("\u0902", "न्").replace("\u0901", "न्")  # बैंगलोर -> "bainglor"
+    if not prepared:
+        return ""
     latin = sanscript.transliterate(prepared, sanscript.DEVANAGARI, sanscript.OPTITRANS)
     if latin.endswith("a") and _DEVANAGARI_CONSONANT.fullmatch(prepared[-1]) is not None:
         latin = latin[:-1]  # schwa deletion: बहन -> "bahan", not "bahana"

@@ -52,6 +52,7 @@ class MemorySettings(BaseSettings):
         stored_text_chars: longest text stored for one message (characters); longer texts keep
             their end, as the window does.
         timezone: IANA name used to date recalled lines when the request gives none.
+        recall_k: old lines recalled per request (DESIGN.md section 6: 4); 0 turns recall off.
     """
 
     model_config = SettingsConfigDict(
@@ -73,6 +74,7 @@ class MemorySettings(BaseSettings):
     redis_timeout_s: float = Field(default=2.0, gt=0, le=60)
     stored_text_chars: int = Field(default=32_000, ge=1000)
     timezone: str = "UTC"
+    recall_k: int = Field(default=4, ge=0, le=20)
 
     @field_validator("user_header")
     @classmethod
@@ -93,7 +95,8 @@ class AliasMemoryConfig(BaseModel):
         required: requests without a usable user id get HTTP 400 instead of a pass-through.
         namespace: aliases with the same namespace share memory (default: the alias name).
         system_prompt: the operator's rules, placed first in the system message.
-        recent_chars / recent_messages: override the global window budget.
+        recent_chars / recent_messages / recall_k: override the global values.
+        mode: ``read_only`` answers with memory but never stores (a shared demo alias).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -104,6 +107,7 @@ class AliasMemoryConfig(BaseModel):
     system_prompt: str = ""
     recent_chars: int | None = Field(default=None, ge=200, le=2_000_000)
     recent_messages: int | None = Field(default=None, ge=1, le=1000)
+    recall_k: int | None = Field(default=None, ge=0, le=20)
     mode: Literal["read_write", "read_only"] = "read_write"
 
 

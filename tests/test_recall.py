@@ -379,6 +379,15 @@ def test_tokenize_never_raises_and_terms_are_clean(text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=20), _WORDS))
+def test_phonetic_key_never_raises(word: str) -> None:
+    """phonetic_key takes any string and gives None or a short ``~`` key."""
+    key = phonetic_key(word)
+    assert key is None or (key.startswith("~") and 2 < len(key) <= MAX_TERM_CHARS)
+    assert phonetic_key("\u0902") is None
+
+
+@settings(max_examples=200, deadline=None)
 @given(_MESSAGES, _MESSAGES)
 def test_index_terms_bounded(text: str, previous: str) -> None:
     """index_terms is sorted, distinct, bounded in count and term length."""
