@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+# LiteLLM fetches its model cost map from the internet at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys

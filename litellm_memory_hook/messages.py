@@ -7,6 +7,7 @@ Pure functions. A message is the dict a client sends (``role``, ``content``, opt
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,9 @@ def content_text(content: object) -> str:
 
 def is_blank(text: str) -> bool:
     """True when the text has nothing visible (white space, zero-width and control characters)."""
+    stripped = text.strip()
+    if stripped and unicodedata.category(stripped[0])[0] not in "CZ":
+        return False  # fast path: a visible first character
     return not _INVISIBLE.sub("", text)
 
 

@@ -45,7 +45,10 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import regex
 from indic_transliteration import sanscript
 
@@ -553,7 +556,7 @@ def idf(n_docs: int, df: int) -> float:
 
 def score(
     query: Sequence[str],
-    postings: Mapping[str, Sequence[int]],
+    postings: Mapping[str, Sequence[int] | npt.NDArray[Any]],
     df: Mapping[str, int],
     n_docs: int,
     *,
@@ -587,16 +590,36 @@ def score(
     weights = dict(DEFAULT_TERM_WEIGHTS)
     if term_weights is not None:
         weights.update(term_weights)
-    totals: dict[int, float] = {}
+    arrays: list[npt.NDArray[np.int64]] = []
+    term_weight: list[npt.NDArray[np.float64]] = []
     for term in sorted(set(query)):
         seqs = postings.get(term)
-        if not seqs:
+        if seqs is None or len(seqs) == 0:
             continue
         weight = weights.get(term_kind(term), 1.0) * idf(n_docs, df.get(term, len(seqs)))
         if weight <= 0.0:
             continue
-        for seq in set(seqs):
-            if exclude_from_seq is None or seq < exclude_from_seq:
-                totals[seq] = totals.get(seq, 0.0) + weight
-    best = heapq.nlargest(k, totals.items(), key=lambda item: (item[1], item[0]))
+        array = np.asarray(seqs, dtype=np.int64)
+        if array.size > 1 and not bool(np.all(array[1:] > array[:-1])):
+            array = np.unique(array)  # repeats of one message count once
+        if exclude_from_seq is not None:
+            array = array[array < exclude_from_seq]
+        if array.size:
+            arrays.append(array)
+            term_weight.append(np.full(array.size, weight))
+    if not arrays:
+        return []
+    # Sum per message with one bincount over all postings (vectorised: the cost is linear in
+    # the postings read, which the store caps per term), then keep the k best.
+    every = np.concatenate(arrays)
+    base = int(every.min())
+    totals = np.bincount(every - base, weights=np.concatenate(term_weight))
+    candidates = np.flatnonzero(totals > 0.0)
+    if candidates.size > k:
+        cut = candidates.size - k
+        kth = np.partition(totals[candidates], cut)[cut]
+        candidates = candidates[totals[candidates] >= kth]
+    best = heapq.nlargest(
+        k, ((int(c) + base, float(totals[c])) for c in candidates), key=lambda i: (i[1], i[0])
+    )
     return sorted(best)

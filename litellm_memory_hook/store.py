@@ -13,12 +13,13 @@ indexed messages (the N of the IDF formula).
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
@@ -136,14 +137,16 @@ class Postings:
 
     n_docs: int = 0
     df: dict[str, int] = field(default_factory=dict)
-    seqs: dict[str, list[int]] = field(default_factory=dict)
+    seqs: dict[str, npt.NDArray[np.uint32]] = field(default_factory=dict)
 
 
-def unpack_postings(value: bytes) -> tuple[int, list[int]]:
-    """Decode a postings value: (document frequency, seqs ascending)."""
+def unpack_postings(value: bytes) -> tuple[int, npt.NDArray[np.uint32]]:
+    """Decode a postings value: (document frequency, seqs ascending as a uint32 array)."""
     count = len(value) // 4
-    numbers = struct.unpack(f">{count}I", value[: count * 4])
-    return (numbers[0], list(numbers[1:])) if numbers else (0, [])
+    if count == 0:
+        return 0, np.zeros(0, dtype=np.uint32)
+    numbers = np.frombuffer(value, dtype=">u4", count=count)
+    return int(numbers[0]), numbers[1:]
 
 
 def _text(value: bytes | str | None) -> str:

@@ -50,7 +50,7 @@ async def test_load_reads_tail_meta_and_postings_in_one_go(store: MemoryStore, p
     assert state.meta["user"] == "u-A" and state.last_seq == 10
     assert postings.n_docs == 10
     assert postings.df == {"common": 10, "word2": 1}
-    assert postings.seqs["word2"] == [3]
+    assert postings.seqs["word2"].tolist() == [3]
 
 
 async def test_postings_keep_only_the_newest_but_count_all(
@@ -61,7 +61,8 @@ async def test_postings_keep_only_the_newest_but_count_all(
     keys = _keys(prefix)
     await store.append(keys, [_turn("user", "same") for _ in range(12)])
     value = await any_redis.hget(keys.postings, "same")
-    assert unpack_postings(value) == (12, [8, 9, 10, 11, 12])
+    df, seqs = unpack_postings(value)
+    assert (df, seqs.tolist()) == (12, [8, 9, 10, 11, 12])
 
 
 async def test_replace_removes_old_reply_and_its_index_entries(
@@ -81,7 +82,7 @@ async def test_replace_removes_old_reply_and_its_index_entries(
     assert [t.text for t in turns] == ["tell me a joke", "penguin pun"]
     _, postings = await store.load(keys, tail=5, query_terms=["zebra", "pun", "penguin"])
     assert "zebra" not in postings.df
-    assert postings.df["pun"] == 1 and postings.seqs["pun"] == [3]
+    assert postings.df["pun"] == 1 and postings.seqs["pun"].tolist() == [3]
     assert postings.n_docs == 2
 
 
