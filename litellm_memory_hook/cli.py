@@ -105,6 +105,10 @@ def serve(
     ),
 ) -> None:
     """Run the LiteLLM proxy with memory (embedded Redis when REDIS_URL is unset)."""
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)  # stop the children on `kill` as on Ctrl-C
     settings_env = os.environ.copy()
     embedded = None
     if not (settings_env.get("REDIS_URL") or settings_env.get("LITELLM_MEMORY_REDIS_URL")):
@@ -313,6 +317,7 @@ def show_command(
         operator_rules=alias.system_prompt,
         recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
         timezone=settings.timezone,
+        wording=alias.wording,
     )
 
     async def run() -> Any:

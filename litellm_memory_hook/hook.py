@@ -294,6 +294,7 @@ class MemoryHook(CustomLogger):
             timezone=_str_or_none(metadata.get("timezone")) or settings.timezone,
             persona=_str_or_none(metadata.get("persona")) or "",
             custom_instructions=_str_or_none(metadata.get("custom_instructions")) or "",
+            wording=alias.wording,
         )
         call_id = str(data.get("litellm_call_id") or "")
         prepared = await prepare(
@@ -315,6 +316,8 @@ class MemoryHook(CustomLogger):
         elapsed_ms: float,
     ) -> None:
         self.counters["rebuilt"] += 1
+        for layer, chars in prepared.layer_chars.items():
+            self.counters[f"chars_{layer}"] += chars
         self.hook_ms.append(elapsed_ms)
         if len(self.hook_ms) > 10_000:
             del self.hook_ms[:5000]

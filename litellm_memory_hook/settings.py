@@ -27,6 +27,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from litellm_memory_hook.errors import ConfigError
+from litellm_memory_hook.prompt import PromptWording
 
 _KEY_PREFIX_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
 
@@ -97,6 +98,8 @@ class AliasMemoryConfig(BaseModel):
         system_prompt: the operator's rules, placed first in the system message.
         recent_chars / recent_messages / recall_k: override the global values.
         mode: ``read_only`` answers with memory but never stores (a shared demo alias).
+        wording: the operator's own words for the preamble, section notes and the final
+            reminder (:class:`litellm_memory_hook.prompt.PromptWording`); English defaults.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -109,6 +112,7 @@ class AliasMemoryConfig(BaseModel):
     recent_messages: int | None = Field(default=None, ge=1, le=1000)
     recall_k: int | None = Field(default=None, ge=0, le=20)
     mode: Literal["read_write", "read_only"] = "read_write"
+    wording: PromptWording | None = None
 
 
 def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySettings:

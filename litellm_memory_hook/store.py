@@ -31,7 +31,36 @@ from litellm_memory_hook.models import ConversationState, Turn
 #: top 4 on 90-99% of queries at 100,000 messages).
 POSTINGS_CAP = 1024
 
-APPEND_TURNS = """
+_POSTINGS_LUA = """
+-- Shared by the scripts below: the packed postings value (big-endian uint32s: df, then seqs).
+local function enc(n)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+                     math.floor(n / 256) % 256, n % 256)
+end
+local function dec(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+-- One message (packed seq) leaves a term: df - 1, its seq dropped from the list when there,
+-- the field deleted when df reaches 0.
+local function unindex(postings, term, packed)
+  local v = redis.call('HGET', postings, term)
+  if not v then return end
+  local df = dec(v, 1) - 1
+  local list = string.sub(v, 5)
+  for p = 1, #list - 3, 4 do
+    if string.sub(list, p, p + 3) == packed then
+      list = string.sub(list, 1, p - 1) .. string.sub(list, p + 4)
+      break
+    end
+  end
+  if df <= 0 then redis.call('HDEL', postings, term)
+  else redis.call('HSET', postings, term, enc(df) .. list) end
+end
+"""
+
+APPEND_TURNS = (
+    """
 -- Append turns to a conversation, idempotently on call_id, updating the recall index.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
 -- ARGV[1] call_id ("" = no idempotency check)
@@ -43,14 +72,9 @@ APPEND_TURNS = """
 -- then: number of removed turns; for each: seq, number of terms, the terms
 -- then: number of new turns; for each: body (turn JSON without "{"), number of terms, the terms
 -- Returns {1, first_seq, last_seq} when written, {0, seq, seq} when call_id was already stored.
-local function enc(n)
-  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-                     math.floor(n / 256) % 256, n % 256)
-end
-local function dec(s, i)
-  local a, b, c, d = string.byte(s, i, i + 3)
-  return ((a * 256 + b) * 256 + c) * 256 + d
-end
+"""
+    + _POSTINGS_LUA
+    + """
 local call_id = ARGV[1]
 if call_id ~= '' then
   local seen = redis.call('HGET', KEYS[3], call_id)
@@ -70,21 +94,7 @@ local n_removed = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_removed do
   local packed = enc(tonumber(ARGV[i]))
   local n_terms = tonumber(ARGV[i + 1]); i = i + 2
-  for t = i, i + n_terms - 1 do
-    local v = redis.call('HGET', KEYS[4], ARGV[t])
-    if v then
-      local df = dec(v, 1) - 1
-      local list = string.sub(v, 5)
-      for p = 1, #list - 3, 4 do
-        if string.sub(list, p, p + 3) == packed then
-          list = string.sub(list, 1, p - 1) .. string.sub(list, p + 4)
-          break
-        end
-      end
-      if df <= 0 then redis.call('HDEL', KEYS[4], ARGV[t])
-      else redis.call('HSET', KEYS[4], ARGV[t], enc(df) .. list) end
-    end
-  end
+  for t = i, i + n_terms - 1 do unindex(KEYS[4], ARGV[t], packed) end
   if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
   i = i + n_terms
 end
@@ -112,6 +122,7 @@ redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
 return {1, first, last}
 """
+)
 
 
 @dataclass(frozen=True)

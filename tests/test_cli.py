@@ -1,0 +1,243 @@
+"""The README's main job end to end: `litellm-memory serve` on the embedded Redis (REDIS_URL
+unset, the checkout's config.yaml), memory across two requests, then `import`, `show` and
+`replay` against that running proxy."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import LOCOMO
+from .harness import MASTER_KEY, REPO, free_port, wait_http
+
+pytestmark = pytest.mark.e2e
+CLI = [sys.executable, "-m", "litellm_memory_hook"]
+STANDIN_PORT = 4010  # the port config.yaml names for the demo alias
+
+
+@dataclass
+class Served:
+    """A running `serve` and where it keeps its data."""
+
+    base_url: str
+    folder: Path
+    env: dict[str, str]
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run `litellm-memory ARGS` in the serve folder with the checkout's config.yaml."""
+        return subprocess.run(
+            [*CLI, *args],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`litellm-memory serve` as the README runs it, with no REDIS_URL."""
+    if not _port_free(STANDIN_PORT):
+        pytest.fail(f"port {STANDIN_PORT} (the demo stand-in in config.yaml) is taken")
+    folder = tmp_path_factory.mktemp("serve")
+    port = free_port()
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL")
+    }
+    log = folder / "serve.log"
+    process = subprocess.Popen(
+        [*CLI, "serve", "--config", str(REPO / "config.yaml"), "--port", str(port)],
+        cwd=folder,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health/liveliness", process, 180, log)
+        yield Served(f"http://127.0.0.1:{port}/v1", folder, env)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    assert (folder / ".litellm-memory" / "memory.rdb").exists(), "the embedded Redis saved no data"
+
+
+def _chat(served: Served, user: str, text: str) -> str:
+    response = httpx.post(
+        f"{served.base_url}/chat/completions",
+        headers={"Authorization": f"Bearer {MASTER_KEY}"},
+        json={"model": "demo", "user": user, "messages": [{"role": "user", "content": text}]},
+        timeout=60,
+    )
+    response.raise_for_status()
+    return str(response.json()["choices"][0]["message"]["content"])
+
+
+def test_readme_curl_pair_shows_memory(served: Served) -> None:
+    """The README's two requests: the second reaches the model with the first turn before it."""
+    assert _chat(served, "alice", "My cat is called Miso.") == "Noted: My cat is called Miso."
+    _chat(served, "alice", "What is my cat called?")
+    records = httpx.get(f"http://127.0.0.1:{STANDIN_PORT}/_standin/requests").json()
+    last = [(m["role"], m["content"]) for m in records[-1]["messages"][1:]]
+    assert last == [
+        ("user", "My cat is called Miso."),
+        ("assistant", "Noted: My cat is called Miso."),
+        ("user", "What is my cat called?"),
+    ]
+    shown = served.cli("show", "--user", "alice", "--config", str(REPO / "config.yaml"))
+    assert shown.returncode == 0, shown.stderr
+    assert "4 stored turns" in shown.stdout and "My cat is called Miso." in shown.stdout
+
+
+def _tiny_locomo(path: Path) -> None:
+    sessions = {
+        "speaker_a": "Ana",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "My grandmother taught me origami."},
+            {"speaker": "Bo", "dia_id": "D1:2", "text": "What a lovely skill to learn."},
+        ],
+        "session_2_date_time": "9:00 am on 9 June, 2023",
+        "session_2": [
+            {"speaker": "Ana" if i % 2 == 0 else "Bo", "dia_id": f"D2:{i + 1}", "text": f"Chat {i}"}
+            for i in range(60)
+        ],
+    }
+    qa = [
+        {
+            "question": "Who taught Ana origami?",
+            "answer": "grandmother",
+            "evidence": ["D1:1"],
+            "category": 4,
+        },
+        {
+            "question": "What was the last chat?",
+            "answer": "Chat 59",
+            "evidence": ["D2:60"],
+            "category": 4,
+        },
+    ]
+    path.write_text(json.dumps([{"sample_id": "tiny", "conversation": sessions, "qa": qa}]))
+
+
+def test_import_then_replay_through_the_running_proxy(served: Served, tmp_path: Path) -> None:
+    """`import` writes where a chat request for that user reads; `replay` measures what reached
+    the model from the stand-in's record: the old line by its rare word, the newest by the
+    window."""
+    data = tmp_path / "tiny.json"
+    _tiny_locomo(data)
+    config = str(REPO / "config.yaml")
+    imported = served.cli(
+        "import",
+        str(data),
+        "--format",
+        "locomo",
+        "--sample-id",
+        "tiny",
+        "--user",
+        "ana",
+        "--fresh",
+        "--config",
+        config,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 62 turns" in imported.stdout
+    report = tmp_path / "report.json"
+    replayed = served.cli(
+        "replay",
+        str(data),
+        "--format",
+        "locomo",
+        "--sample-id",
+        "tiny",
+        "--user",
+        "ana",
+        "--base-url",
+        served.base_url,
+        "--report",
+        str(report),
+        "--config",
+        config,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    result = json.loads(report.read_text())
+    assert result["questions"] == 2 and result["evidence_cover"] == 1.0
+    assert result["hook_ms_p50"] is not None and result["hook_ms_p50"] > 0
+    assert set(result) >= {"median_prompt_chars", "median_full_history_chars", "hook_ms_p95"}
+    again = served.cli(
+        "import",
+        str(data),
+        "--format",
+        "locomo",
+        "--sample-id",
+        "tiny",
+        "--user",
+        "ana",
+        "--fresh",
+        "--config",
+        config,
+    )
+    assert "seq 1-62" in again.stdout  # --fresh replaced, not appended
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="shared/data/locomo is not beside the checkout")
+def test_locomo_conv26_replay(served: Served, tmp_path: Path) -> None:
+    """Issue 2's main job on real data: conv-26 imported and replayed through the proxy; the
+    prompt stays near the window budget while the full history is several times larger."""
+    config = str(REPO / "config.yaml")
+    imported = served.cli(
+        "import",
+        str(LOCOMO),
+        "--format",
+        "locomo",
+        "--sample-id",
+        "conv-26",
+        "--user",
+        "caroline",
+        "--fresh",
+        "--config",
+        config,
+    )
+    assert imported.returncode == 0, imported.stderr
+    report = tmp_path / "conv26.json"
+    replayed = served.cli(
+        "replay",
+        str(LOCOMO),
+        "--format",
+        "locomo",
+        "--sample-id",
+        "conv-26",
+        "--user",
+        "caroline",
+        "--base-url",
+        served.base_url,
+        "--report",
+        str(report),
+        "--config",
+        config,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    result = json.loads(report.read_text())
+    assert result["questions"] > 150
+    assert result["median_prompt_chars"] < 11_000 < result["median_full_history_chars"]
+    assert result["evidence_cover"] > 0.3
