@@ -105,6 +105,7 @@ def serve(
     ),
 ) -> None:
     """Run the LiteLLM proxy with memory (embedded Redis when REDIS_URL is unset)."""
+
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 

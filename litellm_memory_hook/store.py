@@ -124,6 +124,34 @@ return {1, first, last}
 """
 )
 
+DELETE_TURNS = (
+    """
+-- Delete stored turns of a conversation by seq, with their recall-index entries.
+-- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
+-- ARGV[1] TTL in seconds, set on every key of the conversation that exists
+-- ARGV[2] number of turns; for each: seq, number of terms, the terms it was appended with
+-- A seq that is not stored (never, or already deleted) is skipped: its terms are not touched.
+-- Returns the number of turns removed.
+"""
+    + _POSTINGS_LUA
+    + """
+local i, removed = 3, 0
+for _ = 1, tonumber(ARGV[2]) do
+  local seq = tonumber(ARGV[i])
+  local n_terms = tonumber(ARGV[i + 1]); i = i + 2
+  if redis.call('ZREMRANGEBYSCORE', KEYS[2], seq, seq) > 0 then
+    removed = removed + 1
+    local packed = enc(seq)
+    for t = i, i + n_terms - 1 do unindex(KEYS[4], ARGV[t], packed) end
+    if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
+  end
+  i = i + n_terms
+end
+for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
+return removed
+"""
+)
+
 
 @dataclass(frozen=True)
 class IndexedTurn:
@@ -187,6 +215,7 @@ class MemoryStore:
         self.ttl_s = ttl_s
         self.postings_cap = postings_cap
         self._append = redis.register_script(APPEND_TURNS)
+        self._delete = redis.register_script(DELETE_TURNS)
 
     async def load(
         self, keys: ConversationKeys, *, tail: int, query_terms: Sequence[str] = ()
@@ -296,6 +325,58 @@ class MemoryStore:
         except RedisError as exc:
             raise StoreError(f"append {keys.tag}: {exc}") from exc
         return AppendResult(bool(written), int(first), int(last))
+
+    async def delete_turns(self, keys: ConversationKeys, turns: Sequence[IndexedTurn]) -> int:
+        """Delete stored turns by seq and their recall-index entries, atomically (one Lua script).
+
+        Each turn leaves the ``turns`` sorted set; each of its terms gets ``df - 1`` (the field is
+        deleted when that reaches 0) and loses the turn's seq from its postings list when the seq
+        is there; ``meta.idx_n`` drops by one for each indexed turn (one with terms). Seqs that are
+        not stored (0, never written, already deleted) are skipped, so a repeated call changes
+        nothing. The ``calls`` hash is left alone. Every key of the conversation gets the
+        retention TTL again, in the same script, so they still expire together.
+
+        Guarantee (``turns`` must carry the terms they were appended with, e.g.
+        :func:`litellm_memory_hook.context.indexed_chain` with the same ``previous``): the
+        document frequencies and ``idx_n`` are exactly those of an index built from the turns
+        that remain. A term's postings list holds the newest ``m`` remaining turns that contain
+        it, ascending, with no gap and no deleted seq, for some ``m <= min(postings_cap, df)``;
+        ``m = min(postings_cap, df)`` (the list a fresh index of the remaining turns would hold)
+        whenever the cap never dropped a posting of the term. Otherwise the list can be shorter:
+        seqs the cap dropped earlier are not brought back (they are no longer stored), so after
+        adding all turns and deleting some, the list is the newest ``postings_cap`` postings
+        before the deletion minus the deleted seqs. Recall then misses only old matches of a
+        term that is common enough to have been capped.
+
+        Args:
+            keys: the conversation.
+            turns: stored turns (``turn.seq`` > 0) with their index terms; repeats of a seq count
+                once.
+
+        Returns:
+            How many turns were removed (stored turns among ``turns``).
+
+        Raises:
+            StoreError: Redis failed (nothing was changed: the script is atomic).
+        """
+        seen: set[int] = set()
+        args: list[Any] = [self.ttl_s, 0]
+        for item in turns:
+            seq = item.turn.seq
+            if seq <= 0 or seq in seen:
+                continue
+            seen.add(seq)
+            args.extend((seq, len(item.terms), *item.terms))
+        if not seen:
+            return 0
+        args[1] = len(seen)
+        try:
+            removed = await self._delete(
+                keys=[keys.meta, keys.turns, keys.calls, keys.postings], args=args
+            )
+        except RedisError as exc:
+            raise StoreError(f"delete turns {keys.tag}: {exc}") from exc
+        return int(removed)
 
     async def touch_user_index(self, keys: ConversationKeys) -> None:
         """Add the conversation to the user's index (a global key) and refresh its TTL."""
