@@ -116,7 +116,8 @@ def serve(
         from litellm_memory_hook.embedded import start_embedded
 
         embedded = start_embedded(data_dir)
-        settings_env["REDIS_URL"] = embedded.url
+        # Only the memory hook gets it: LiteLLM itself would also use a REDIS_URL it sees.
+        settings_env["LITELLM_MEMORY_REDIS_URL"] = embedded.url
         console.print(f"embedded Redis: {embedded.socket} (data in {data_dir}/)")
     settings_env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     _load_config(config)

@@ -36,9 +36,9 @@ class MemorySettings(BaseSettings):
     """Global settings of the memory hook.
 
     Attributes:
-        redis_url: Redis URL (``redis://``, ``rediss://`` or ``unix://``). Env: ``REDIS_URL`` or
-            ``LITELLM_MEMORY_REDIS_URL``. Default ``redis://127.0.0.1:6379/0``; ``serve`` sets it
-            to an embedded Redis when unset.
+        redis_url: Redis URL (``redis://``, ``rediss://`` or ``unix://``). Env:
+            ``LITELLM_MEMORY_REDIS_URL``, else ``REDIS_URL``. Default
+            ``redis://127.0.0.1:6379/0``; ``serve`` points it at an embedded Redis when unset.
         key_prefix: first part of every key (``mem`` gives ``mem:{t:u:c}:turns``).
         recent_chars: recent-window budget in characters (DESIGN.md section 5: 8000).
         recent_messages: recent-window budget in messages (DESIGN.md section 5: 40).
@@ -62,7 +62,7 @@ class MemorySettings(BaseSettings):
 
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
-        validation_alias=AliasChoices("redis_url", "REDIS_URL", "LITELLM_MEMORY_REDIS_URL"),
+        validation_alias=AliasChoices("redis_url", "LITELLM_MEMORY_REDIS_URL", "REDIS_URL"),
     )
     key_prefix: str = Field(default="mem", pattern=_KEY_PREFIX_PATTERN)
     recent_chars: int = Field(default=8000, ge=200, le=2_000_000)

@@ -454,3 +454,38 @@ def test_operator_wording_from_config(stack: Stack) -> None:
     system = stack.received()[-1]["messages"][0]["content"]
     assert "Fakten, die der Nutzer selbst schrieb." in system
     assert system.split("<reminder>")[1].strip().startswith("Bleib in deiner Rolle.")
+
+
+@pytest.fixture(scope="module")
+def proxy_without_redis(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, httpx.Client]]:
+    """A proxy whose memory Redis does not answer (a closed port)."""
+    folder = tmp_path_factory.mktemp("noredis")
+    standin_port, proxy_port, dead_port = free_port(), free_port(), free_port()
+    standin = start_standin(standin_port, folder / "standin.log")
+    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix="dead")
+    env = {"LITELLM_MEMORY_REDIS_URL": f"redis://127.0.0.1:{dead_port}/0"}
+    try:
+        proxy = start_proxy(config, proxy_port, folder / "proxy.log", env)
+    except Exception:
+        stop(standin)
+        raise
+    with httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as client:
+        yield f"http://127.0.0.1:{proxy_port}/v1", client
+    stop(proxy)
+    stop(standin)
+
+
+def test_redis_down_chat_still_works(proxy_without_redis: tuple[str, httpx.Client]) -> None:
+    """Failure policy (DESIGN.md section 8): with the memory Redis down, streaming and
+    non-streaming requests succeed with the client's own messages, unchanged."""
+    base_url, standin = proxy_without_redis
+    client = openai.OpenAI(base_url=base_url, api_key=MASTER_KEY, max_retries=0, timeout=60)
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "hello"}]
+    reply = client.chat.completions.create(model="demo", user="u1", messages=messages)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "Noted: hello"
+    stream = client.chat.completions.create(model="demo", user="u1", messages=messages, stream=True)  # type: ignore[arg-type]
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Noted: hello"
+    received = standin.get("/_standin/requests").json()
+    assert [_texts(body) for body in received] == [[("system", "S"), ("user", "hello")]] * 2
