@@ -52,23 +52,26 @@ found.
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import re
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 try:
-    from litellm_memory_hook import recall
+    from litellm_memory_hook import bench_recall, recall
     from litellm_memory_hook.datasets import History, HistoryLine, list_locomo_samples, load_locomo
 except ModuleNotFoundError:  # run as a script from a checkout: bench/ is on sys.path, not the root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from litellm_memory_hook import recall
+    from litellm_memory_hook import bench_recall, recall
     from litellm_memory_hook.datasets import History, HistoryLine, list_locomo_samples, load_locomo
+
+# Shared with ``litellm-memory bench recall`` (the same protocol on a real Redis).
+Result = bench_recall.Result
+Retriever = bench_recall.Retriever  # (question, window start) -> recalled line indexes (seqs)
+Tally = bench_recall.Tally
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data of the repo
 DATA_FILES = {
@@ -78,10 +81,7 @@ DATA_FILES = {
 DATASETS = {name: DATA_DIR / rel for name, rel in DATA_FILES.items()}
 WINDOW_CHARS = 8000  # DESIGN.md section 5: recent window budget, characters
 WINDOW_MESSAGES = 40  # DESIGN.md section 5: recent window budget, messages
-TOP_K = 4  # DESIGN.md section 6: recalled lines
-
-# A retriever: (question) -> recalled line indexes (seqs), given the window start.
-Retriever = Callable[[str, int], list[int]]
+TOP_K = bench_recall.TOP_K  # DESIGN.md section 6: recalled lines
 
 
 def window_start(lines: Sequence[HistoryLine]) -> int:
@@ -114,44 +114,13 @@ def idf_retriever(
 
     ``index(line, previous_text)`` gives a line's terms, ``query(question)`` the question's.
     """
-    postings: dict[str, list[int]] = defaultdict(list)
-    for seq, line in enumerate(lines):
-        previous = lines[seq - 1].text if seq > 0 else ""
-        for term in index(line, previous):
-            postings[term].append(seq)
-    df = {term: len(seqs) for term, seqs in postings.items()}
-
-    def retrieve(question: str, start: int) -> list[int]:
-        terms = query(question)
-        found = recall.score(
-            terms, postings, df, len(lines), exclude_from_seq=start, k=TOP_K, term_weights=weights
-        )
-        return [seq for seq, _ in found]
-
-    return retrieve
+    docs = [index(line, lines[seq - 1].text if seq > 0 else "") for seq, line in enumerate(lines)]
+    return bench_recall.memory_idf_retriever(docs, query, k=TOP_K, weights=weights)
 
 
 def bm25_retriever(lines: Sequence[HistoryLine]) -> Retriever:
     """BM25 (``bm25s``, Lucene variant, defaults k1=1.5, b=0.75) over :func:`recall.tokenize`."""
-    import bm25s  # optional benchmark dependency
-
-    corpus = [recall.tokenize(line.text) for line in lines]
-    model = bm25s.BM25()
-    model.index(corpus, show_progress=False)
-    vocab: Mapping[str, int] = model.vocab_dict
-
-    def retrieve(question: str, start: int) -> list[int]:
-        words = [w for w in dict.fromkeys(recall.tokenize(question)) if w in vocab]
-        if not words:
-            return []
-        scores = model.get_scores(words)
-        best = heapq.nlargest(
-            TOP_K,
-            ((float(scores[seq]), seq) for seq in range(start) if scores[seq] > 0.0),
-        )
-        return sorted(seq for _, seq in best)
-
-    return retrieve
+    return bench_recall.bm25_retriever([line.text for line in lines], k=TOP_K)
 
 
 @dataclass(frozen=True)
@@ -258,50 +227,6 @@ ABLATIONS = (
 )
 
 
-@dataclass
-class Tally:
-    """Sums of per-question scores for one group of questions."""
-
-    questions: int = 0
-    recall: float = 0.0
-    cover: float = 0.0
-    window: float = 0.0
-
-    def add(self, recall_share: float, cover_share: float, window_share: float) -> None:
-        """Count one question."""
-        self.questions += 1
-        self.recall += recall_share
-        self.cover += cover_share
-        self.window += window_share
-
-    def as_dict(self) -> dict[str, float | int]:
-        """Means over the questions (0.0 for an empty group)."""
-        n = max(self.questions, 1)
-        return {
-            "questions": self.questions,
-            "recall@4": round(self.recall / n, 4),
-            "cover@4": round(self.cover / n, 4),
-            "window": round(self.window / n, 4),
-        }
-
-
-@dataclass
-class Result:
-    """One method on one dataset: overall, by category, on the hard questions."""
-
-    overall: Tally = field(default_factory=Tally)
-    by_category: dict[int, Tally] = field(default_factory=lambda: defaultdict(Tally))
-    hard: Tally = field(default_factory=Tally)
-
-    def as_dict(self) -> dict[str, object]:
-        """JSON shape."""
-        return {
-            "all": self.overall.as_dict(),
-            "hard": self.hard.as_dict(),
-            "by_category": {str(c): t.as_dict() for c, t in sorted(self.by_category.items())},
-        }
-
-
 def evaluate(histories: Sequence[History], method: Method) -> Result:
     """Run one method over every question with evidence of the histories."""
     result = Result()
@@ -311,8 +236,7 @@ def evaluate(histories: Sequence[History], method: Method) -> Result:
         start = window_start(lines)
         retrieve = method.build(lines)
         for item in history.qa:
-            # A few LoCoMo labels join two ids with ";" ("D8:6; D9:17").
-            evidence = {e.strip() for raw in item.evidence for e in raw.split(";") if e.strip()}
+            evidence = bench_recall.evidence_ids(item.evidence)  # "D8:6; D9:17" counts as two
             if not evidence:
                 continue
             recalled = {lines[seq].line_id for seq in retrieve(item.question, start)}
@@ -322,10 +246,7 @@ def evaluate(histories: Sequence[History], method: Method) -> Result:
                 len(evidence & (recalled | window)) / len(evidence),
                 len(window) / len(evidence),
             )
-            result.overall.add(*shares)
-            result.by_category[item.category].add(*shares)
-            if item.hard:
-                result.hard.add(*shares)
+            result.add(item.category, item.hard, shares)
     return result
 
 

@@ -302,7 +302,7 @@ def show_command(
     config: ConfigOption = Path("config.yaml"),
 ) -> None:
     """Show what the model would receive next, layer by layer."""
-    from litellm_memory_hook.context import Budget, ContextOptions, prepare
+    from litellm_memory_hook.context import ContextOptions, budget_for, prepare
     from litellm_memory_hook.store import MemoryStore
 
     if not user:
@@ -312,10 +312,7 @@ def show_command(
     alias = proxy_config.alias(model)
     settings = proxy_config.settings
     options = ContextOptions(
-        budget=Budget(
-            chars=alias.recent_chars or settings.recent_chars,
-            messages=alias.recent_messages or settings.recent_messages,
-        ),
+        budget=budget_for(settings, alias),
         operator_rules=alias.system_prompt,
         recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
         timezone=settings.timezone,

@@ -40,6 +40,7 @@ from litellm_memory_hook.prompt import (
     build_system_message,
     strip_injected,
 )
+from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store import IndexedTurn, MemoryStore
 from litellm_memory_hook.window import build_window
 
@@ -48,10 +49,62 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True)
 class Budget:
-    """Window budget: characters and messages (DESIGN.md section 5: 8000 and 40)."""
+    """Budgets of one request, in characters unless named otherwise.
+
+    Attributes:
+        chars / messages: the recent window (DESIGN.md section 5: 8000 characters, 40 messages).
+        pinned_chars: the ``<fixed_memories>`` section. Pinned memories come first and are never
+            displaced by extracted ones; past this budget the newest pinned items are left out.
+        memory_chars: the ``<memories>`` section (case C22: memory never grows without bound).
+        summary_chars: the ``<summary>`` section (a longer summary keeps its start).
+        persona_chars: each of ``<persona>`` and ``<custom_instructions>``.
+    """
 
     chars: int = 8000
     messages: int = 40
+    pinned_chars: int = 2000
+    memory_chars: int = 3000
+    summary_chars: int = 2000
+    persona_chars: int = 2000
+
+
+def budget_for(settings: MemorySettings, alias: AliasMemoryConfig) -> Budget:
+    """The budgets of a request to ``alias``: its own window values, else the global ones."""
+    return Budget(
+        chars=alias.recent_chars or settings.recent_chars,
+        messages=alias.recent_messages or settings.recent_messages,
+        pinned_chars=settings.pinned_chars,
+        memory_chars=settings.memory_chars,
+        summary_chars=settings.summary_chars,
+    )
+
+
+def fit_items(items: Sequence[str], budget: int, max_items: int = 100) -> tuple[str, ...]:
+    """The first items, in order, whose characters add up to at most ``budget``.
+
+    Blank items are skipped. An item longer than the whole budget is cut to it (keeping its
+    start, with ``…``) when it is the first one; otherwise the walk stops at the first item that
+    does not fit, so the section never exceeds its budget (case C22 a, c).
+    """
+    kept: list[str] = []
+    used = 0
+    for item in items:
+        text = item.strip()
+        if not text:
+            continue
+        if len(kept) >= max_items:
+            break
+        if used + len(text) > budget:
+            if not kept and budget > 1:
+                kept.append(text[: budget - 1] + "…")
+            break
+        kept.append(text)
+        used += len(text)
+    return tuple(kept)
+
+
+def _cut_start(text: str, budget: int) -> str:
+    return text if len(text) <= budget else text[: max(budget - 1, 0)] + "…"
 
 
 @dataclass(frozen=True)
@@ -296,11 +349,13 @@ async def prepare(
         recalled = await store.fetch_turns(keys, [seq for seq, _ in top])
     layers = PromptLayers(
         operator_rules=dedupe_rules([options.operator_rules, *plan.system_texts]),
-        persona=options.persona,
-        custom_instructions=options.custom_instructions,
-        pinned=tuple(state.pinned),
-        memories=tuple(state.memories),
-        summary=state.summary,
+        persona=_cut_start(options.persona, options.budget.persona_chars),
+        custom_instructions=_cut_start(
+            options.custom_instructions, options.budget.persona_chars
+        ),
+        pinned=fit_items(state.pinned, options.budget.pinned_chars),
+        memories=fit_items(state.memories, options.budget.memory_chars),
+        summary=_cut_start(state.summary, options.budget.summary_chars),
         earlier_lines=tuple(
             EarlierLine(ts_ms=t.ts_ms, speaker=speaker_label(t), text=t.text) for t in recalled
         ),

@@ -44,9 +44,9 @@ import redis.asyncio as aioredis
 from litellm.integrations.custom_logger import CustomLogger
 
 from litellm_memory_hook.context import (
-    Budget,
     ContextOptions,
     PreparedRequest,
+    budget_for,
     indexed_chain,
     prepare,
 )
@@ -283,10 +283,7 @@ class MemoryHook(CustomLogger):
             logger.info("memory hook: no usable user id for %r; passing through", data.get("model"))
             return
         options = ContextOptions(
-            budget=Budget(
-                chars=alias.recent_chars or settings.recent_chars,
-                messages=alias.recent_messages or settings.recent_messages,
-            ),
+            budget=budget_for(settings, alias),
             operator_rules=alias.system_prompt,
             recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
             regenerate_window_s=settings.regenerate_window_s,

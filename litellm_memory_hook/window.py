@@ -8,7 +8,8 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
   ``tool`` messages answering each of its calls. A group is kept whole or dropped whole; a group
   missing a reply, and a ``tool`` message without its assistant ``tool_calls``, are dropped.
 * When the new turn alone is over the budget, its text keeps its end (cut on a grapheme boundary),
-  so a question at the end of a long paste survives.
+  so a question at the end of a long paste survives. Likewise the newest earlier message, when it
+  alone does not fit the room left (and at least ``MIN_TAIL_CHARS`` are left), keeps its end.
 * No message with empty text content is ever returned (an assistant message with ``tool_calls``
   has ``content: None`` instead of ``""``).
 """
@@ -21,6 +22,9 @@ from typing import Any
 from litellm_memory_hook.messages import content_text, is_blank, keep_tail, message_chars
 
 Message = dict[str, Any]
+
+#: the least room worth filling with the end of a newest message that is over the budget.
+MIN_TAIL_CHARS = 200
 
 
 def group_units(messages: Sequence[Message]) -> list[list[Message]]:
@@ -87,6 +91,11 @@ def trim_new_turn(new: Sequence[Message], max_chars: int) -> list[Message]:
     return [*kept[:-1], {**last, "content": new_content}]
 
 
+def _cut_to(message: Message, room: int) -> Message:
+    """A stored message with its text cut to its last ``room`` characters (grapheme-safe)."""
+    return {**message, "content": keep_tail(content_text(message.get("content")), room)}
+
+
 def _text_only(content: object) -> str:
     if isinstance(content, list):
         return "\n".join(
@@ -121,7 +130,12 @@ def build_window(
     picked: list[list[Message]] = []
     for unit in reversed(group_units(history)):
         cost = sum(message_chars(m) for m in unit)
-        if used_chars + cost > max_chars or used_messages + len(unit) > max_messages:
+        if used_messages + len(unit) > max_messages:
+            break
+        if used_chars + cost > max_chars:
+            room = max_chars - used_chars
+            if not picked and len(unit) == 1 and room >= MIN_TAIL_CHARS:
+                picked.append([_cut_to(unit[0], room)])  # the newest message keeps its end
             break
         picked.append(unit)
         used_chars += cost

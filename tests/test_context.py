@@ -126,3 +126,28 @@ def test_echoed_rules_appear_once() -> None:
         "You are Tutor.",
     )
     assert dedupe_rules(["", "A\n\nB", "B\n\nC"]) == ("A\n\nB", "C")
+
+
+def test_memory_sections_respect_their_budgets() -> None:
+    """Case C22 a, c: 500 facts of 200 characters fill the memory budget, not the prompt; pinned
+    memories larger than their budget are cut, and come before extracted ones."""
+    from litellm_memory_hook.context import fit_items
+
+    facts = [f"fact {i:03d} " + "x" * 191 for i in range(500)]
+    kept = fit_items(facts, 3000)
+    assert sum(len(f) for f in kept) <= 3000 and len(kept) == 15 and kept[0] == facts[0]
+    huge = fit_items(["p" * 10_000, "second"], 2000)
+    assert huge == ("p" * 1999 + "…",)
+    assert fit_items(["", "  ", "ok"], 10) == ("ok",)
+
+
+async def test_prepare_caps_500_memories(store: MemoryStore, prefix: str) -> None:
+    """Case C22 a: with 500 stored facts the built system message stays within the budgets."""
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
+    await store.redis.hset(keys.memories, mapping={f"m{i}": "y" * 200 for i in range(500)})
+    await store.redis.hset(keys.pinned, mapping={f"p{i}": "P" * 500 for i in range(50)})
+    prepared = await prepare(store, keys, [_user("hi")], ContextOptions(), now_ms=NOW)
+    assert prepared is not None
+    assert 2000 <= prepared.layer_chars["fixed_memories"] < 2400
+    assert 2800 <= prepared.layer_chars["memories"] < 3400
+    assert len(prepared.messages[0]["content"]) < 6500

@@ -347,3 +347,23 @@ async def test_tenants_are_isolated(
         Auth(team_id="t2"), None, _request("cat?", call_id="z"), "acompletion"
     )
     assert other is not None and len(other["messages"]) == 2
+
+
+async def test_every_key_of_many_users_has_a_ttl(real_redis: aioredis.Redis, prefix: str) -> None:
+    """Case C30: 300 users x 1 turn, then idle: every per-conversation and per-user key has the
+    retention TTL; the only key without one is the global due set (its entries are removed by
+    extraction, see README)."""
+    hook = make_hook(real_redis, prefix, retention_days=1)
+    for i in range(300):
+        await _chat(hook, _request(f"hello {i}", user=f"user{i}", call_id=f"c{i}"), "hi")
+    kinds: dict[str, int] = {}
+    async for key in real_redis.scan_iter(match=f"{prefix}:*", count=1000):
+        kind = key.decode().rsplit(":", 1)[-1] if b":user:" not in key else "user-index"
+        kinds[kind] = kinds.get(kind, 0) + 1
+        ttl = await real_redis.ttl(key)
+        if key == due_key(prefix).encode():
+            assert ttl == -1
+            continue
+        assert 0 < ttl <= 86400, key
+    assert kinds["meta"] == kinds["turns"] == kinds["calls"] == kinds["user-index"] == 300
+    assert set(kinds) == {"meta", "turns", "calls", "postings", "user-index", "due"}

@@ -138,3 +138,15 @@ def test_any_history_gives_a_valid_window_within_budget(
     assert len(window) <= max(count, 1)
     assert sum(message_chars(m) for m in window) <= chars
     assert window[-1] == NEW[0]
+
+
+def test_newest_history_message_over_the_budget_keeps_its_end() -> None:
+    """A long last reply is not dropped whole: its end fills the room left."""
+    history = [
+        {"role": "user", "content": "write me an essay"},
+        {"role": "assistant", "content": "z" * 20_000 + " THE END"},
+    ]
+    window = build_window(history, NEW, max_chars=8000, max_messages=40)
+    assert [m["role"] for m in window] == ["assistant", "user"]
+    assert window[0]["content"].endswith("THE END")
+    assert sum(message_chars(m) for m in window) == 8000
