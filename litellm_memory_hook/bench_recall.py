@@ -201,9 +201,9 @@ class Result:
             self.hard.add(*shares)
 
     def groups(self) -> list[tuple[str, Tally]]:
-        """(label, tally) rows: ``all``, ``category N`` ascending, then ``hard`` if any."""
+        """(label, tally) rows: ``all``, ``cat N`` ascending, then ``hard`` if any."""
         rows = [("all", self.overall)]
-        rows += [(f"category {c}", t) for c, t in sorted(self.by_category.items())]
+        rows += [(f"cat {c}", t) for c, t in sorted(self.by_category.items())]
         if self.hard.questions:
             rows.append(("hard", self.hard))
         return rows
@@ -433,20 +433,24 @@ def run_recall_sync(*args: Any, **kwargs: Any) -> RecallReport:
 
 
 def recall_table(report: RecallReport, title: str) -> Table:
-    """A rich table: one row per group (all, categories, hard), recall@k / cover@k per method."""
-    table = Table(title=title)
+    """A rich table: one row per group (all, categories, hard), ``recall@k/cover@k`` per method.
+
+    Args:
+        report: a run of :func:`run_recall`.
+        title: the table's title.
+    """
+    table = Table(title=title, caption=f"cells: recall@{report.k}/cover@{report.k}")
     table.add_column("group")
     table.add_column("n", justify="right")
     for name in report.results:
-        table.add_column(f"{name}\nrecall@{report.k}", justify="right")
-        table.add_column(f"{name}\ncover@{report.k}", justify="right")
+        table.add_column(name, justify="right")
     table.add_column("window", justify="right")
     first = next(iter(report.results.values()))
     for label, tally in first.groups():
         cells = [label, str(tally.questions)]
         for result in report.results.values():
             group = dict(result.groups())[label].as_dict()
-            cells += [f"{group[f'recall@{report.k}']:.3f}", f"{group[f'cover@{report.k}']:.3f}"]
+            cells.append(f"{group[f'recall@{report.k}']:.3f}/{group[f'cover@{report.k}']:.3f}")
         cells.append(f"{tally.as_dict()['window']:.3f}")
         table.add_row(*cells)
     return table

@@ -404,6 +404,47 @@ def bench_latency(
         console.print(f"json: {json_out}")
 
 
+@bench_app.command("recall")
+def bench_recall(
+    file: Annotated[Path, typer.Argument(help="The LoCoMo-format file (questions + evidence).")],
+    fmt: Annotated[str, typer.Option("--format", help="locomo.")] = "locomo",
+    k: Annotated[int, typer.Option("--k", min=1, max=20, help="Lines recalled.")] = 4,
+    sample_id: Annotated[
+        list[str] | None, typer.Option("--sample-id", help="Sample to run (repeat; default all).")
+    ] = None,
+    redis_url: Annotated[str | None, typer.Option(help="Redis (default: REDIS_URL).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
+) -> None:
+    """Evidence recall@k and cover@k of the product's recall on Redis, beside plain IDF and BM25.
+
+    LoCoMo: Maharana et al., ACL 2024 (snap-research/locomo, CC BY-NC 4.0).
+    """
+    from litellm_memory_hook.bench_recall import load_histories, recall_table, run_recall_sync
+
+    if fmt != "locomo":
+        raise _fail("bench recall needs --format locomo (questions and evidence labels)")
+    url = redis_url or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    try:
+        histories = load_histories(file, sample_id or ())
+        with console.status("running questions"):
+            report = run_recall_sync(url, histories, k=k)
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
+    except ModuleNotFoundError as exc:
+        raise _fail(f"{exc} (the BM25 baseline needs the dev extra: bm25s)") from exc
+    console.print(recall_table(report, f"evidence recall@{k} / cover@{k}: {file.name} on {url}"))
+    console.print(
+        f"{len(report.questions)} questions, {report.stored_lines} stored lines, "
+        f"{report.seconds:.1f} s (import {report.import_s:.1f} s; prepare p50 "
+        f"{report.prepare_ms_p50:.2f} ms, p99 {report.prepare_ms_p99:.2f} ms)"
+    )
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        payload = report.as_json(source=str(file))
+        json_out.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"json: {json_out}")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -350,9 +350,7 @@ async def prepare(
     layers = PromptLayers(
         operator_rules=dedupe_rules([options.operator_rules, *plan.system_texts]),
         persona=_cut_start(options.persona, options.budget.persona_chars),
-        custom_instructions=_cut_start(
-            options.custom_instructions, options.budget.persona_chars
-        ),
+        custom_instructions=_cut_start(options.custom_instructions, options.budget.persona_chars),
         pinned=fit_items(state.pinned, options.budget.pinned_chars),
         memories=fit_items(state.memories, options.budget.memory_chars),
         summary=_cut_start(state.summary, options.budget.summary_chars),
