@@ -23,7 +23,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from litellm_memory_hook.errors import ConfigError
@@ -64,7 +71,8 @@ class MemorySettings(BaseSettings):
 
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
-        validation_alias=AliasChoices("redis_url", "LITELLM_MEMORY_REDIS_URL", "REDIS_URL"),
+        # Case-insensitive env lookup: "redis_url" also reads REDIS_URL, after the specific name.
+        validation_alias=AliasChoices("LITELLM_MEMORY_REDIS_URL", "redis_url"),
     )
     key_prefix: str = Field(default="mem", pattern=_KEY_PREFIX_PATTERN)
     recent_chars: int = Field(default=8000, ge=200, le=2_000_000)

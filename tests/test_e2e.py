@@ -462,7 +462,12 @@ def proxy_without_redis(
 ) -> Iterator[tuple[str, httpx.Client]]:
     """A proxy whose memory Redis does not answer (a closed port)."""
     folder = tmp_path_factory.mktemp("noredis")
-    standin_port, proxy_port, dead_port = free_port(), free_port(), free_port()
+    import socket
+
+    dead = socket.socket()  # bound, never listening: connections to it are refused
+    dead.bind(("127.0.0.1", 0))
+    dead_port = dead.getsockname()[1]
+    standin_port, proxy_port = free_port(), free_port()
     standin = start_standin(standin_port, folder / "standin.log")
     config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix="dead")
     env = {"LITELLM_MEMORY_REDIS_URL": f"redis://127.0.0.1:{dead_port}/0"}
@@ -475,6 +480,7 @@ def proxy_without_redis(
         yield f"http://127.0.0.1:{proxy_port}/v1", client
     stop(proxy)
     stop(standin)
+    dead.close()
 
 
 def test_redis_down_chat_still_works(proxy_without_redis: tuple[str, httpx.Client]) -> None:

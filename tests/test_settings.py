@@ -41,3 +41,16 @@ def test_alias_blocks() -> None:
         parse_alias_config({"memory": {"requird": True}})
     with pytest.raises(ConfigError):
         parse_alias_config({"memory": "yes"})
+
+
+def test_specific_redis_url_beats_the_generic_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LITELLM_MEMORY_REDIS_URL wins over REDIS_URL (which LiteLLM itself also reads); the
+    config file wins over both."""
+    monkeypatch.setenv("REDIS_URL", "redis://generic:1/0")
+    monkeypatch.setenv("LITELLM_MEMORY_REDIS_URL", "redis://specific:2/0")
+    assert MemorySettings().redis_url == "redis://specific:2/0"
+    assert (
+        load_settings({"memory": {"redis_url": "redis://file:3/0"}}).redis_url == "redis://file:3/0"
+    )
+    monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL")
+    assert MemorySettings().redis_url == "redis://generic:1/0"
