@@ -55,6 +55,7 @@ from litellm_memory_hook.identity import Identity, identify, request_headers
 from litellm_memory_hook.keys import ConversationKeys
 from litellm_memory_hook.messages import message_to_turn
 from litellm_memory_hook.models import Turn
+from litellm_memory_hook.retention import should_check, trim_oldest
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
     MemorySettings,
@@ -326,7 +327,7 @@ class MemoryHook(CustomLogger):
             "write": mode == "read_write",
             "pending": [asdict(t) for t in prepared.plan.pending],
             "replace": [asdict(t) for t in prepared.plan.replace],
-            "previous": prepared.plan.previous_text[-2000:],
+            "previous": prepared.plan.previous_text,
             "cursor": prepared.cursor,
             "hook_ms": round(elapsed_ms, 3),
             "layers": prepared.layer_chars,
@@ -462,6 +463,10 @@ class MemoryHook(CustomLogger):
             self.counters["duplicate_writes_skipped"] += 1
             return
         self.counters["turns_stored"] += len(turns)
+        if should_check(result.first_seq, result.last_seq, settings.max_stored_messages):
+            self.counters["turns_trimmed"] += await trim_oldest(
+                self.store, keys, settings.max_stored_messages
+            )
         await self.store.touch_user_index(keys)
         since_cursor = result.last_seq - int(record.get("cursor") or 0)
         quiet_ms = int(settings.extraction_quiet_s * 1000)

@@ -61,6 +61,8 @@ class MemorySettings(BaseSettings):
             their end, as the window does.
         timezone: IANA name used to date recalled lines when the request gives none.
         recall_k: old lines recalled per request (DESIGN.md section 6: 4); 0 turns recall off.
+        max_stored_messages: most turns kept per conversation; the oldest beyond it are deleted
+            (with their recall-index entries) in batches of about 2%.
         pinned_chars / memory_chars / summary_chars: character budgets of the pinned-memory,
             memory and summary sections; pinned memories are never displaced by extracted ones.
     """
@@ -86,6 +88,7 @@ class MemorySettings(BaseSettings):
     stored_text_chars: int = Field(default=32_000, ge=1000)
     timezone: str = "UTC"
     recall_k: int = Field(default=4, ge=0, le=20)
+    max_stored_messages: int = Field(default=50_000, ge=50)
     pinned_chars: int = Field(default=2000, ge=0, le=100_000)
     memory_chars: int = Field(default=3000, ge=0, le=100_000)
     summary_chars: int = Field(default=2000, ge=0, le=100_000)

@@ -393,3 +393,16 @@ async def test_persona_and_custom_instructions_from_metadata(
     assert system.count("</persona>") == 1
     assert hook.counters["chars_persona"] > 0 and hook.counters["chars_window"] == 2
     assert any("layers" in r.getMessage() and "persona" in r.getMessage() for r in caplog.records)
+
+
+async def test_hook_trims_long_conversations(any_redis: aioredis.Redis, prefix: str) -> None:
+    """Case C30: with max_stored_messages=50, a conversation of 130 written turns keeps at most
+    50 plus one batch (2%, at least 1), the newest ones."""
+    hook = make_hook(any_redis, prefix, max_stored_messages=50)
+    for i in range(65):
+        await _chat(hook, _request(f"message number {i}", call_id=f"c{i}"), f"reply {i}")
+    stored = await _turns(any_redis, prefix)
+    assert 50 <= len(stored) <= 52
+    assert stored[-1]["text"] == "reply 64" and hook.counters["turns_trimmed"] >= 78
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    assert await any_redis.hlen(keys.calls) <= 27  # trimmed turns' call ids are gone too

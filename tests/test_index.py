@@ -545,3 +545,36 @@ def test_bench_recall_command_prints_and_writes_json(tmp_path: Path) -> None:
     report = json.loads(out.read_text(encoding="utf-8"))
     assert set(report["results"]) == set(METHODS) and "Maharana" in report["citation"]
     assert report["results"]["tuned"]["all"]["questions"] == 3
+
+
+async def test_trimming_keeps_the_newest_and_the_index_exact(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Case C30: a conversation over its bound loses its oldest turns, and the index is exactly
+    that of the turns that remain (df, idx_n), also across two trims (meta.trim_prev)."""
+    from litellm_memory_hook.context import indexed_chain
+    from litellm_memory_hook.retention import trim_oldest
+
+    store = MemoryStore(any_redis, ttl_s=3600)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "trim")
+    texts = [
+        f"Did you see the {w} today?" if i % 2 == 0 else f"Yes, the {w} was lovely"
+        for i, w in enumerate(["heron", "otter", "maple", "heron", "comet", "otter"] * 25)
+    ]
+    turns = [
+        Turn(role="user" if i % 2 == 0 else "assistant", text=t, ts_ms=i)
+        for i, t in enumerate(texts)
+    ]
+    await store.append(keys, indexed_chain(turns[:100]))
+    assert await trim_oldest(store, keys, 60) == 40
+    await store.append(keys, indexed_chain(turns[100:], turns[99].text))
+    assert await trim_oldest(store, keys, 60) == 50
+    assert await trim_oldest(store, keys, 60) == 0
+    remaining = await store.all_turns(keys)
+    assert [t.text for t in remaining] == texts[90:]
+    fresh = ConversationKeys.for_ids(prefix, "master", "u-A", "fresh")
+    await store.append(fresh, indexed_chain(turns[90:], turns[89].text))
+    got = {k: unpack_postings(v)[0] for k, v in (await any_redis.hgetall(keys.postings)).items()}
+    want = {k: unpack_postings(v)[0] for k, v in (await any_redis.hgetall(fresh.postings)).items()}
+    assert got == want
+    assert await any_redis.hget(keys.meta, "idx_n") == await any_redis.hget(fresh.meta, "idx_n")

@@ -1,0 +1,67 @@
+"""Bounding a conversation: the oldest turns beyond ``max_stored_messages`` are deleted.
+
+Time-based retention is the TTL every key carries (refreshed on write); this module bounds the
+count too (case C30: sorted sets are trimmed to N). Trimmed turns leave the recall index with the
+same terms they were indexed under: each turn's context key depends on the turn before it, so the
+text of the newest trimmed turn is kept in ``meta.trim_prev`` for the next trim.
+"""
+
+from __future__ import annotations
+
+from redis.exceptions import RedisError
+
+from litellm_memory_hook.context import indexed_chain
+from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.keys import ConversationKeys
+from litellm_memory_hook.models import Turn
+from litellm_memory_hook.store import MemoryStore
+
+#: trims happen in batches: a conversation may exceed its bound by this share before a trim.
+TRIM_SLACK = 0.02
+
+
+def trim_step(max_messages: int) -> int:
+    """The batch size of trims: 2% of the bound, at least 1 (messages)."""
+    return max(1, int(max_messages * TRIM_SLACK))
+
+
+def should_check(first_seq: int, last_seq: int, max_messages: int) -> bool:
+    """True when an append that wrote seqs ``first_seq..last_seq`` crossed a multiple of the
+    trim step, so a writer counts the conversation about once per step, not on every write."""
+    step = trim_step(max_messages)
+    return last_seq // step != (first_seq - 1) // step
+
+
+async def trim_oldest(store: MemoryStore, keys: ConversationKeys, max_messages: int) -> int:
+    """Delete the oldest turns so that at most ``max_messages`` remain, with their index entries.
+
+    Nothing happens until the conversation holds more than ``max_messages + trim_step`` turns;
+    then it is trimmed to ``max_messages``.
+
+    Returns:
+        How many turns were deleted.
+
+    Raises:
+        StoreError: Redis failed.
+    """
+    count = await store.count_turns(keys)
+    if count <= max_messages + trim_step(max_messages):
+        return 0
+    excess = count - max_messages
+    try:
+        members = await store.redis.zrange(keys.turns, 0, excess - 1)
+        previous_raw = await store.redis.hget(keys.meta, "trim_prev")
+    except RedisError as exc:
+        raise StoreError(f"trim {keys.tag}: {exc}") from exc
+    turns = [Turn.from_member(m) for m in members if isinstance(m, bytes | str)]
+    previous = previous_raw.decode("utf-8", "replace") if isinstance(previous_raw, bytes) else ""
+    deleted = await store.delete_turns(keys, indexed_chain(turns, previous))
+    if turns:
+        call_ids = sorted({t.call_id for t in turns if t.call_id})
+        try:
+            await store.redis.hset(keys.meta, "trim_prev", turns[-1].text)
+            if call_ids:  # the idempotency entries of trimmed turns go too
+                await store.redis.hdel(keys.calls, *call_ids)
+        except RedisError as exc:
+            raise StoreError(f"trim {keys.tag}: {exc}") from exc
+    return deleted
