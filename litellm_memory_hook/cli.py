@@ -302,7 +302,7 @@ def show_command(
     config: ConfigOption = Path("config.yaml"),
 ) -> None:
     """Show what the model would receive next, layer by layer."""
-    from litellm_memory_hook.context import ContextOptions, budget_for, prepare
+    from litellm_memory_hook.context import ContextOptions, prepare
     from litellm_memory_hook.store import MemoryStore
 
     if not user:
@@ -311,13 +311,7 @@ def show_command(
     who = _identity(proxy_config, model, user, conversation, tenant)
     alias = proxy_config.alias(model)
     settings = proxy_config.settings
-    options = ContextOptions(
-        budget=budget_for(settings, alias),
-        operator_rules=alias.system_prompt,
-        recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
-        timezone=settings.timezone,
-        wording=alias.wording,
-    )
+    options = ContextOptions.for_alias(settings, alias)
 
     async def run() -> Any:
         redis = _redis_client(settings)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litellm_memory_hook import recall
+from litellm_memory_hook.keys import ConversationKeys
 from litellm_memory_hook.messages import (
     clean_messages,
     content_text,
@@ -66,17 +67,6 @@ class Budget:
     memory_chars: int = 3000
     summary_chars: int = 2000
     persona_chars: int = 2000
-
-
-def budget_for(settings: MemorySettings, alias: AliasMemoryConfig) -> Budget:
-    """The budgets of a request to ``alias``: its own window values, else the global ones."""
-    return Budget(
-        chars=alias.recent_chars or settings.recent_chars,
-        messages=alias.recent_messages or settings.recent_messages,
-        pinned_chars=settings.pinned_chars,
-        memory_chars=settings.memory_chars,
-        summary_chars=settings.summary_chars,
-    )
 
 
 def fit_items(items: Sequence[str], budget: int, max_items: int = 100) -> tuple[str, ...]:
@@ -271,6 +261,35 @@ class ContextOptions:
     persona: str = ""
     custom_instructions: str = ""
 
+    @classmethod
+    def for_alias(
+        cls,
+        settings: MemorySettings,
+        alias: AliasMemoryConfig,
+        *,
+        timezone: str | None = None,
+        persona: str = "",
+        custom_instructions: str = "",
+    ) -> ContextOptions:
+        """The options of a request to ``alias``: its own values, else the global settings."""
+        return cls(
+            budget=Budget(
+                chars=alias.recent_chars or settings.recent_chars,
+                messages=alias.recent_messages or settings.recent_messages,
+                pinned_chars=settings.pinned_chars,
+                memory_chars=settings.memory_chars,
+                summary_chars=settings.summary_chars,
+            ),
+            operator_rules=alias.system_prompt,
+            recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
+            regenerate_window_s=settings.regenerate_window_s,
+            max_stored_chars=settings.stored_text_chars,
+            timezone=timezone or settings.timezone,
+            wording=alias.wording,
+            persona=persona,
+            custom_instructions=custom_instructions,
+        )
+
 
 def dedupe_rules(rules: Sequence[str]) -> tuple[str, ...]:
     """The operator's rules without paragraphs already given earlier in the list.
@@ -298,7 +317,7 @@ def speaker_label(turn: Turn) -> str:
 
 async def prepare(
     store: MemoryStore,
-    keys: Any,
+    keys: ConversationKeys,
     raw_messages: object,
     options: ContextOptions,
     *,

@@ -46,7 +46,6 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm_memory_hook.context import (
     ContextOptions,
     PreparedRequest,
-    budget_for,
     indexed_chain,
     prepare,
 )
@@ -283,16 +282,12 @@ class MemoryHook(CustomLogger):
             self.counters["no_user_passthrough"] += 1
             logger.info("memory hook: no usable user id for %r; passing through", data.get("model"))
             return
-        options = ContextOptions(
-            budget=budget_for(settings, alias),
-            operator_rules=alias.system_prompt,
-            recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
-            regenerate_window_s=settings.regenerate_window_s,
-            max_stored_chars=settings.stored_text_chars,
-            timezone=_str_or_none(metadata.get("timezone")) or settings.timezone,
+        options = ContextOptions.for_alias(
+            settings,
+            alias,
+            timezone=_str_or_none(metadata.get("timezone")),
             persona=_str_or_none(metadata.get("persona")) or "",
             custom_instructions=_str_or_none(metadata.get("custom_instructions")) or "",
-            wording=alias.wording,
         )
         call_id = str(data.get("litellm_call_id") or "")
         prepared = await prepare(

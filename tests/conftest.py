@@ -115,3 +115,33 @@ def make_hook(client: aioredis.Redis, prefix: str, **settings: Any) -> MemoryHoo
 def hook(any_redis: aioredis.Redis, prefix: str) -> MemoryHook:
     """A hook on fake and on real Redis."""
     return make_hook(any_redis, prefix)
+
+
+def chat_request(
+    text: Any = "My cat is called Miso.",
+    *,
+    model: str = "demo",
+    user: Any = "u-A",
+    call_id: str = "call-1",
+    **extra: Any,
+) -> dict[str, Any]:
+    """A chat request body as the proxy hands it to the pre-call hook."""
+    return {
+        "model": model,
+        "user": user,
+        "messages": [{"role": "user", "content": text}],
+        "litellm_call_id": call_id,
+        **extra,
+    }
+
+
+def model_response(text: str) -> Any:
+    """A non-streaming LiteLLM ModelResponse with one assistant message."""
+    from litellm.types.utils import ModelResponse
+
+    return ModelResponse(
+        id="resp-1",
+        choices=[
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+    )

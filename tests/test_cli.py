@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -44,6 +45,45 @@ class Served:
             timeout=300,
             check=False,
         )
+
+    def import_locomo(self, data: Path, sample_id: str, user: str) -> str:
+        """`litellm-memory import DATA --format locomo --fresh`; returns its output."""
+        done = self.cli(
+            "import",
+            str(data),
+            "--format",
+            "locomo",
+            "--sample-id",
+            sample_id,
+            "--user",
+            user,
+            "--fresh",
+            "--config",
+            str(REPO / "config.yaml"),
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def replay(self, data: Path, sample_id: str, user: str, report: Path) -> dict[str, Any]:
+        """`litellm-memory replay` against this proxy; returns the JSON report."""
+        done = self.cli(
+            "replay",
+            str(data),
+            "--format",
+            "locomo",
+            "--sample-id",
+            sample_id,
+            "--user",
+            user,
+            "--base-url",
+            self.base_url,
+            "--report",
+            str(report),
+            "--config",
+            str(REPO / "config.yaml"),
+        )
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(report.read_text()))
 
 
 def _port_free(port: int) -> bool:
@@ -146,98 +186,21 @@ def test_import_then_replay_through_the_running_proxy(served: Served, tmp_path: 
     window."""
     data = tmp_path / "tiny.json"
     _tiny_locomo(data)
-    config = str(REPO / "config.yaml")
-    imported = served.cli(
-        "import",
-        str(data),
-        "--format",
-        "locomo",
-        "--sample-id",
-        "tiny",
-        "--user",
-        "ana",
-        "--fresh",
-        "--config",
-        config,
-    )
-    assert imported.returncode == 0, imported.stderr
-    assert "imported 62 turns" in imported.stdout
-    report = tmp_path / "report.json"
-    replayed = served.cli(
-        "replay",
-        str(data),
-        "--format",
-        "locomo",
-        "--sample-id",
-        "tiny",
-        "--user",
-        "ana",
-        "--base-url",
-        served.base_url,
-        "--report",
-        str(report),
-        "--config",
-        config,
-    )
-    assert replayed.returncode == 0, replayed.stderr
-    result = json.loads(report.read_text())
+    assert "imported 62 turns" in served.import_locomo(data, "tiny", "ana")
+    result = served.replay(data, "tiny", "ana", tmp_path / "report.json")
     assert result["questions"] == 2 and result["evidence_cover"] == 1.0
     assert result["hook_ms_p50"] is not None and result["hook_ms_p50"] > 0
     assert set(result) >= {"median_prompt_chars", "median_full_history_chars", "hook_ms_p95"}
-    again = served.cli(
-        "import",
-        str(data),
-        "--format",
-        "locomo",
-        "--sample-id",
-        "tiny",
-        "--user",
-        "ana",
-        "--fresh",
-        "--config",
-        config,
-    )
-    assert "seq 1-62" in again.stdout  # --fresh replaced, not appended
+    again = served.import_locomo(data, "tiny", "ana")
+    assert "seq 1-62" in again  # --fresh replaced, not appended
 
 
 @pytest.mark.skipif(not LOCOMO.exists(), reason="shared/data/locomo is not beside the checkout")
 def test_locomo_conv26_replay(served: Served, tmp_path: Path) -> None:
     """Issue 2's main job on real data: conv-26 imported and replayed through the proxy; the
     prompt stays near the window budget while the full history is several times larger."""
-    config = str(REPO / "config.yaml")
-    imported = served.cli(
-        "import",
-        str(LOCOMO),
-        "--format",
-        "locomo",
-        "--sample-id",
-        "conv-26",
-        "--user",
-        "caroline",
-        "--fresh",
-        "--config",
-        config,
-    )
-    assert imported.returncode == 0, imported.stderr
-    report = tmp_path / "conv26.json"
-    replayed = served.cli(
-        "replay",
-        str(LOCOMO),
-        "--format",
-        "locomo",
-        "--sample-id",
-        "conv-26",
-        "--user",
-        "caroline",
-        "--base-url",
-        served.base_url,
-        "--report",
-        str(report),
-        "--config",
-        config,
-    )
-    assert replayed.returncode == 0, replayed.stderr
-    result = json.loads(report.read_text())
+    served.import_locomo(LOCOMO, "conv-26", "caroline")
+    result = served.replay(LOCOMO, "conv-26", "caroline", tmp_path / "conv26.json")
     assert result["questions"] > 150
     assert result["median_prompt_chars"] < 11_000 < result["median_full_history_chars"]
     assert result["evidence_cover"] > 0.3

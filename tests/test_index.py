@@ -20,7 +20,6 @@ import pytest
 import redis.asyncio as aioredis
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from litellm.types.utils import ModelResponse
 from typer.testing import CliRunner
 
 from litellm_memory_hook.bench_recall import METHODS, load_histories, run_recall
@@ -30,7 +29,7 @@ from litellm_memory_hook.keys import ConversationKeys
 from litellm_memory_hook.models import Turn
 from litellm_memory_hook.store import IndexedTurn, MemoryStore, unpack_postings
 
-from .conftest import Auth, make_hook, real_redis_url
+from .conftest import Auth, chat_request, make_hook, model_response, real_redis_url
 
 BACKENDS = ["fake", "real"]
 VOCAB = ("apple", "pear", "kiwi", "plum", "fig", "lime")
@@ -323,32 +322,18 @@ async def test_delete_keeps_every_key_expiring_together(
 # -- recall through the store and the hook (C12, C14) --------------------------------------------
 
 
-def _request(text: str, call_id: str) -> dict[str, Any]:
-    return {
-        "model": "demo",
-        "user": "u-A",
-        "messages": [{"role": "user", "content": text}],
-        "litellm_call_id": call_id,
-    }
-
-
-def _response(text: str) -> ModelResponse:
-    return ModelResponse(
-        id="resp-1",
-        choices=[
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-    )
-
-
 async def _chat(hook: MemoryHook, text: str, reply: str, call_id: str) -> None:
-    out = await hook.async_pre_call_hook(Auth(), None, _request(text, call_id), "acompletion")
+    out = await hook.async_pre_call_hook(
+        Auth(), None, chat_request(text, call_id=call_id), "acompletion"
+    )
     assert out is not None
-    assert await hook.async_post_call_success_hook(out, Auth(), _response(reply)) is None
+    assert await hook.async_post_call_success_hook(out, Auth(), model_response(reply)) is None
 
 
 async def _ask(hook: MemoryHook, text: str) -> dict[str, Any]:
-    out = await hook.async_pre_call_hook(Auth(), None, _request(text, "q-" + text), "acompletion")
+    out = await hook.async_pre_call_hook(
+        Auth(), None, chat_request(text, call_id="q-" + text), "acompletion"
+    )
     assert out is not None and out["messages"][0]["role"] == "system"
     return out
 
@@ -439,7 +424,7 @@ async def test_lines_in_the_recent_window_are_never_recalled(
     assert earlier is not None and outside.text in earlier and inside.text not in earlier
     assert any(m["content"] == inside.text for m in out["messages"][1:])
 
-    request = {**_request("Where does Seema live?", "q2"), "user": "u-B"}
+    request = {**chat_request("Where does Seema live?", call_id="q2"), "user": "u-B"}
     out_b = await hook.async_pre_call_hook(Auth(), None, request, "acompletion")
     assert out_b is not None
     assert "<earlier_lines>" not in out_b["messages"][0]["content"]
