@@ -32,8 +32,11 @@ headers ``x-memory-hook-ms`` and ``x-memory-layers``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import logging
+import secrets
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable
@@ -84,8 +87,22 @@ def _metadata(data: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
+def _drop_client_record(data: dict[str, Any]) -> None:
+    """Remove a memory record a client put into its request metadata (only we write it)."""
+    for name in ("metadata", "litellm_metadata"):
+        metadata = data.get(name)
+        if isinstance(metadata, dict):
+            metadata.pop(METADATA_KEY, None)
+            requester = metadata.get("requester_metadata")
+            if isinstance(requester, dict):
+                requester.pop(METADATA_KEY, None)
+
+
 def _turn_from_dict(raw: dict[str, Any]) -> Turn:
-    return Turn(**{**raw, "tool_calls": tuple(raw.get("tool_calls") or ())})
+    turn = Turn(**{**raw, "tool_calls": tuple(raw.get("tool_calls") or ())})
+    if turn.role not in ("user", "assistant", "tool"):
+        raise MemoryHookError(f"unexpected role in a memory record: {turn.role!r}")
+    return turn
 
 
 def _reply_message(response: Any) -> dict[str, Any] | None:
@@ -177,6 +194,7 @@ class MemoryHook(CustomLogger):
         self._alias_cache: dict[str, tuple[float, AliasMemoryConfig | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.counters: Counter[str] = Counter()
+        self._secret = secrets.token_bytes(32)
         self.hook_ms: list[float] = []
 
     # -- setup ---------------------------------------------------------------------------------
@@ -236,7 +254,10 @@ class MemoryHook(CustomLogger):
         """
         started = time.perf_counter()
         try:
-            if call_type not in CHAT_CALL_TYPES or not isinstance(data, dict):
+            if not isinstance(data, dict):
+                return data
+            _drop_client_record(data)
+            if call_type not in CHAT_CALL_TYPES:
                 return data
             alias = self.alias_config(data.get("model"))
             if alias is None:
@@ -314,7 +335,7 @@ class MemoryHook(CustomLogger):
         self.hook_ms.append(elapsed_ms)
         if len(self.hook_ms) > 10_000:
             del self.hook_ms[:5000]
-        metadata[METADATA_KEY] = {
+        record: dict[str, Any] = {
             "v": 1,
             "prefix": who.keys.prefix,
             "tag": who.keys.tag,
@@ -327,6 +348,8 @@ class MemoryHook(CustomLogger):
             "hook_ms": round(elapsed_ms, 3),
             "layers": prepared.layer_chars,
         }
+        record["sig"] = self._sign(record)
+        metadata[METADATA_KEY] = record
         logger.debug(
             "memory hook: %s rebuilt in %.2f ms, layers %s",
             who.keys.tag,
@@ -386,14 +409,35 @@ class MemoryHook(CustomLogger):
                     self.counters["streams_cut"] += 1
                     self._spawn(self._commit(record, accumulator.message(), call_id, partial=True))
 
+    def _sign(self, record: dict[str, Any]) -> str:
+        """HMAC-SHA256 of the record (without ``sig``) under this process's random key."""
+        body = json.dumps(
+            {k: v for k, v in record.items() if k != "sig"},
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(",", ":"),
+            default=list,
+        )
+        return hmac.new(self._secret, body.encode("utf-8"), hashlib.sha256).hexdigest()
+
     def _pending_record(self, data: Any) -> dict[str, Any] | None:
+        """The write instructions the pre-call hook left in ``metadata``, if genuine.
+
+        The record travels in request metadata, which clients also write: a record that this
+        process did not sign (a client sent one, or it was changed) is ignored and counted, so no
+        request can write into another conversation or forge turns.
+        """
         if not isinstance(data, dict):
             return None
         metadata = data.get("metadata")
         record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
-        if not isinstance(record, dict) or not record.get("write"):
+        if not isinstance(record, dict):
             return None
-        return record
+        if not hmac.compare_digest(str(record.get("sig", "")), self._sign(record)):
+            self.counters["forged_records"] += 1
+            logger.warning("memory hook: ignoring a memory record this proxy did not write")
+            return None
+        return record if record.get("write") else None
 
     async def _commit(
         self,
