@@ -26,7 +26,7 @@ from litellm_memory_hook import standin
 from litellm_memory_hook.datasets import History, load_jsonl, load_locomo
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.identity import Identity
-from litellm_memory_hook.keys import ConversationKeys
+from litellm_memory_hook.keys import ConversationKeys, normalize_user_id
 from litellm_memory_hook.proxyconfig import ProxyConfig
 from litellm_memory_hook.settings import MemorySettings
 
@@ -36,7 +36,14 @@ app.add_typer(bench_app, name="bench")
 console = Console()
 
 ConfigOption = Annotated[Path, typer.Option("--config", help="The proxy's config.yaml.")]
+DataDirOption = Annotated[
+    Path, typer.Option("--data-dir", help="The embedded Redis folder (when REDIS_URL is unset).")
+]
 MASTER_TENANT = "master"
+BENCH_REDIS_HELP = (
+    "A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
+    "redis://127.0.0.1:6379/0); keys under membench: are written and deleted."
+)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -54,19 +61,24 @@ def _load_config(path: Path) -> ProxyConfig:
 _embedded: list[Any] = []
 
 
-def _redis_client(settings: MemorySettings) -> Any:
-    """A client of the configured Redis; with none configured, of the embedded one that ``serve``
-    uses (reattached while ``serve`` runs, else started on the same data folder)."""
+def _redis_url(settings: MemorySettings, data_dir: Path) -> str:
+    """The configured Redis; with none configured, the embedded one that ``serve`` uses with
+    the same ``--data-dir`` (reattached while ``serve`` runs, else started on its data)."""
+    if "redis_url" in settings.model_fields_set:
+        return settings.redis_url
+    from litellm_memory_hook.embedded import start_embedded
+
+    if not _embedded:
+        _embedded.append(start_embedded(data_dir))
+        console.print(f"embedded Redis of {data_dir}/", style="dim")
+    return str(_embedded[0].url)
+
+
+def _redis_client(settings: MemorySettings, data_dir: Path) -> Any:
+    """An asyncio client of :func:`_redis_url`."""
     import redis.asyncio as aioredis
 
-    url = settings.redis_url
-    if "redis_url" not in settings.model_fields_set:
-        from litellm_memory_hook.embedded import DEFAULT_FOLDER, start_embedded
-
-        if not _embedded:
-            _embedded.append(start_embedded(DEFAULT_FOLDER))
-        url = _embedded[0].url
-    return aioredis.from_url(url, decode_responses=False)
+    return aioredis.from_url(_redis_url(settings, data_dir), decode_responses=False)
 
 
 def _identity(
@@ -76,9 +88,12 @@ def _identity(
         namespace = config.namespace(model)
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
+    user_id = normalize_user_id(user)
+    if user_id is None:
+        raise _fail(f"user id {user!r} is empty or a placeholder: such requests get no memory")
     conv = conversation or namespace
-    keys = ConversationKeys.for_ids(config.settings.key_prefix, tenant, user, conv)
-    return Identity(tenant, user, conv, namespace, keys)
+    keys = ConversationKeys.for_ids(config.settings.key_prefix, tenant, user_id, conv)
+    return Identity(tenant, user_id, conv, namespace, keys)
 
 
 def _wait_http(url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> None:
@@ -100,19 +115,18 @@ def serve(
     port: Annotated[int, typer.Option(help="Proxy port.")] = 4000,
     host: Annotated[str, typer.Option(help="Proxy host.")] = "127.0.0.1",
     standin_port: Annotated[int, typer.Option(help="Stand-in model port (0: none).")] = 4010,
-    data_dir: Annotated[Path, typer.Option(help="Embedded Redis folder.")] = Path(
-        ".litellm-memory"
-    ),
+    data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
-    """Run the LiteLLM proxy with memory (embedded Redis when REDIS_URL is unset)."""
+    """Run the LiteLLM proxy with memory (an embedded Redis when no Redis URL is configured)."""
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _stop)  # stop the children on `kill` as on Ctrl-C
+    proxy_settings = _load_config(config).settings
     settings_env = os.environ.copy()
     embedded = None
-    if not (settings_env.get("REDIS_URL") or settings_env.get("LITELLM_MEMORY_REDIS_URL")):
+    if "redis_url" not in proxy_settings.model_fields_set:
         from litellm_memory_hook.embedded import start_embedded
 
         embedded = start_embedded(data_dir)
@@ -120,7 +134,6 @@ def serve(
         settings_env["LITELLM_MEMORY_REDIS_URL"] = embedded.url
         console.print(f"embedded Redis: {embedded.socket} (data in {data_dir}/)")
     settings_env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    _load_config(config)
     children: list[subprocess.Popen[bytes]] = []
     try:
         if standin_port:
@@ -205,6 +218,7 @@ def import_command(
     ] = MASTER_TENANT,
     fresh: Annotated[bool, typer.Option(help="Delete the conversation first.")] = False,
     config: ConfigOption = Path("config.yaml"),
+    data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
     """Bulk-load a chat history into the conversation a chat request for USER reads."""
     from litellm_memory_hook.importer import delete_conversation, import_lines
@@ -215,7 +229,7 @@ def import_command(
     who = _identity(proxy_config, model, user, conversation, tenant)
 
     async def run() -> Any:
-        redis = _redis_client(proxy_config.settings)
+        redis = _redis_client(proxy_config.settings, data_dir)
         try:
             store = MemoryStore(redis, ttl_s=proxy_config.settings.retention_s)
             if fresh:
@@ -230,6 +244,9 @@ def import_command(
         result = asyncio.run(run())
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
+    if result.turns == 0 and history.lines:
+        console.print(f"nothing new: these lines are already in {who.keys.turns}")
+        return
     console.print(
         f"imported {result.turns} turns (seq {result.first_seq}-{result.last_seq}) into "
         f"{who.keys.turns}"
@@ -292,21 +309,20 @@ def replay_command(
 
 @app.command("show")
 def show_command(
+    user: Annotated[str, typer.Option(help="The user id (required).")],
     conversation: Annotated[
         str | None, typer.Argument(help="Conversation id (default: the alias's).")
     ] = None,
-    user: Annotated[str, typer.Option(help="The user id.")] = "",
     model: Annotated[str, typer.Option(help="The memory-enabled alias.")] = "demo",
     tenant: Annotated[str, typer.Option(help="Tenant.")] = MASTER_TENANT,
     message: Annotated[str, typer.Option(help="The next user message.")] = "(next message)",
     config: ConfigOption = Path("config.yaml"),
+    data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
     """Show what the model would receive next, layer by layer."""
     from litellm_memory_hook.context import ContextOptions, prepare
     from litellm_memory_hook.store import MemoryStore
 
-    if not user:
-        raise _fail("--user is required")
     proxy_config = _load_config(config)
     who = _identity(proxy_config, model, user, conversation, tenant)
     alias = proxy_config.alias(model)
@@ -314,7 +330,7 @@ def show_command(
     options = ContextOptions.for_alias(settings, alias)
 
     async def run() -> Any:
-        redis = _redis_client(settings)
+        redis = _redis_client(settings, data_dir)
         try:
             store = MemoryStore(redis, ttl_s=settings.retention_s)
             count = await store.count_turns(who.keys)
@@ -357,13 +373,13 @@ def bench_latency(
     ] = "100,1000,10000,100000",
     runs: Annotated[int, typer.Option(help="Timed hook calls per size.")] = 200,
     naive: Annotated[bool, typer.Option(help="Also time the naive approach.")] = True,
-    redis_url: Annotated[str | None, typer.Option(help="Redis (default: REDIS_URL).")] = None,
+    redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
 ) -> None:
     """Pre-call hook time (median, p99) at growing history sizes, naive approach beside it."""
     from litellm_memory_hook.bench import latency_rows_json, run_latency_sync
 
-    url = redis_url or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    url = redis_url or MemorySettings().redis_url
     history = _read_history(data, "locomo", sample_id)
     try:
         size_list = [int(s) for s in sizes.split(",") if s.strip()]
@@ -406,7 +422,7 @@ def bench_recall(
     sample_id: Annotated[
         list[str] | None, typer.Option("--sample-id", help="Sample to run (repeat; default all).")
     ] = None,
-    redis_url: Annotated[str | None, typer.Option(help="Redis (default: REDIS_URL).")] = None,
+    redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
 ) -> None:
     """Evidence recall@k and cover@k of the product's recall on Redis, beside plain IDF and BM25.
@@ -417,7 +433,7 @@ def bench_recall(
 
     if fmt != "locomo":
         raise _fail("bench recall needs --format locomo (questions and evidence labels)")
-    url = redis_url or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    url = redis_url or MemorySettings().redis_url
     try:
         histories = load_histories(file, sample_id or ())
         with console.status("running questions"):

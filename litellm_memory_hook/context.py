@@ -30,6 +30,7 @@ from litellm_memory_hook.keys import ConversationKeys
 from litellm_memory_hook.messages import (
     clean_messages,
     content_text,
+    is_blank,
     messages_to_turns,
     split_request,
 )
@@ -111,6 +112,8 @@ class TurnPlan:
         replace: stored turns the reply replaces (a regenerate).
         previous_text: text of the stored turn just before the first turn to store (the recall
             index keys a reply by the question before it); "" when seeding.
+        seeded: how many of ``pending`` come from the client's history (an empty store); they
+            are written only if the conversation is still empty then.
     """
 
     system_texts: tuple[str, ...]
@@ -120,6 +123,7 @@ class TurnPlan:
     pending: tuple[Turn, ...]
     replace: tuple[Turn, ...] = ()
     previous_text: str = ""
+    seeded: int = 0
 
     @property
     def regenerate(self) -> bool:
@@ -151,9 +155,16 @@ def plan_turn(
         regenerate_window_s: see the module docstring (seconds).
         max_stored_chars: longest text stored for one message (characters).
     """
-    split = split_request(clean_messages(raw_messages))
+    messages = clean_messages(raw_messages)
+    if any(m.get("role") == "function" or m.get("function_call") for m in messages):
+        return None  # legacy function calling: passed through as sent
+    split = split_request(messages)
     if not split.new or split.new[-1].get("role") not in ("user", "tool"):
         return None
+    if _has_orphan_tool_result(split.new):
+        return None  # tool results without their call: the client's request, passed through
+    if split.new[-1].get("role") == "user" and is_blank(content_text(split.new[-1].get("content"))):
+        return None  # nothing to answer from memory; never store a reply without its question
     system_texts = tuple(t for t in (strip_injected(s) for s in split.system_texts) if t)
     stored = [t for t in state.tail if not t.partial]
     new = list(split.new)
@@ -169,6 +180,7 @@ def plan_turn(
             (0,) * len(split.earlier),
             tuple(new),
             (*seed, *new_turns),
+            seeded=len(seed),
         )
 
     # A tool-result turn carries the assistant tool_calls message it answers. When that message
@@ -180,10 +192,13 @@ def plan_turn(
             stored = stored[:-1]
             new_turns = [t for t in new_turns if not (t.role == "assistant" and t.tool_calls)]
 
-    replace = _regenerated_reply(split.earlier, new, stored, now_ms, regenerate_window_s)
-    if replace:
-        user_at = stored.index(replace[0]) - 1  # the repeated user turn is the new turn again
-        kept = stored[:user_at]
+    repeated_text = new_turns[-1].text if new_turns else ""
+    retry = _repeated_turn(
+        split.earlier, new, repeated_text, state.tail, now_ms, regenerate_window_s
+    )
+    if retry is not None:
+        user_at, replace = retry
+        kept = [t for t in state.tail[:user_at] if not t.partial]
         return TurnPlan(
             system_texts,
             tuple(t.to_message() for t in kept),
@@ -191,7 +206,7 @@ def plan_turn(
             tuple(new),
             (),
             tuple(replace),
-            previous_text=stored[user_at].text,
+            previous_text=state.tail[user_at].text,
         )
     return TurnPlan(
         system_texts,
@@ -203,29 +218,50 @@ def plan_turn(
     )
 
 
-def _regenerated_reply(
+def _has_orphan_tool_result(new: Sequence[Message]) -> bool:
+    """True when a ``tool`` message of the new turn answers no ``tool_calls`` before it."""
+    open_ids: set[str] = set()
+    for message in new:
+        if message.get("role") == "assistant":
+            open_ids = _tool_call_ids(message)
+        elif message.get("role") == "tool" and str(message.get("tool_call_id")) not in open_ids:
+            return True
+    return False
+
+
+def _repeated_turn(
     earlier: Sequence[Message],
     new: Sequence[Message],
-    stored: Sequence[Turn],
+    new_text: str,
+    tail: Sequence[Turn],
     now_ms: int,
     window_s: float,
-) -> list[Turn]:
-    """The stored reply turns a regenerate replaces, or [] when the request is not one."""
-    if len(new) != 1 or new[0].get("role") != "user":
-        return []
-    last_user = max((i for i, t in enumerate(stored) if t.role == "user"), default=None)
-    if last_user is None or last_user == len(stored) - 1:
-        return []
-    reply = list(stored[last_user + 1 :])
-    if stored[last_user].text != content_text(new[0].get("content")):
-        return []
+) -> tuple[int, list[Turn]] | None:
+    """A regenerate or a retry: (index in ``tail`` of the repeated user turn, turns to replace).
+
+    ``None`` when the new message is not the last stored user message again. With no complete
+    reply after that user turn (a stream the client cut, a failed call) it is a retry: the
+    partial reply, if any, is replaced and the user turn is not stored twice. With a complete
+    reply it is a regenerate unless the client's history shows it saw that reply (a
+    whole-history client) or, for a new-message-only client, the reply is older than
+    ``window_s`` seconds.
+    """
+    if len(new) != 1 or new[0].get("role") != "user" or not new_text:
+        return None
+    last_user = max((i for i, t in enumerate(tail) if t.role == "user"), default=None)
+    if last_user is None or tail[last_user].text != new_text:
+        return None
+    reply = list(tail[last_user + 1 :])
+    complete = [t for t in reply if not t.partial]
+    if not complete:
+        return last_user, reply
     if earlier:
         previous = earlier[-1]
         echoed = previous.get("role") == "assistant" and (
-            content_text(previous.get("content")) == reply[-1].text
+            content_text(previous.get("content")) == complete[-1].text
         )
-        return [] if echoed else reply
-    return reply if now_ms - reply[-1].ts_ms <= window_s * 1000 else []
+        return None if echoed else (last_user, reply)
+    return (last_user, reply) if now_ms - complete[-1].ts_ms <= window_s * 1000 else None
 
 
 @dataclass

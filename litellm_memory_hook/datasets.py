@@ -198,11 +198,12 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
         raise DatasetError(f"cannot read {path}: {exc}") from exc
 
 
-def load_jsonl(path: Path, *, start_ms: int = 0) -> History:
+def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
     """Read a history of one OpenAI-style message per line.
 
     Lines with a role other than ``user`` / ``assistant`` or without text are skipped. A missing
-    ``ts`` continues one second after the previous line (from ``start_ms`` for the first).
+    ``ts`` continues one second after the previous line; the first line without one starts at
+    ``start_ms`` (default: one second per line before now, so an undated file ends now).
 
     Raises:
         DatasetError: unreadable file, a line that is not JSON, or a bad timestamp.
@@ -210,8 +211,11 @@ def load_jsonl(path: Path, *, start_ms: int = 0) -> History:
     from litellm_memory_hook.messages import content_text
 
     lines: list[HistoryLine] = []
+    records = list(_jsonl_records(path))
+    if start_ms is None:
+        start_ms = int(datetime.now(tz=UTC).timestamp() * 1000) - 1000 * (len(records) + 1)
     last_ms = start_ms
-    for number, record in _jsonl_records(path):
+    for number, record in records:
         if not isinstance(record, dict) or record.get("role") not in ("user", "assistant"):
             continue
         text = content_text(record.get("content"))

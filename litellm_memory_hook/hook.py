@@ -52,7 +52,7 @@ from litellm_memory_hook.context import (
     indexed_chain,
     prepare,
 )
-from litellm_memory_hook.errors import ConfigError, MemoryHookError
+from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.identity import Identity, identify, request_headers
 from litellm_memory_hook.keys import ConversationKeys
 from litellm_memory_hook.messages import message_to_turn
@@ -85,6 +85,24 @@ def _metadata(data: dict[str, Any]) -> dict[str, Any]:
         metadata = {}
         data["metadata"] = metadata
     return metadata
+
+
+MODES = ("off", "read_only", "read_write")  # from least to most a request may do
+
+
+def request_mode(asked: object, alias_mode: str) -> str:
+    """The memory mode of a request: what it asks (``metadata.memory_mode``, case-insensitive,
+    ``-`` or ``_``), but never more than its alias allows (``read_only`` stays read-only).
+
+    An unknown value is ignored (the alias's mode applies) and logged.
+    """
+    if asked is None:
+        return alias_mode
+    wanted = str(asked).strip().lower().replace("-", "_") if isinstance(asked, str) else ""
+    if wanted not in MODES:
+        logger.warning("memory hook: unknown memory_mode %r; using %r", asked, alias_mode)
+        return alias_mode
+    return min(wanted, alias_mode, key=MODES.index)
 
 
 def _drop_client_record(data: dict[str, Any]) -> None:
@@ -195,6 +213,7 @@ class MemoryHook(CustomLogger):
         self._background: set[asyncio.Task[None]] = set()
         self.counters: Counter[str] = Counter()
         self._secret = secrets.token_bytes(32)
+        self._redis_down_until = 0.0
         self.hook_ms: list[float] = []
 
     # -- setup ---------------------------------------------------------------------------------
@@ -281,7 +300,7 @@ class MemoryHook(CustomLogger):
     ) -> None:
         settings = self.settings
         metadata = _metadata(data)
-        mode = metadata.get("memory_mode") or alias.mode
+        mode = request_mode(metadata.get("memory_mode"), alias.mode)
         if mode == "off":
             self.counters["mode_off"] += 1
             return
@@ -311,9 +330,16 @@ class MemoryHook(CustomLogger):
             custom_instructions=_str_or_none(metadata.get("custom_instructions")) or "",
         )
         call_id = str(data.get("litellm_call_id") or "")
-        prepared = await prepare(
-            self.store, who.keys, data.get("messages"), options, call_id=call_id
-        )
+        if self._breaker_open():
+            self.counters["breaker_passthrough"] += 1
+            return
+        try:
+            prepared = await prepare(
+                self.store, who.keys, data.get("messages"), options, call_id=call_id
+            )
+        except StoreError:
+            self._trip_breaker()
+            raise
         if prepared is None:
             self.counters["no_new_turn"] += 1
             return
@@ -344,6 +370,7 @@ class MemoryHook(CustomLogger):
             "pending": [asdict(t) for t in prepared.plan.pending],
             "replace": [asdict(t) for t in prepared.plan.replace],
             "previous": prepared.plan.previous_text,
+            "seeded": prepared.plan.seeded,
             "cursor": prepared.cursor,
             "hook_ms": round(elapsed_ms, 3),
             "layers": prepared.layer_chars,
@@ -448,9 +475,14 @@ class MemoryHook(CustomLogger):
         partial: bool = False,
     ) -> None:
         """Append pending turns + reply; on a Redis failure, retry in the background."""
+        if self._breaker_open():  # do not hold the response for a Redis that is down
+            self._spawn(self._retry_write(record, reply, call_id, partial))
+            return
         try:
             await self._write(record, reply, call_id, partial=partial)
         except MemoryHookError as exc:
+            if isinstance(exc, StoreError):
+                self._trip_breaker()
             self.counters["write_failures"] += 1
             logger.warning("memory hook: write failed (%s); retrying in the background", exc)
             self._spawn(self._retry_write(record, reply, call_id, partial))
@@ -497,6 +529,7 @@ class MemoryHook(CustomLogger):
             meta_if_new={**record.get("meta", {}), "created_ms": str(at)},
             replace=indexed_chain(replace, previous),
             at_ms=at,
+            seeded=int(record.get("seeded") or 0),
         )
         if not result.written:
             self.counters["duplicate_writes_skipped"] += 1
@@ -511,6 +544,17 @@ class MemoryHook(CustomLogger):
         quiet_ms = int(settings.extraction_quiet_s * 1000)
         due = at if since_cursor >= settings.extraction_every else at + quiet_ms
         await self.store.schedule_extraction(keys, due)
+
+    def _breaker_open(self) -> bool:
+        return time.monotonic() < self._redis_down_until
+
+    def _trip_breaker(self) -> None:
+        """After a Redis failure, skip Redis for ``redis_breaker_s`` (a circuit breaker)."""
+        self._redis_down_until = time.monotonic() + self.settings.redis_breaker_s
+        self.counters["breaker_trips"] += 1
+        logger.warning(
+            "memory hook: Redis failed; memory is off for %.1f s", self.settings.redis_breaker_s
+        )
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from litellm_memory_hook.keys import ConversationKeys, is_usable_user_id
+from litellm_memory_hook.keys import ConversationKeys, is_usable_user_id, normalize_user_id
 
 MASTER_KEY_TOKEN = "litellm_proxy_master_key"
 SESSION_HEADER = "x-litellm-session-id"
@@ -66,14 +66,10 @@ def request_headers(data: Mapping[str, Any]) -> dict[str, str]:
 
 def user_from_request(data: Mapping[str, Any], user_header: str | None) -> str | None:
     """The usable user id of a request, or ``None`` (missing, empty or a placeholder)."""
-    user = data.get("user")
-    if is_usable_user_id(user):
-        return str(user).strip()
-    if user_header:
-        value = request_headers(data).get(user_header)
-        if is_usable_user_id(value):
-            return str(value).strip()
-    return None
+    user = normalize_user_id(data.get("user"))
+    if user is None and user_header:
+        user = normalize_user_id(request_headers(data).get(user_header))
+    return user
 
 
 def conversation_from_request(data: Mapping[str, Any]) -> str | None:
@@ -83,7 +79,9 @@ def conversation_from_request(data: Mapping[str, Any]) -> str | None:
         for source in (metadata, metadata.get("requester_metadata")):
             if isinstance(source, dict):
                 value = source.get("conversation_id")
-                if isinstance(value, str | int) and str(value).strip():
+                if isinstance(value, bool) or not isinstance(value, str | int):
+                    continue
+                if str(value).strip():
                     return str(value).strip()
     value = request_headers(data).get(SESSION_HEADER)
     return value.strip() if value and value.strip() else None

@@ -19,7 +19,7 @@ BATCH_TURNS = 250
 
 @dataclass(frozen=True)
 class ImportResult:
-    """Turns written and the seq range they got."""
+    """Turns written by this import and the seq range they got (0, 0 when none)."""
 
     turns: int
     first_seq: int
@@ -58,22 +58,36 @@ async def import_lines(
 ) -> ImportResult:
     """Append lines to the conversation in batches of 250 turns, indexed for recall.
 
+    Lines already stored (same role, timestamp and text) are skipped, so importing a file again
+    into the same conversation writes only its new lines, and an import that failed part-way
+    resumes where it stopped. ``turns`` of the result counts the turns this call wrote.
+
     Raises:
         StoreError: Redis failed (lines before the failing batch stay written).
     """
-    turns = [t for t in (line_to_turn(line, max_chars) for line in lines) if t is not None]
-    first = last = 0
+    stored = {(t.role, t.ts_ms, t.text) for t in await store.all_turns(who.keys)}
+    turns = [
+        t
+        for t in (line_to_turn(line, max_chars) for line in lines)
+        if t is not None and (t.role, t.ts_ms, t.text) not in stored
+    ]
+    first = last = written = 0
     meta = {**who.meta_fields(), "created_ms": str(now_ms())}
     state, _ = await store.load(who.keys, tail=1)
     previous = state.tail[-1].text if state.tail else ""
     for start in range(0, len(turns), BATCH_TURNS):
         batch = turns[start : start + BATCH_TURNS]
         result = await store.append(
-            who.keys, indexed_chain(batch, previous), meta_if_new=meta, at_ms=batch[-1].ts_ms
+            who.keys,
+            indexed_chain(batch, previous),
+            meta_if_new=meta,
+            at_ms=batch[-1].ts_ms,
         )
         previous = batch[-1].text
-        first = first or result.first_seq
-        last = result.last_seq
+        if result.written:
+            written += len(batch)
+            first = first or result.first_seq
+            last = result.last_seq
     if turns:
         await store.touch_user_index(who.keys)
-    return ImportResult(turns=len(turns), first_seq=first, last_seq=last)
+    return ImportResult(turns=written, first_seq=first, last_seq=last)

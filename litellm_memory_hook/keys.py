@@ -50,9 +50,29 @@ def key_id(raw: str) -> str:
     return "h-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
 
 
+_INVISIBLE = regex.compile(r"[\p{Cc}\p{Cf}\p{Z}\s]+")
+
+
+def normalize_user_id(raw: object) -> str | None:
+    """The user id a request names, or ``None`` when it cannot get memory.
+
+    Strings are stripped; whole numbers (not booleans) are accepted as their decimal text, as
+    some clients send numeric ids. Empty, invisible-only (white space, zero-width characters)
+    and placeholder ids (:data:`PLACEHOLDER_IDS`) never get memory (DESIGN.md section 3).
+    """
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        raw = str(raw)
+    if not isinstance(raw, str):
+        return None
+    value = raw.strip()
+    if not _INVISIBLE.sub("", value) or value.lower() in PLACEHOLDER_IDS:
+        return None
+    return value
+
+
 def is_usable_user_id(raw: object) -> bool:
-    """True for a user id that may get memory: a non-empty string that is not a placeholder."""
-    return isinstance(raw, str) and raw.strip().lower() not in PLACEHOLDER_IDS
+    """True for a user id that may get memory (see :func:`normalize_user_id`)."""
+    return normalize_user_id(raw) is not None
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ LAYER_NAMES: Final[tuple[str, ...]] = ("rules", *SECTION_ORDER, "reminder")
 DATA_TAG: Final = "memory_context"
 """Tag name of the data block that holds all sections."""
 
-REMINDER_TAG: Final = "reminder"
+REMINDER_TAG: Final = "memory_reminder"
 """Tag name of the final reminder."""
 
 _LIST_SECTIONS: Final = frozenset({"fixed_memories", "memories", "earlier_lines"})
@@ -378,7 +378,13 @@ def build_system_message(layers: PromptLayers, wording: PromptWording | None = N
     return BuiltPrompt(text="\n\n".join(parts), layer_chars=layer_chars)
 
 
-_STRIPPED_TAGS: Final[tuple[str, ...]] = (DATA_TAG, REMINDER_TAG, "memory", *SECTION_ORDER)
+_STRIPPED_TAGS: Final[tuple[str, ...]] = (DATA_TAG, REMINDER_TAG)
+# A system message that is nothing but a <memory> / <memories> block was injected by an earlier
+# memory layer (field case C23); the same tags inside a client's own prompt are the client's.
+_WHOLE_LEGACY_BLOCK: Final = regex.compile(
+    r"\A\s*<\s*(memory|memories)(?:\s[^<>]*)?>.*<\s*/\s*\1\s*>\s*\Z",
+    regex.IGNORECASE | regex.DOTALL,
+)
 
 
 def _open_tag(name: str) -> str:
@@ -429,14 +435,14 @@ def _remove_blocks(text: str, block: Any, close: Any) -> str:
 def strip_injected(text: str) -> str:
     """Remove from a client's system text every block an earlier request of ours injected.
 
-    Removed, tag names case-insensitive, spaces inside tags and attributes on opening tags
-    allowed, content spanning lines: our data block ``<memory_context>...</memory_context>`` and
-    our ``<reminder>...</reminder>`` (a client echoing our system message back, field case C23),
-    then blocks ``<memory>``, ``<memories>``, ``<persona>``, ``<custom_instructions>``,
-    ``<fixed_memories>``, ``<summary>``, ``<earlier_lines>`` (repeated until none is left, so
-    nested blocks go too), then any leftover lone opening or closing tag of those names. The
-    whitespace around a removed block becomes a blank line if it held a line break, else one
-    space.
+    Removed (tag names case-insensitive, spaces inside tags and attributes on opening tags
+    allowed, content spanning lines): our data block ``<memory_context>...</memory_context>`` and
+    our ``<memory_reminder>...</memory_reminder>``, wherever they stand (a client echoing our
+    system message back, field case C23), then any leftover lone tag of those two names; and a
+    system text that is nothing but one ``<memory>`` or ``<memories>`` block (injected by an
+    earlier memory layer). Other tags in the client's own prompt, ``<persona>`` or ``<summary>``
+    included, are the client's and stay. The whitespace around a removed block becomes a blank
+    line if it held a line break, else one space.
 
     Args:
         text: One client system message's text (or several joined).
@@ -455,4 +461,6 @@ def strip_injected(text: str) -> str:
             previous = rest
             rest = _remove_blocks(rest, block, close)
     rest = _ORPHAN_TAGS.sub(_gap, rest)
+    if _WHOLE_LEGACY_BLOCK.match(rest):
+        return ""
     return str(rest).strip()

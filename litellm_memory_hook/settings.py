@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal
 
 from pydantic import (
@@ -36,6 +37,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.prompt import PromptWording
 
+ENV_PREFIX = "LITELLM_MEMORY_"
 _KEY_PREFIX_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
 
 
@@ -57,6 +59,8 @@ class MemorySettings(BaseSettings):
         extraction_every: messages since the last extraction that make a conversation due.
         extraction_quiet_s: seconds of quiet after which a conversation with new messages is due.
         redis_timeout_s: socket timeout of Redis calls (seconds); a slower Redis fails open.
+        redis_breaker_s: after a Redis failure, requests skip memory for this long (seconds)
+            instead of each waiting for the timeout; writes go to the background retry.
         stored_text_chars: longest text stored for one message (characters); longer texts keep
             their end, as the window does.
         timezone: IANA name used to date recalled lines when the request gives none.
@@ -67,9 +71,7 @@ class MemorySettings(BaseSettings):
             memory and summary sections; pinned memories are never displaced by extracted ones.
     """
 
-    model_config = SettingsConfigDict(
-        env_prefix="LITELLM_MEMORY_", extra="forbid", populate_by_name=True
-    )
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", populate_by_name=True)
 
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
@@ -84,7 +86,8 @@ class MemorySettings(BaseSettings):
     regenerate_window_s: float = Field(default=300.0, ge=0)
     extraction_every: int = Field(default=12, ge=1)
     extraction_quiet_s: float = Field(default=20.0, ge=0)
-    redis_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    redis_timeout_s: float = Field(default=0.5, gt=0, le=60)
+    redis_breaker_s: float = Field(default=5.0, ge=0, le=3600)
     stored_text_chars: int = Field(default=32_000, ge=1000)
     timezone: str = "UTC"
     recall_k: int = Field(default=4, ge=0, le=20)
@@ -135,11 +138,18 @@ def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySett
     """Build the global settings from ``callback_settings['memory']`` and the environment.
 
     Raises:
-        ConfigError: unknown keys or invalid values, with pydantic's message.
+        ConfigError: unknown keys (in the section or as ``LITELLM_MEMORY_*`` environment
+            variables) or invalid values, with pydantic's message.
     """
     section = (callback_settings or {}).get("memory") or {}
     if not isinstance(section, dict):
         raise ConfigError("callback_settings.memory must be a mapping")
+    known = {f"{ENV_PREFIX}{name}".upper() for name in MemorySettings.model_fields}
+    unknown = sorted(
+        k for k in os.environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in known
+    )
+    if unknown:
+        raise ConfigError(f"unknown environment variable(s): {', '.join(unknown)}")
     try:
         return MemorySettings(**section)
     except ValidationError as exc:

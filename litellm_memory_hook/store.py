@@ -70,6 +70,8 @@ APPEND_TURNS = (
 -- ARGV[5] postings cap per term
 -- ARGV[6] number of meta fields written only if absent; then that many field, value pairs
 -- then: number of removed turns; for each: seq, number of terms, the terms
+-- then: number of seed turns: the first new turns, written only while the conversation is empty
+--   (a client's own history seeding a new conversation: concurrent first requests seed it once)
 -- then: number of new turns; for each: body (turn JSON without "{"), number of terms, the terms
 -- Returns {1, first_seq, last_seq} when written, {0, seq, seq} when call_id was already stored.
 """
@@ -98,9 +100,14 @@ for _ = 1, n_removed do
   if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
   i = i + n_terms
 end
+local n_seed = tonumber(ARGV[i]); i = i + 1
 local n_new = tonumber(ARGV[i]); i = i + 1
+local skip_seed = n_seed > 0 and tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') > 0
 local first, last = 0, 0
-for _ = 1, n_new do
+for j = 1, n_new do
+ if skip_seed and j <= n_seed then
+  i = i + 2 + tonumber(ARGV[i + 1])
+ else
   last = redis.call('HINCRBY', KEYS[1], 'seq', 1)
   if first == 0 then first = last end
   redis.call('ZADD', KEYS[2], last, '{"seq":' .. last .. ',' .. ARGV[i])
@@ -116,6 +123,7 @@ for _ = 1, n_new do
   end
   if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   i = i + n_terms
+ end
 end
 if call_id ~= '' and last > 0 then redis.call('HSET', KEYS[3], call_id, last) end
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
@@ -286,6 +294,7 @@ class MemoryStore:
         meta_if_new: dict[str, str] | None = None,
         replace: Sequence[IndexedTurn] = (),
         at_ms: int | None = None,
+        seeded: int = 0,
     ) -> AppendResult:
         """Append turns atomically (one Lua script), idempotent on ``call_id``.
 
@@ -297,6 +306,8 @@ class MemoryStore:
             replace: stored turns to remove first (a regenerate): every turn from the first
                 of them on is removed from the sorted set, and their terms from the index.
             at_ms: ``updated_ms`` to record (default now).
+            seeded: the first this-many ``turns`` are the client's own history seeding a new
+                conversation; they are skipped when the conversation is no longer empty.
 
         Raises:
             StoreError: Redis failed.
@@ -315,7 +326,7 @@ class MemoryStore:
         args.append(len(replace))
         for item in replace:
             args.extend((item.turn.seq, len(item.terms), *item.terms))
-        args.append(len(turns))
+        args.extend((seeded, len(turns)))
         for item in turns:
             args.extend((item.turn.body_json(), len(item.terms), *item.terms))
         try:

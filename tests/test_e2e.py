@@ -422,12 +422,12 @@ def test_assembled_system_message_with_every_layer(stack: Stack) -> None:
             "<summary>",
             "<earlier_lines>",
             "</memory_context>",
-            "<reminder>",
+            "<memory_reminder>",
         )
     ]
     assert positions == sorted(positions)
-    assert system.rstrip().endswith("</reminder>")
-    assert "write your reply in Devanagari" in system.split("<reminder>")[1]
+    assert system.rstrip().endswith("</memory_reminder>")
+    assert "write your reply in Devanagari" in system.split("<memory_reminder>")[1]
     assert "मेरी बहन का नाम सीमा है और वो पुणे में रहती है" in system.split("<earlier_lines>")[1]
     for tag in (
         "<fixed_memories>",
@@ -453,7 +453,7 @@ def test_operator_wording_from_config(stack: Stack) -> None:
     )
     system = stack.received()[-1]["messages"][0]["content"]
     assert "Fakten, die der Nutzer selbst schrieb." in system
-    assert system.split("<reminder>")[1].strip().startswith("Bleib in deiner Rolle.")
+    assert system.split("<memory_reminder>")[1].strip().startswith("Bleib in deiner Rolle.")
 
 
 @pytest.fixture(scope="module")

@@ -466,3 +466,140 @@ async def test_a_tampered_record_is_ignored(
     out["metadata"][METADATA_KEY]["tag"] = "master:victim:demo"
     await hook.async_post_call_success_hook(out, Auth(), model_response("x"))
     assert await _turns(any_redis, prefix) == [] and await _turns(any_redis, prefix, "victim") == []
+
+
+@pytest.mark.parametrize(
+    ("asked", "alias_mode", "expected"),
+    [
+        (None, "read_write", "read_write"),
+        ("read_only", "read_write", "read_only"),
+        ("OFF", "read_write", "off"),
+        ("read-only", "read_write", "read_only"),
+        ("read_write", "read_only", "read_only"),
+        ("banana", "read_write", "read_write"),
+        (["off"], "read_only", "read_only"),
+        ("off", "read_only", "off"),
+    ],
+)
+def test_request_mode_never_exceeds_the_alias(
+    asked: object, alias_mode: str, expected: str
+) -> None:
+    """metadata.memory_mode is case-insensitive; unknown values are ignored; a request can lower
+    but never raise its alias's mode (a read-only alias stays read-only)."""
+    from litellm_memory_hook.hook import request_mode
+
+    assert request_mode(asked, alias_mode) == expected
+
+
+@pytest.mark.parametrize("content", ["", "   ", "\u200b", {"text": "hi"}, 42, None])
+async def test_blank_or_malformed_new_message_passes_through(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str, content: Any
+) -> None:
+    """A blank or non-text new user message: the request goes on as sent, nothing is stored
+    (never a reply without its question)."""
+    await _chat(hook, chat_request("hello"), "hi")
+    data = chat_request(content, call_id="blank")
+    sent = json.loads(json.dumps(data["messages"]))
+    out = await _chat(hook, data, "Noted.")
+    assert out["messages"] == sent
+    assert [t["text"] for t in await _turns(any_redis, prefix)] == ["hello", "hi"]
+
+
+async def test_concurrent_first_requests_seed_the_history_once(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Twenty parallel first requests of a whole-history client: the client's earlier messages
+    are stored once; each request's own question and reply are stored."""
+    import asyncio
+
+    hook = make_hook(real_redis, prefix)
+    history = [{"role": "user", "content": "h1"}, {"role": "assistant", "content": "a1"}]
+
+    async def one(i: int) -> None:
+        data = chat_request(f"q{i}", call_id=f"p{i}")
+        data["messages"] = [*history, *data["messages"]]
+        await _chat(hook, data, f"r{i}")
+
+    await asyncio.gather(*(one(i) for i in range(20)))
+    texts = [t["text"] for t in await _turns(real_redis, prefix)]
+    assert texts.count("h1") == 1 and texts.count("a1") == 1
+    assert sorted(t for t in texts if t.startswith("q")) == sorted(f"q{i}" for i in range(20))
+    assert len(texts) == 42
+
+
+async def test_retry_after_a_cut_stream_replaces_the_partial_reply(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Stop, then send the same message again: the user turn is not stored twice and the
+    partial reply is replaced by the new one; the model sees the question once."""
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("tell me a story", call_id="s1"), "acompletion"
+    )
+    generator = hook.async_post_call_streaming_iterator_hook(
+        Auth(), _stream([_chunk("Once"), _chunk(" upon"), _chunk(" a time")]), data
+    )
+    await generator.__anext__()
+    await generator.aclose()
+    await hook.drain()
+    retry = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("tell me a story", call_id="s2"), "acompletion"
+    )
+    assert retry is not None
+    assert [m["content"] for m in retry["messages"][1:]] == ["tell me a story"]
+    await hook.async_post_call_success_hook(retry, Auth(), model_response("A full story."))
+    stored = await _turns(any_redis, prefix)
+    assert [(t["text"], t.get("partial", False)) for t in stored] == [
+        ("tell me a story", False),
+        ("A full story.", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [
+            {"role": "user", "content": "call fn"},
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "f", "arguments": "{}"},
+            },
+            {"role": "function", "name": "f", "content": "42"},
+            {"role": "user", "content": "what did f say?"},
+        ],
+        [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "zz", "content": "x"}],
+    ],
+)
+async def test_legacy_functions_and_orphan_tool_results_pass_through(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str, messages: list[dict[str, Any]]
+) -> None:
+    """Legacy function calling and tool results without their call reach the model exactly as
+    sent, and nothing is stored."""
+    data = {**chat_request("x"), "messages": json.loads(json.dumps(messages))}
+    out = await _chat(hook, data, "ok")
+    assert out["messages"] == messages
+    assert await _turns(any_redis, prefix) == []
+
+
+async def test_boolean_conversation_id_is_ignored(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """metadata.conversation_id true is not a conversation called "True"."""
+    await _chat(hook, chat_request("hi", metadata={"conversation_id": True}), "ok")
+    assert len(await _turns(any_redis, prefix, conv="demo")) == 2
+
+
+async def test_breaker_skips_redis_after_a_failure(prefix: str) -> None:
+    """After a Redis failure, requests pass through at once for redis_breaker_s instead of each
+    waiting for the timeout; the writes go to the background retry."""
+    dead = aioredis.from_url(
+        "redis://127.0.0.1:1/0", socket_connect_timeout=0.2, socket_timeout=0.2
+    )
+    hook = make_hook(dead, prefix, redis_breaker_s=60)
+    for i in range(3):
+        out = await hook.async_pre_call_hook(
+            Auth(), None, chat_request(f"m{i}", call_id=f"b{i}"), "acompletion"
+        )
+        assert out is not None and out["messages"][-1]["content"] == f"m{i}"
+    assert hook.counters["precall_errors"] == 1 and hook.counters["breaker_passthrough"] == 2
+    await dead.aclose()

@@ -398,7 +398,7 @@ async def test_c12_devanagari_and_hinglish_lines_recalled_by_a_hindi_question(
     system = (await _ask(hook, "सीमा कहाँ रहती है?"))["messages"][0]["content"]
     earlier = _section(system, "earlier_lines")
     assert earlier is not None and hindi in earlier and hinglish in earlier
-    reminder = _section(system, "reminder")
+    reminder = _section(system, "memory_reminder")
     assert reminder is not None and "Devanagari" in reminder
 
 

@@ -40,10 +40,20 @@ def test_plain_ids_stay_readable_and_others_are_hashed() -> None:
         key_id("  ")
 
 
-@pytest.mark.parametrize("value", [None, "", "  ", "default_user_id", "None", 42, "undefined"])
+@pytest.mark.parametrize(
+    "value", [None, "", "  ", "default_user_id", "None", "undefined", "\u200b", True, 4.5, {}]
+)
 def test_placeholder_user_ids_never_get_memory(value: object) -> None:
-    """Missing, empty and placeholder user ids are not usable (DESIGN.md section 3)."""
+    """Missing, empty, invisible and placeholder user ids are not usable (DESIGN.md section 3)."""
     assert not is_usable_user_id(value)
+
+
+def test_numeric_and_padded_user_ids() -> None:
+    """A numeric id is its decimal text; padding is stripped, so the CLI and the proxy agree."""
+    from litellm_memory_hook.keys import normalize_user_id
+
+    assert normalize_user_id(12345) == "12345"
+    assert normalize_user_id("  alice  ") == "alice"
 
 
 def test_bad_tags_are_rejected() -> None:

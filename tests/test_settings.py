@@ -54,3 +54,10 @@ def test_specific_redis_url_beats_the_generic_one(monkeypatch: pytest.MonkeyPatc
     )
     monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL")
     assert MemorySettings().redis_url == "redis://generic:1/0"
+
+
+def test_unknown_environment_variables_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A misspelt LITELLM_MEMORY_* variable is an error, not silently ignored."""
+    monkeypatch.setenv("LITELLM_MEMORY_RECENT_CHAR", "100")
+    with pytest.raises(ConfigError, match="LITELLM_MEMORY_RECENT_CHAR"):
+        load_settings({})
