@@ -51,6 +51,7 @@ from litellm_memory_hook.context import (
     PreparedRequest,
     indexed_chain,
     prepare,
+    stored_terms,
 )
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.identity import Identity, identify, request_headers
@@ -117,7 +118,13 @@ def _drop_client_record(data: dict[str, Any]) -> None:
 
 
 def _turn_from_dict(raw: dict[str, Any]) -> Turn:
-    turn = Turn(**{**raw, "tool_calls": tuple(raw.get("tool_calls") or ())})
+    turn = Turn(
+        **{
+            **raw,
+            "tool_calls": tuple(raw.get("tool_calls") or ()),
+            "ctx": tuple(raw.get("ctx") or ()),
+        }
+    )
     if turn.role not in ("user", "assistant", "tool"):
         raise MemoryHookError(f"unexpected role in a memory record: {turn.role!r}")
     return turn
@@ -527,7 +534,7 @@ class MemoryHook(CustomLogger):
             indexed_chain(turns, previous),
             call_id=call_id,
             meta_if_new={**record.get("meta", {}), "created_ms": str(at)},
-            replace=indexed_chain(replace, previous),
+            replace=[stored_terms(t) for t in replace],
             at_ms=at,
             seeded=int(record.get("seeded") or 0),
         )

@@ -22,6 +22,8 @@ class Turn:
         tool_calls: the assistant's OpenAI ``tool_calls`` list, as sent by the model.
         tool_call_id: for ``tool`` messages, the call they answer.
         partial: a reply cut short (the client disconnected); kept for inspection, never replayed.
+        ctx: the recall context keys (``^`` terms) it was indexed under, taken from the turn
+            before it at write time; kept so that deleting it removes exactly those entries.
     """
 
     role: str
@@ -33,6 +35,7 @@ class Turn:
     tool_calls: tuple[dict[str, Any], ...] = field(default=())
     tool_call_id: str = ""
     partial: bool = False
+    ctx: tuple[str, ...] = field(default=())
 
     def body_json(self) -> str:
         """The JSON object of this turn without ``seq`` and without its opening brace.
@@ -51,6 +54,8 @@ class Turn:
             body["tool_call_id"] = self.tool_call_id
         if self.partial:
             body["partial"] = True
+        if self.ctx:
+            body["ctx"] = list(self.ctx)
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"))[1:]
 
     @classmethod
@@ -73,6 +78,7 @@ class Turn:
             tool_calls=tuple(data.get("tool_calls") or ()),
             tool_call_id=str(data.get("tool_call_id") or ""),
             partial=bool(data.get("partial", False)),
+            ctx=tuple(str(t) for t in data.get("ctx") or ()),
         )
 
     def to_message(self) -> dict[str, Any]:

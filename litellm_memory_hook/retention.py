@@ -1,16 +1,15 @@
 """Bounding a conversation: the oldest turns beyond ``max_stored_messages`` are deleted.
 
 Time-based retention is the TTL every key carries (refreshed on write); this module bounds the
-count too (case C30: sorted sets are trimmed to N). Trimmed turns leave the recall index with the
-same terms they were indexed under: each turn's context key depends on the turn before it, so the
-text of the newest trimmed turn is kept in ``meta.trim_prev`` for the next trim.
+count too (case C30: sorted sets are trimmed to N). Trimmed turns leave the recall index with
+exactly the terms they were indexed under (:func:`context.stored_terms`).
 """
 
 from __future__ import annotations
 
 from redis.exceptions import RedisError
 
-from litellm_memory_hook.context import indexed_chain
+from litellm_memory_hook.context import stored_terms
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.keys import ConversationKeys
 from litellm_memory_hook.models import Turn
@@ -50,18 +49,14 @@ async def trim_oldest(store: MemoryStore, keys: ConversationKeys, max_messages: 
     excess = count - max_messages
     try:
         members = await store.redis.zrange(keys.turns, 0, excess - 1)
-        previous_raw = await store.redis.hget(keys.meta, "trim_prev")
     except RedisError as exc:
         raise StoreError(f"trim {keys.tag}: {exc}") from exc
     turns = [Turn.from_member(m) for m in members if isinstance(m, bytes | str)]
-    previous = previous_raw.decode("utf-8", "replace") if isinstance(previous_raw, bytes) else ""
-    deleted = await store.delete_turns(keys, indexed_chain(turns, previous))
-    if turns:
-        call_ids = sorted({t.call_id for t in turns if t.call_id})
+    deleted = await store.delete_turns(keys, [stored_terms(t) for t in turns])
+    call_ids = sorted({t.call_id for t in turns if t.call_id})
+    if call_ids:  # the idempotency entries of trimmed turns go too
         try:
-            await store.redis.hset(keys.meta, "trim_prev", turns[-1].text)
-            if call_ids:  # the idempotency entries of trimmed turns go too
-                await store.redis.hdel(keys.calls, *call_ids)
+            await store.redis.hdel(keys.calls, *call_ids)
         except RedisError as exc:
             raise StoreError(f"trim {keys.tag}: {exc}") from exc
     return deleted

@@ -57,6 +57,26 @@ local function unindex(postings, term, packed)
   if df <= 0 then redis.call('HDEL', postings, term)
   else redis.call('HSET', postings, term, enc(df) .. list) end
 end
+-- Remove listed turns, reading ARGV from position i: the count, then for each turn its seq,
+-- its number of terms and the terms. Only turns still stored are removed, and only they leave
+-- the index (KEYS[1] meta, KEYS[2] turns, KEYS[4] postings). Returns the next position and the
+-- number of turns removed.
+local function remove_turns(i)
+  local removed = 0
+  local n = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, n do
+    local seq = tonumber(ARGV[i])
+    local n_terms = tonumber(ARGV[i + 1]); i = i + 2
+    if redis.call('ZREMRANGEBYSCORE', KEYS[2], seq, seq) > 0 then
+      removed = removed + 1
+      local packed = enc(seq)
+      for t = i, i + n_terms - 1 do unindex(KEYS[4], ARGV[t], packed) end
+      if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
+    end
+    i = i + n_terms
+  end
+  return i, removed
+end
 """
 
 APPEND_TURNS = (
@@ -66,10 +86,10 @@ APPEND_TURNS = (
 -- ARGV[1] call_id ("" = no idempotency check)
 -- ARGV[2] TTL in seconds, set on every key of the conversation that exists
 -- ARGV[3] now, epoch ms (meta.updated_ms)
--- ARGV[4] replace_from_seq: when > 0, turns with seq >= it are removed first (a regenerate)
--- ARGV[5] postings cap per term
--- ARGV[6] number of meta fields written only if absent; then that many field, value pairs
--- then: number of removed turns; for each: seq, number of terms, the terms
+-- ARGV[4] postings cap per term
+-- ARGV[5] number of meta fields written only if absent; then that many field, value pairs
+-- then: number of turns to remove first (a regenerate replaces its old reply); for each: seq,
+--   number of terms, the terms; exactly these seqs go, and only if still stored
 -- then: number of seed turns: the first new turns, written only while the conversation is empty
 --   (a client's own history seeding a new conversation: concurrent first requests seed it once)
 -- then: number of new turns; for each: body (turn JSON without "{"), number of terms, the terms
@@ -82,24 +102,13 @@ if call_id ~= '' then
   local seen = redis.call('HGET', KEYS[3], call_id)
   if seen then return {0, tonumber(seen), tonumber(seen)} end
 end
-local cap = tonumber(ARGV[5])
-local replace_from = tonumber(ARGV[4])
-if replace_from > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], replace_from, '+inf')
-end
-local i = 7
-for _ = 1, tonumber(ARGV[6]) do
+local cap = tonumber(ARGV[4])
+local i = 6
+for _ = 1, tonumber(ARGV[5]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
-local n_removed = tonumber(ARGV[i]); i = i + 1
-for _ = 1, n_removed do
-  local packed = enc(tonumber(ARGV[i]))
-  local n_terms = tonumber(ARGV[i + 1]); i = i + 2
-  for t = i, i + n_terms - 1 do unindex(KEYS[4], ARGV[t], packed) end
-  if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
-  i = i + n_terms
-end
+i = remove_turns(i)
 local n_seed = tonumber(ARGV[i]); i = i + 1
 local n_new = tonumber(ARGV[i]); i = i + 1
 local skip_seed = n_seed > 0 and tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') > 0
@@ -143,18 +152,7 @@ DELETE_TURNS = (
 """
     + _POSTINGS_LUA
     + """
-local i, removed = 3, 0
-for _ = 1, tonumber(ARGV[2]) do
-  local seq = tonumber(ARGV[i])
-  local n_terms = tonumber(ARGV[i + 1]); i = i + 2
-  if redis.call('ZREMRANGEBYSCORE', KEYS[2], seq, seq) > 0 then
-    removed = removed + 1
-    local packed = enc(seq)
-    for t = i, i + n_terms - 1 do unindex(KEYS[4], ARGV[t], packed) end
-    if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
-  end
-  i = i + n_terms
-end
+local _, removed = remove_turns(2)
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
 return removed
 """
@@ -303,8 +301,9 @@ class MemoryStore:
             turns: new turns, oldest first, with their index terms.
             call_id: ``litellm_call_id``; a second append with the same id writes nothing.
             meta_if_new: meta fields set only when absent (raw ids, namespace, created time).
-            replace: stored turns to remove first (a regenerate): every turn from the first
-                of them on is removed from the sorted set, and their terms from the index.
+            replace: stored turns to remove first (a regenerate's old reply): exactly these
+                seqs, each only if still stored, leave the sorted set and the index; turns that
+                other requests stored meanwhile are never touched.
             at_ms: ``updated_ms`` to record (default now).
             seeded: the first this-many ``turns`` are the client's own history seeding a new
                 conversation; they are skipped when the conversation is no longer empty.
@@ -316,7 +315,6 @@ class MemoryStore:
             call_id,
             self.ttl_s,
             at_ms if at_ms is not None else now_ms(),
-            min((t.turn.seq for t in replace), default=0),
             self.postings_cap,
         ]
         meta_items = list((meta_if_new or {}).items())
@@ -347,8 +345,8 @@ class MemoryStore:
         nothing. The ``calls`` hash is left alone. Every key of the conversation gets the
         retention TTL again, in the same script, so they still expire together.
 
-        Guarantee (``turns`` must carry the terms they were appended with, e.g.
-        :func:`litellm_memory_hook.context.indexed_chain` with the same ``previous``): the
+        Guarantee (``turns`` must carry the terms they were appended with, which
+        :func:`litellm_memory_hook.context.stored_terms` gives for any stored turn): the
         document frequencies and ``idx_n`` are exactly those of an index built from the turns
         that remain. A term's postings list holds the newest ``m`` remaining turns that contain
         it, ascending, with no gap and no deleted seq, for some ``m <= min(postings_cap, df)``;

@@ -563,3 +563,76 @@ async def test_trimming_keeps_the_newest_and_the_index_exact(
     want = {k: unpack_postings(v)[0] for k, v in (await any_redis.hgetall(fresh.postings)).items()}
     assert got == want
     assert await any_redis.hget(keys.meta, "idx_n") == await any_redis.hget(fresh.meta, "idx_n")
+
+
+async def _assert_index_exact(client: aioredis.Redis, keys: ConversationKeys) -> None:
+    """The stored index (df per term, idx_n, no seq of a deleted turn in any postings list)
+    equals the index of the turns that remain, by their stored terms."""
+    from collections import Counter
+
+    from litellm_memory_hook.context import stored_terms
+
+    turns = [Turn.from_member(m) for m in await client.zrange(keys.turns, 0, -1)]
+    expected: Counter[str] = Counter()
+    indexed_count = 0
+    for turn in turns:
+        terms = stored_terms(turn).terms
+        expected.update(set(terms))
+        indexed_count += bool(terms)
+    stored = {
+        k.decode(): unpack_postings(v) for k, v in (await client.hgetall(keys.postings)).items()
+    }
+    assert {t: df for t, (df, _) in stored.items()} == dict(expected)
+    live = {t.seq for t in turns}
+    assert all(set(seqs.tolist()) <= live for _, seqs in stored.values())
+    assert int(await client.hget(keys.meta, "idx_n") or 0) == indexed_count
+
+
+async def test_a_regenerate_racing_a_new_message_loses_nothing(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A regenerate whose reply lands after another request stored a new turn removes only the
+    old reply: the other turns stay, and the index stays exact."""
+    hook = make_hook(any_redis, prefix)
+    await _chat(hook, "What is the capital of France?", "Paris, I think.", "c1")
+    regen = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("What is the capital of France?", call_id="c2"), "acompletion"
+    )
+    await _chat(hook, "And the Colosseum?", "It is in Rome.", "c3")
+    await hook.async_post_call_success_hook(regen, Auth(), model_response("Paris."))
+    texts = [
+        t.text for t in await MemoryStore(any_redis, ttl_s=TTL_S).all_turns(_conv(prefix, "demo"))
+    ]
+    assert texts == [
+        "What is the capital of France?",
+        "And the Colosseum?",
+        "It is in Rome.",
+        "Paris.",
+    ]
+    await _assert_index_exact(any_redis, _conv(prefix, "demo"))
+
+
+async def test_overlapping_requests_then_trim_keep_the_index_exact(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Two requests in flight index against the same previous turn; deletion and trimming use
+    the terms each turn was stored with, so the index stays exact (no stale postings)."""
+    from litellm_memory_hook.retention import trim_oldest
+
+    hook = make_hook(any_redis, prefix)
+    await _chat(hook, "Do you like puppies?", "Yes, a lot!", "p0")
+    first = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("Which breed is best?", call_id="p1"), "acompletion"
+    )
+    second = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("Have you seen my kitten?", call_id="p2"), "acompletion"
+    )
+    await hook.async_post_call_success_hook(first, Auth(), model_response("Beagles are lovely."))
+    await hook.async_post_call_success_hook(second, Auth(), model_response("Not yet, sorry."))
+    keys = _conv(prefix, "demo")
+    await _assert_index_exact(any_redis, keys)
+    for i in range(30):
+        await _chat(hook, f"Question number {i}?", f"Answer {i}.", f"q{i}")
+    store = MemoryStore(any_redis, ttl_s=TTL_S)
+    assert await trim_oldest(store, keys, 50) == 16
+    await _assert_index_exact(any_redis, keys)
