@@ -144,6 +144,7 @@ def plan_turn(
     call_id: str = "",
     regenerate_window_s: float = 300.0,
     max_stored_chars: int = 32_000,
+    regenerate: bool = False,
 ) -> TurnPlan | None:
     """Decide history, new turn and writes for one request; ``None`` when there is no new turn.
 
@@ -154,6 +155,7 @@ def plan_turn(
         call_id: ``litellm_call_id`` recorded with the stored turns.
         regenerate_window_s: see the module docstring (seconds).
         max_stored_chars: longest text stored for one message (characters).
+        regenerate: the request says it regenerates the last reply (``_repeated_turn``).
     """
     messages = clean_messages(raw_messages)
     if any(m.get("role") == "function" or m.get("function_call") for m in messages):
@@ -183,18 +185,26 @@ def plan_turn(
             seeded=len(seed),
         )
 
-    # A tool-result turn carries the assistant tool_calls message it answers. When that message
-    # is already the newest stored turn, it is not stored again, and it leaves the history so the
-    # window sees the call and its results together.
-    if new and new[0].get("role") == "assistant" and stored:
-        last = stored[-1]
-        if last.role == "assistant" and _tool_call_ids(last) == _tool_call_ids(new[0]):
-            stored = stored[:-1]
-            new_turns = [t for t in new_turns if not (t.role == "assistant" and t.tool_calls)]
+    # A tool-result turn carries the assistant tool_calls message it answers. When a stored
+    # assistant turn made the same calls, the request continues that group (usually the newest
+    # turn) or repeats it (a client retrying, or regenerating the answer to the results): the
+    # call is not stored again, and what the store holds after it is replaced.
+    if new and new[0].get("role") == "assistant":
+        group_at = _stored_call(state.tail, _tool_call_ids(new[0]))
+        if group_at is not None:
+            kept = [t for t in state.tail[:group_at] if not t.partial]
+            return TurnPlan(
+                system_texts,
+                tuple(t.to_message() for t in kept),
+                tuple(t.seq for t in kept),
+                tuple(new),
+                tuple(t for t in new_turns if not (t.role == "assistant" and t.tool_calls)),
+                tuple(state.tail[group_at + 1 :]),
+                previous_text=state.tail[group_at].text,
+            )
 
-    repeated_text = new_turns[-1].text if new_turns else ""
     retry = _repeated_turn(
-        split.earlier, new, repeated_text, state.tail, now_ms, regenerate_window_s
+        split.earlier, new, new_turns, state.tail, now_ms, regenerate_window_s, regenerate
     )
     if retry is not None:
         user_at, replace = retry
@@ -218,6 +228,17 @@ def plan_turn(
     )
 
 
+def _stored_call(tail: Sequence[Turn], ids: set[str]) -> int | None:
+    """Index in ``tail`` of the newest stored assistant turn that made exactly these tool calls."""
+    if not ids:
+        return None
+    for index in range(len(tail) - 1, -1, -1):
+        turn = tail[index]
+        if turn.role == "assistant" and turn.tool_calls and _tool_call_ids(turn) == ids:
+            return index
+    return None
+
+
 def _has_orphan_tool_result(new: Sequence[Message]) -> bool:
     """True when a ``tool`` message of the new turn answers no ``tool_calls`` before it."""
     open_ids: set[str] = set()
@@ -229,31 +250,43 @@ def _has_orphan_tool_result(new: Sequence[Message]) -> bool:
     return False
 
 
+#: shortest text a new-message-only client's repeat must have to count as a regenerate by time
+#: alone: "ok", "more" or "continue" twice in a row are usually meant twice.
+MIN_REGENERATE_CHARS = 12
+
+
 def _repeated_turn(
     earlier: Sequence[Message],
     new: Sequence[Message],
-    new_text: str,
+    new_turns: Sequence[Turn],
     tail: Sequence[Turn],
     now_ms: int,
     window_s: float,
+    explicit: bool,
 ) -> tuple[int, list[Turn]] | None:
     """A regenerate or a retry: (index in ``tail`` of the repeated user turn, turns to replace).
 
-    ``None`` when the new message is not the last stored user message again. With no complete
+    ``None`` when the new message is not the last stored user message again (same text and, for
+    a list of parts, the same parts: two different photos are two messages). With no complete
     reply after that user turn (a stream the client cut, a failed call) it is a retry: the
     partial reply, if any, is replaced and the user turn is not stored twice. With a complete
-    reply it is a regenerate unless the client's history shows it saw that reply (a
-    whole-history client) or, for a new-message-only client, the reply is older than
-    ``window_s`` seconds.
+    reply it is a regenerate when the request says so (``metadata.memory_regenerate``), or when
+    the client's history does not show that reply (a whole-history client), or, for a
+    new-message-only client, when the reply is younger than ``window_s`` seconds and the text
+    has at least ``MIN_REGENERATE_CHARS`` characters.
     """
-    if len(new) != 1 or new[0].get("role") != "user" or not new_text:
+    if len(new) != 1 or new[0].get("role") != "user" or len(new_turns) != 1:
         return None
+    repeated = new_turns[0]
     last_user = max((i for i, t in enumerate(tail) if t.role == "user"), default=None)
-    if last_user is None or tail[last_user].text != new_text:
+    if last_user is None:
+        return None
+    stored = tail[last_user]
+    if (stored.text, stored.fp) != (repeated.text, repeated.fp):
         return None
     reply = list(tail[last_user + 1 :])
     complete = [t for t in reply if not t.partial]
-    if not complete:
+    if not complete or explicit:
         return last_user, reply
     if earlier:
         previous = earlier[-1]
@@ -261,7 +294,9 @@ def _repeated_turn(
             content_text(previous.get("content")) == complete[-1].text
         )
         return None if echoed else (last_user, reply)
-    return (last_user, reply) if now_ms - complete[-1].ts_ms <= window_s * 1000 else None
+    recent = now_ms - complete[-1].ts_ms <= window_s * 1000
+    long_enough = len(repeated.text.strip()) >= MIN_REGENERATE_CHARS
+    return (last_user, reply) if recent and long_enough else None
 
 
 @dataclass
@@ -296,6 +331,7 @@ class ContextOptions:
     wording: PromptWording | None = None
     persona: str = ""
     custom_instructions: str = ""
+    regenerate: bool = False
 
     @classmethod
     def for_alias(
@@ -306,6 +342,7 @@ class ContextOptions:
         timezone: str | None = None,
         persona: str = "",
         custom_instructions: str = "",
+        regenerate: bool = False,
     ) -> ContextOptions:
         """The options of a request to ``alias``: its own values, else the global settings."""
         return cls(
@@ -324,6 +361,7 @@ class ContextOptions:
             wording=alias.wording,
             persona=persona,
             custom_instructions=custom_instructions,
+            regenerate=regenerate,
         )
 
 
@@ -379,6 +417,7 @@ async def prepare(
         call_id=call_id,
         regenerate_window_s=options.regenerate_window_s,
         max_stored_chars=options.max_stored_chars,
+        regenerate=options.regenerate,
     )
     if plan is None:
         return None

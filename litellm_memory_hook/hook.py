@@ -335,6 +335,7 @@ class MemoryHook(CustomLogger):
             timezone=_str_or_none(metadata.get("timezone")),
             persona=_str_or_none(metadata.get("persona")) or "",
             custom_instructions=_str_or_none(metadata.get("custom_instructions")) or "",
+            regenerate=metadata.get("memory_regenerate") is True,
         )
         call_id = str(data.get("litellm_call_id") or "")
         if self._breaker_open():

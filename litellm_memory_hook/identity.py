@@ -1,8 +1,8 @@
 """Who a request belongs to: tenant, user and conversation (DESIGN.md section 3).
 
 * tenant: from LiteLLM auth only (``UserAPIKeyAuth``): ``team-<team_id>``, else
-  ``user-<user_id>`` (unless a placeholder), else ``key-<first 16 hex of the key hash>``; the
-  master key is the tenant ``master``. Never from the request body.
+  ``user-<user_id>`` (unless a placeholder), else ``key-<24 hex of SHA-256 of LiteLLM's key
+  token>``; the master key is the tenant ``master``. Never from the request body.
 * user: the request's ``user`` field, else the configured header; placeholders never get memory.
 * conversation: ``metadata.conversation_id``, else the ``x-litellm-session-id`` header, else the
   alias namespace (one default conversation per user and namespace). An explicit conversation id
@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,9 @@ def tenant_from_auth(auth: object) -> str:
     token = getattr(auth, "token", None) or getattr(auth, "api_key", None)
     if token == MASTER_KEY_TOKEN or not isinstance(token, str) or not token:
         return "master"
-    return f"key-{token[:16]}"
+    # LiteLLM's token is a key hash for sk- keys, but "hashed-jwt-<sha>" for JWTs and the raw
+    # key for custom auth: hash it again, so tenants never collide and no key text is stored.
+    return "key-" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:24]
 
 
 def request_headers(data: Mapping[str, Any]) -> dict[str, str]:

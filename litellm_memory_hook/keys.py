@@ -45,7 +45,7 @@ def key_id(raw: str) -> str:
     """
     if not raw or not raw.strip():
         raise InvalidIdError("empty id")
-    if _PLAIN_ID.match(raw) and not raw.startswith("h-"):
+    if _PLAIN_ID.fullmatch(raw) and not raw.startswith("h-"):
         return raw
     return "h-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
 

@@ -7,6 +7,8 @@ Pure functions. A message is the dict a client sends (``role``, ``content``, opt
 
 from __future__ import annotations
 
+import hashlib
+import json
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -58,6 +60,12 @@ def content_text(content: object) -> str:
             elif isinstance(kind, str) and kind:
                 pieces.append(PART_PLACEHOLDERS.get(kind, f"[{kind[:24]}]"))
     return "\n".join(p for p in pieces if p)
+
+
+def content_fingerprint(content: object) -> str:
+    """16 hex digits of SHA-256 over the canonical JSON of a message's content (all parts)."""
+    canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
 def is_blank(text: str) -> bool:
@@ -161,6 +169,7 @@ def message_to_turn(
             return None
         text = ""
     name = message.get("name")
+    content = message.get("content")
     return Turn(
         role=str(role),
         text=keep_tail(text, max_chars) if text else "",
@@ -169,6 +178,7 @@ def message_to_turn(
         name=name if isinstance(name, str) and role == "user" else "",
         tool_calls=tool_calls,
         tool_call_id=str(message.get("tool_call_id") or "") if role == "tool" else "",
+        fp=content_fingerprint(content) if isinstance(content, list) else "",
     )
 
 

@@ -24,6 +24,8 @@ class Turn:
         partial: a reply cut short (the client disconnected); kept for inspection, never replayed.
         ctx: the recall context keys (``^`` terms) it was indexed under, taken from the turn
             before it at write time; kept so that deleting it removes exactly those entries.
+        fp: for a message sent as a list of parts, a fingerprint of all its parts (images
+            included), so two different photos with the same text are told apart.
     """
 
     role: str
@@ -36,6 +38,7 @@ class Turn:
     tool_call_id: str = ""
     partial: bool = False
     ctx: tuple[str, ...] = field(default=())
+    fp: str = ""
 
     def body_json(self) -> str:
         """The JSON object of this turn without ``seq`` and without its opening brace.
@@ -56,6 +59,8 @@ class Turn:
             body["partial"] = True
         if self.ctx:
             body["ctx"] = list(self.ctx)
+        if self.fp:
+            body["fp"] = self.fp
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"))[1:]
 
     @classmethod
@@ -79,6 +84,7 @@ class Turn:
             tool_call_id=str(data.get("tool_call_id") or ""),
             partial=bool(data.get("partial", False)),
             ctx=tuple(str(t) for t in data.get("ctx") or ()),
+            fp=str(data.get("fp") or ""),
         )
 
     def to_message(self) -> dict[str, Any]:

@@ -397,39 +397,57 @@ def _close_tag(name: str) -> str:
 
 _BLOCKS: Final = tuple(
     (
-        regex.compile(
-            rf"(?P<pre>\s*){_open_tag(name)}.*?{_close_tag(name)}(?P<post>\s*)",
-            regex.IGNORECASE | regex.DOTALL,
-        ),
-        regex.compile(_close_tag(name) + r"\s*", regex.IGNORECASE),
+        regex.compile(rf"{_open_tag(name)}.*?{_close_tag(name)}", regex.IGNORECASE | regex.DOTALL),
+        regex.compile(_close_tag(name), regex.IGNORECASE),
     )
     for name in _STRIPPED_TAGS
 )
 _ORPHAN_TAGS: Final = regex.compile(
-    r"(?P<pre>\s*)(?:"
-    + "|".join(f"{_open_tag(name)}|{_close_tag(name)}" for name in _STRIPPED_TAGS)
-    + r")(?P<post>\s*)",
+    "|".join(f"{_open_tag(name)}|{_close_tag(name)}" for name in _STRIPPED_TAGS),
     regex.IGNORECASE,
 )
 
 
-def _gap(match: Any) -> str:
-    space = str(match.group("pre")) + str(match.group("post"))
+def _gap(space: str) -> str:
     if "\n" in space or "\r" in space:
         return "\n\n"
     return " " if space else ""
 
 
+def _cut_out(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` without the given spans, ends stripped; the white space around removed spans
+    becomes one gap (a blank line if it held a line break, else a space). Linear in
+    ``len(text)``: the patterns match tags only, never runs of white space, so no input makes
+    them backtrack over it."""
+    if not spans:
+        return text
+    starts = [0, *(right for _, right in spans)]
+    ends = [*(left for left, _ in spans), len(text)]
+    result: list[str] = []
+    space = ""
+    for start, end in zip(starts, ends, strict=True):
+        piece = text[start:end]
+        core = piece.strip()
+        if not core:
+            space += piece
+            continue
+        if result:
+            result.append(_gap(space + piece[: len(piece) - len(piece.lstrip())]))
+        result.append(core)
+        space = piece[len(piece.rstrip()) :]
+    return "".join(result)
+
+
 def _remove_blocks(text: str, block: Any, close: Any) -> str:
-    # Only the text up to the last closing tag (and the whitespace after it) can hold a block;
-    # limiting the search to it keeps unclosed opening tags from making the search quadratic.
+    # Only the text up to the last closing tag can hold a block; limiting the search to it
+    # keeps unclosed opening tags from making the search quadratic.
     end = 0
     for match in close.finditer(text):
         end = int(match.end())
     if not end:
         return text
-    head: str = block.sub(_gap, text[:end])
-    return head + text[end:]
+    spans = [(m.start(), m.end()) for m in block.finditer(text, 0, end)]
+    return _cut_out(text, spans)
 
 
 def strip_injected(text: str) -> str:
@@ -456,11 +474,9 @@ def strip_injected(text: str) -> str:
     """
     rest = text
     for block, close in _BLOCKS:
-        previous = None
-        while previous != rest:
-            previous = rest
-            rest = _remove_blocks(rest, block, close)
-    rest = _ORPHAN_TAGS.sub(_gap, rest)
+        rest = _remove_blocks(rest, block, close)
+    rest = _cut_out(rest, [(m.start(), m.end()) for m in _ORPHAN_TAGS.finditer(rest)])
+    rest = rest.strip()
     if _WHOLE_LEGACY_BLOCK.match(rest):
         return ""
-    return str(rest).strip()
+    return rest

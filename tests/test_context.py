@@ -50,9 +50,10 @@ def test_new_message_only_client() -> None:
 
 def test_regenerate_replaces_the_last_reply() -> None:
     """The last user message sent again without its reply replaces the reply, not duplicates."""
-    state = _state(("user", "a"), ("assistant", "b"), ("user", "joke?"), ("assistant", "zebra"))
-    whole = plan_turn([_user("a"), _assistant("b"), _user("joke?")], state, now_ms=NOW)
-    only_new = plan_turn([_user("joke?")], state, now_ms=NOW)
+    joke = "tell me a joke, please"
+    state = _state(("user", "a"), ("assistant", "b"), ("user", joke), ("assistant", "zebra"))
+    whole = plan_turn([_user("a"), _assistant("b"), _user(joke)], state, now_ms=NOW)
+    only_new = plan_turn([_user(joke)], state, now_ms=NOW)
     for plan in (whole, only_new):
         assert plan is not None and plan.regenerate
         assert [t.text for t in plan.replace] == ["zebra"]
@@ -151,3 +152,56 @@ async def test_prepare_caps_500_memories(store: MemoryStore, prefix: str) -> Non
     assert 2000 <= prepared.layer_chars["fixed_memories"] < 2400
     assert 2800 <= prepared.layer_chars["memories"] < 3400
     assert len(prepared.messages[0]["content"]) < 6500
+
+
+def test_short_repeats_and_different_photos_are_new_messages() -> None:
+    """A new-message-only client sending "ok" twice, or two different photos, gets two turns;
+    an explicit metadata.memory_regenerate still regenerates the short one."""
+    state = _state(("user", "ok"), ("assistant", "fine"))
+    plan = plan_turn([_user("ok")], state, now_ms=NOW)
+    assert plan is not None and not plan.regenerate and [t.text for t in plan.pending] == ["ok"]
+    forced = plan_turn([_user("ok")], state, now_ms=NOW, regenerate=True)
+    assert forced is not None and [t.text for t in forced.replace] == ["fine"]
+
+    def photo(url: str) -> dict[str, object]:
+        return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
+
+    first = plan_turn(
+        [photo("https://x.invalid/cat.jpg")], _state(("user", "x"), ("assistant", "y")), now_ms=NOW
+    )
+    assert first is not None
+    stored = ConversationState(
+        meta={"seq": "2"},
+        tail=[
+            Turn(role="user", text="[image]", ts_ms=NOW - 5000, seq=1, fp=first.pending[0].fp),
+            Turn(role="assistant", text="A cat!", ts_ms=NOW - 4000, seq=2),
+        ],
+    )
+    dog = plan_turn([photo("https://x.invalid/dog.jpg")], stored, now_ms=NOW, regenerate=True)
+    assert dog is not None and not dog.regenerate and len(dog.pending) == 1
+    same = plan_turn([photo("https://x.invalid/cat.jpg")], stored, now_ms=NOW, regenerate=True)
+    assert same is not None and same.regenerate
+
+
+def test_repeated_tool_results_replace_the_old_answer() -> None:
+    """A client sending the same tool call and results again (a retry, or regenerating the
+    answer): the call is not stored twice, the old results and answer are replaced, and the
+    window holds the call id once."""
+    call = {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+    tail = [
+        Turn(role="user", text="weather?", ts_ms=NOW, seq=1),
+        Turn(role="assistant", text="", ts_ms=NOW, seq=2, tool_calls=(call,)),
+        Turn(role="tool", text="31C", ts_ms=NOW, seq=3, tool_call_id="c1"),
+        Turn(role="assistant", text="It is 31C.", ts_ms=NOW, seq=4),
+    ]
+    state = ConversationState(meta={"seq": "4"}, tail=tail)
+    messages = [
+        _user("weather?"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "31C"},
+    ]
+    plan = plan_turn(messages, state, now_ms=NOW)
+    assert plan is not None
+    assert [t.seq for t in plan.replace] == [3, 4]
+    assert [t.role for t in plan.pending] == ["tool"]
+    assert [m["role"] for m in plan.history] == ["user"]

@@ -60,3 +60,29 @@ def test_bad_tags_are_rejected() -> None:
     """A due-set entry that is not t:u:c cannot be turned into keys."""
     with pytest.raises(InvalidIdError):
         ConversationKeys.from_tag("mem", "a:b")
+
+
+def test_tenants_from_key_tokens_never_collide_or_leak() -> None:
+    """Keys sharing a long prefix, JWT tokens and raw custom-auth keys give distinct tenants
+    that do not contain the key text."""
+    from litellm_memory_hook.identity import tenant_from_auth
+
+    class Auth:
+        team_id = None
+        user_id = None
+
+        def __init__(self, token: str) -> None:
+            self.token = token
+
+    a = tenant_from_auth(Auth("acme-prod-service-key-0001"))
+    b = tenant_from_auth(Auth("acme-prod-service-key-0002"))
+    jwt1 = tenant_from_auth(Auth("hashed-jwt-" + "f04ee" + "0" * 59))
+    jwt2 = tenant_from_auth(Auth("hashed-jwt-" + "f04ee" + "1" * 59))
+    assert len({a, b, jwt1, jwt2}) == 4
+    assert all("acme" not in t and "jwt" not in t for t in (a, b, jwt1, jwt2))
+    assert tenant_from_auth(Auth("litellm_proxy_master_key")) == "master"
+
+
+def test_a_trailing_newline_is_not_a_plain_id() -> None:
+    """An id ending in a line break is hashed, never put into a key as it is."""
+    assert key_id("team-abc\n").startswith("h-")

@@ -426,3 +426,23 @@ def test_tag_soup_cannot_add_markers(pieces: list[str]) -> None:
     assert re.search(r"<memory[\s>]", text) is None
     assert text.count(f"<{DATA_TAG}>") == 1
     assert strip_injected(text) == ""
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        " " * 200_000 + "<memory_reminder",
+        "\n" * 200_000 + "</memory_context>",
+        "<memory_context>" * 20_000,
+        ("x " * 50_000) + "<memory_reminder>" + " " * 100_000,
+        "<memory>" + " " * 200_000,
+    ],
+)
+def test_strip_injected_is_linear_on_hostile_input(attack: str) -> None:
+    """A client's system text cannot stall the event loop: long white-space runs and thousands
+    of tags are handled in linear time (an 80 KB message used to take 16 s)."""
+    import time
+
+    started = time.perf_counter()
+    strip_injected(attack)
+    assert time.perf_counter() - started < 0.5
