@@ -31,6 +31,7 @@ from litellm_memory_hook.messages import (
     clean_messages,
     content_text,
     is_blank,
+    keep_head,
     messages_to_turns,
     split_request,
 )
@@ -87,7 +88,7 @@ def fit_items(items: Sequence[str], budget: int, max_items: int = 100) -> tuple[
             break
         if used + len(text) > budget:
             if not kept and budget > 1:
-                kept.append(text[: budget - 1] + "…")
+                kept.append(keep_head(text, budget))
             break
         kept.append(text)
         used += len(text)
@@ -95,7 +96,9 @@ def fit_items(items: Sequence[str], budget: int, max_items: int = 100) -> tuple[
 
 
 def _cut_start(text: str, budget: int) -> str:
-    return text if len(text) <= budget else text[: max(budget - 1, 0)] + "…"
+    if len(text) <= budget:
+        return text
+    return keep_head(text, budget) if budget >= 2 else ""
 
 
 @dataclass(frozen=True)
@@ -163,8 +166,8 @@ def plan_turn(
     split = split_request(messages)
     if not split.new or split.new[-1].get("role") not in ("user", "tool"):
         return None
-    if _has_orphan_tool_result(split.new):
-        return None  # tool results without their call: the client's request, passed through
+    if _broken_tool_groups(split.new):
+        return None  # tool traffic that is not whole: the client's request, passed through
     if split.new[-1].get("role") == "user" and is_blank(content_text(split.new[-1].get("content"))):
         return None  # nothing to answer from memory; never store a reply without its question
     system_texts = tuple(t for t in (strip_injected(s) for s in split.system_texts) if t)
@@ -239,15 +242,26 @@ def _stored_call(tail: Sequence[Turn], ids: set[str]) -> int | None:
     return None
 
 
-def _has_orphan_tool_result(new: Sequence[Message]) -> bool:
-    """True when a ``tool`` message of the new turn answers no ``tool_calls`` before it."""
+def _broken_tool_groups(new: Sequence[Message]) -> bool:
+    """True when the new turn's tool traffic is not whole: a ``tool`` message that answers no
+    ``tool_calls`` before it, a call without an id, or a call left without its result."""
     open_ids: set[str] = set()
     for message in new:
         if message.get("role") == "assistant":
-            open_ids = _tool_call_ids(message)
-        elif message.get("role") == "tool" and str(message.get("tool_call_id")) not in open_ids:
+            if open_ids:
+                return True  # the previous group was left unanswered
+            calls = [c for c in message.get("tool_calls") or () if isinstance(c, dict)]
+            if any(not isinstance(c.get("id"), str) or not c.get("id") for c in calls):
+                return True
+            open_ids = {str(c["id"]) for c in calls}
+        elif message.get("role") == "tool":
+            answered = message.get("tool_call_id")
+            if not isinstance(answered, str) or answered not in open_ids:
+                return True
+            open_ids.discard(answered)
+        elif open_ids:
             return True
-    return False
+    return bool(open_ids)
 
 
 #: shortest text a new-message-only client's repeat must have to count as a regenerate by time

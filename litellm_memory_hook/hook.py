@@ -159,15 +159,41 @@ def _reply_message(response: Any) -> dict[str, Any] | None:
 
 
 class _StreamAccumulator:
-    """Assembles the reply text and tool calls of a stream from its chunks."""
+    """Assembles the reply text and tool calls of a stream from its chunks.
+
+    Tool-call deltas are merged by their ``index``; a delta without one starts a new call when
+    it carries an ``id`` not seen yet, else continues the newest call (some providers send whole
+    parallel calls with ``index`` None). Choices without an ``index`` count as choice 0.
+    """
 
     def __init__(self) -> None:
         self.text: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
+        self.calls: list[dict[str, Any]] = []
+        self._by_index: dict[int, dict[str, Any]] = {}
+        self._by_id: dict[str, dict[str, Any]] = {}
+
+    def _slot(self, call: Any) -> dict[str, Any]:
+        index = getattr(call, "index", None)
+        ident = getattr(call, "id", None)
+        if isinstance(index, int) and index in self._by_index:
+            return self._by_index[index]
+        if ident and ident in self._by_id:
+            return self._by_id[ident]
+        if not isinstance(index, int) and not ident and self.calls:
+            return self.calls[-1]
+        slot: dict[str, Any] = {
+            "id": None,
+            "type": "function",
+            "function": {"name": "", "arguments": ""},
+        }
+        self.calls.append(slot)
+        if isinstance(index, int):
+            self._by_index[index] = slot
+        return slot
 
     def add(self, chunk: Any) -> None:
         for choice in getattr(chunk, "choices", None) or ():
-            if getattr(choice, "index", 0) != 0:
+            if (getattr(choice, "index", 0) or 0) != 0:
                 continue
             delta = getattr(choice, "delta", None)
             if delta is None:
@@ -176,12 +202,11 @@ class _StreamAccumulator:
             if isinstance(content, str):
                 self.text.append(content)
             for call in getattr(delta, "tool_calls", None) or ():
-                slot = self.calls.setdefault(
-                    getattr(call, "index", 0) or 0,
-                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                if getattr(call, "id", None):
-                    slot["id"] = call.id
+                slot = self._slot(call)
+                ident = getattr(call, "id", None)
+                if ident:
+                    slot["id"] = ident
+                    self._by_id[ident] = slot
                 function = getattr(call, "function", None)
                 if function is not None:
                     if getattr(function, "name", None):
@@ -190,8 +215,7 @@ class _StreamAccumulator:
                         slot["function"]["arguments"] += function.arguments
 
     def message(self) -> dict[str, Any]:
-        calls = [self.calls[i] for i in sorted(self.calls)]
-        return {"role": "assistant", "content": "".join(self.text), "tool_calls": calls}
+        return {"role": "assistant", "content": "".join(self.text), "tool_calls": self.calls}
 
 
 class MemoryHook(CustomLogger):
@@ -462,6 +486,11 @@ class MemoryHook(CustomLogger):
         process did not sign (a client sent one, or it was changed) is ignored and counted, so no
         request can write into another conversation or forge turns.
         """
+        record = self._verified_record(data)
+        return record if record is not None and record.get("write") else None
+
+    def _verified_record(self, data: Any) -> dict[str, Any] | None:
+        """The record in ``metadata`` when this process signed it, else ``None`` (counted)."""
         if not isinstance(data, dict):
             return None
         metadata = data.get("metadata")
@@ -472,7 +501,7 @@ class MemoryHook(CustomLogger):
             self.counters["forged_records"] += 1
             logger.warning("memory hook: ignoring a memory record this proxy did not write")
             return None
-        return record if record.get("write") else None
+        return record
 
     async def _commit(
         self,
@@ -589,9 +618,8 @@ class MemoryHook(CustomLogger):
             headers = {k.lower(): v for k, v in (request_headers or {}).items()}
             if not headers.get(DEBUG_HEADER) and not _header_from_data(data):
                 return None
-            metadata = data.get("metadata") if isinstance(data, dict) else None
-            record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
-            if not isinstance(record, dict):
+            record = self._verified_record(data)
+            if record is None:
                 return {"x-memory-layers": "{}"}
             return {
                 "x-memory-hook-ms": str(record.get("hook_ms", "")),

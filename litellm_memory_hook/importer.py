@@ -81,7 +81,6 @@ async def import_lines(
             who.keys,
             indexed_chain(batch, previous),
             meta_if_new=meta,
-            at_ms=batch[-1].ts_ms,
         )
         previous = batch[-1].text
         if result.written:

@@ -30,6 +30,9 @@ PART_PLACEHOLDERS = {
     "document": "[file]",
 }
 
+#: part types whose ``text`` is the message's text.
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+
 _INVISIBLE = regex.compile(r"[\p{Cc}\p{Cf}\p{Z}\s]+")
 _GRAPHEME = regex.compile(r"\X")
 _CONVERSATION_ROLES = frozenset({"user", "assistant", "tool"})
@@ -54,7 +57,7 @@ def content_text(content: object) -> str:
             pieces.append(part)
         elif isinstance(part, dict):
             kind = part.get("type")
-            if kind in ("text", "input_text", "output_text"):
+            if kind in TEXT_PART_TYPES:
                 if isinstance(part.get("text"), str):
                     pieces.append(part["text"])
             elif isinstance(kind, str) and kind:
@@ -96,6 +99,26 @@ def keep_tail(text: str, limit: int) -> str:
         if match.start() + margin >= start:
             return ELLIPSIS + text[match.start() + margin :]
     return ELLIPSIS
+
+
+def keep_head(text: str, limit: int) -> str:
+    """Keep the start of ``text`` within ``limit`` characters, cut on a grapheme boundary.
+
+    A cut text ends with ``…`` (counted in the limit); no grapheme cluster is split.
+
+    Raises:
+        ValueError: ``limit`` < 2.
+    """
+    if limit < 2:
+        raise ValueError("limit must be at least 2 characters")
+    if len(text) <= limit:
+        return text
+    end = 0
+    for match in _GRAPHEME.finditer(text, 0, min(len(text), limit + 64)):
+        if match.end() > limit - 1:
+            break
+        end = match.end()
+    return text[:end] + ELLIPSIS
 
 
 def clean_messages(raw: object) -> list[dict[str, Any]]:

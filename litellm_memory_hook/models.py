@@ -109,8 +109,9 @@ class ConversationState:
     Attributes:
         meta: the meta hash (decoded strings).
         tail: the newest turns, oldest first.
-        pinned: pinned memories, oldest first.
-        memories: extracted memories.
+        pinned: pinned memories in field-name order (writers use creation-ordered field names,
+            so this is oldest first).
+        memories: extracted memories, in field-name order likewise.
     """
 
     meta: dict[str, str]

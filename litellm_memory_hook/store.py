@@ -200,6 +200,12 @@ def _text(value: bytes | str | None) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
+def _in_field_order(items: dict[bytes, bytes]) -> list[str]:
+    """Hash values ordered by field name: writers name fields so that this order is creation
+    order (zero-padded epoch ms or ULIDs); Redis itself returns a large hash in no order."""
+    return [_text(items[name]) for name in sorted(items)]
+
+
 def now_ms() -> int:
     """Wall-clock time in epoch milliseconds."""
     return int(time.time() * 1000)
@@ -240,8 +246,8 @@ class MemoryStore:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.hgetall(keys.meta)
                 pipe.zrange(keys.turns, -tail, -1)
-                pipe.hvals(keys.pinned)
-                pipe.hvals(keys.memories)
+                pipe.hgetall(keys.pinned)
+                pipe.hgetall(keys.memories)
                 if query_terms:
                     pipe.hmget(keys.postings, list(query_terms))
                 replies = await pipe.execute()
@@ -257,8 +263,8 @@ class MemoryStore:
         state = ConversationState(
             meta=meta,
             tail=turns,
-            pinned=[_text(v) for v in replies[2]],
-            memories=[_text(v) for v in replies[3]],
+            pinned=_in_field_order(replies[2]),
+            memories=_in_field_order(replies[3]),
         )
         postings = Postings(n_docs=int(meta.get("idx_n", "0") or 0))
         if query_terms:

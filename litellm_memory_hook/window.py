@@ -19,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from litellm_memory_hook.messages import content_text, is_blank, keep_tail, message_chars
+from litellm_memory_hook.messages import (
+    TEXT_PART_TYPES,
+    content_text,
+    is_blank,
+    keep_tail,
+    message_chars,
+)
 
 Message = dict[str, Any]
 
@@ -84,7 +90,9 @@ def trim_new_turn(new: Sequence[Message], max_chars: int) -> list[Message]:
     content = last.get("content")
     cut = keep_tail(_text_only(content), room)
     if isinstance(content, list):
-        media = [p for p in content if isinstance(p, dict) and p.get("type") != "text"]
+        media = [
+            p for p in content if not (isinstance(p, dict) and p.get("type") in TEXT_PART_TYPES)
+        ]
         new_content: Any = [{"type": "text", "text": cut}, *media]
     else:
         new_content = cut
@@ -101,7 +109,9 @@ def _text_only(content: object) -> str:
         return "\n".join(
             p["text"]
             for p in content
-            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            if isinstance(p, dict)
+            and p.get("type") in TEXT_PART_TYPES
+            and isinstance(p.get("text"), str)
         )
     return content_text(content)
 

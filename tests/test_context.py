@@ -205,3 +205,24 @@ def test_repeated_tool_results_replace_the_old_answer() -> None:
     assert [t.seq for t in plan.replace] == [3, 4]
     assert [t.role for t in plan.pending] == ["tool"]
     assert [m["role"] for m in plan.history] == ["user"]
+
+
+def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:
+    """Two calls with one result, or a call without an id: the request is not rebuilt (it goes
+    to the model as sent) rather than silently losing its new turn."""
+    two = [
+        {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "b", "arguments": "{}"}},
+    ]
+    partial = [
+        _user("do a and b"),
+        {"role": "assistant", "content": None, "tool_calls": two},
+        {"role": "tool", "tool_call_id": "c1", "content": "A"},
+    ]
+    no_id = [
+        _user("do a"),
+        {"role": "assistant", "content": None, "tool_calls": [{**two[0], "id": None}]},
+        {"role": "tool", "tool_call_id": "None", "content": "A"},
+    ]
+    for messages in (partial, no_id):
+        assert plan_turn(messages, _state(("user", "x"), ("assistant", "y")), now_ms=NOW) is None

@@ -603,3 +603,37 @@ async def test_breaker_skips_redis_after_a_failure(prefix: str) -> None:
         assert out is not None and out["messages"][-1]["content"] == f"m{i}"
     assert hook.counters["precall_errors"] == 1 and hook.counters["breaker_passthrough"] == 2
     await dead.aclose()
+
+
+def test_stream_tool_calls_without_index_stay_separate() -> None:
+    """Two whole parallel tool calls streamed with index None are two calls, not one merged;
+    split deltas with an index are merged; a choice with index None is choice 0."""
+    from types import SimpleNamespace
+
+    from litellm_memory_hook.hook import _StreamAccumulator
+
+    def call(index: int | None, ident: str | None, name: str | None, args: str) -> Any:
+        # LiteLLM's own type requires an int index; raw provider chunks may carry None.
+        function = SimpleNamespace(name=name, arguments=args)
+        return SimpleNamespace(id=ident, index=index, type="function", function=function)
+
+    def chunk(piece: Any) -> Any:
+        delta = SimpleNamespace(content=None, tool_calls=[piece])
+        return SimpleNamespace(choices=[SimpleNamespace(index=None, delta=delta)])
+
+    acc = _StreamAccumulator()
+    for piece in (
+        call(None, "call_a", "get_weather", '{"city":"Pune"}'),
+        call(None, "call_b", "get_weather", '{"city":"Delhi"}'),
+    ):
+        acc.add(chunk(piece))
+    assert [(c["id"], c["function"]["arguments"]) for c in acc.message()["tool_calls"]] == [
+        ("call_a", '{"city":"Pune"}'),
+        ("call_b", '{"city":"Delhi"}'),
+    ]
+    split = _StreamAccumulator()
+    for piece in (call(0, "c1", "f", '{"a":'), call(0, None, None, "1}")):
+        split.add(chunk(piece))
+    assert split.message()["tool_calls"] == [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+    ]

@@ -92,3 +92,16 @@ def test_tool_results_bring_their_assistant_call_into_the_new_turn() -> None:
         ]
     )
     assert [m["role"] for m in split.new] == ["assistant", "tool"]
+
+
+def test_head_cut_keeps_whole_graphemes() -> None:
+    """Section budgets cut the start of a text without splitting a conjunct or an emoji."""
+    from litellm_memory_hook.messages import keep_head
+
+    for text in ("क्षि" * 50, "👩‍👩‍👧" * 50, "plain text " * 50):
+        clusters = set(regex.findall(r"\X", text))
+        for limit in range(2, 60):
+            out = keep_head(text, limit)
+            assert len(out) <= limit and out.endswith("…")
+            assert text.startswith(out[:-1])
+            assert set(regex.findall(r"\X", out[:-1])) <= clusters

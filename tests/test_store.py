@@ -118,3 +118,14 @@ async def test_unicode_text_round_trips(store: MemoryStore, prefix: str) -> None
     )
     [turn] = await store.all_turns(keys)
     assert turn.text == text and turn.name == "Aditi" and turn.ts_ms == 5
+
+
+async def test_pinned_memories_load_in_field_order(store: MemoryStore, prefix: str) -> None:
+    """Pinned memories come back in field-name (creation) order even when Redis stores the hash
+    as a hash table (values over 64 bytes, or more than 128 fields)."""
+    keys = _keys(prefix)
+    fields = {f"{i:013d}": f"pinned fact number {i} " + "x" * 80 for i in range(200)}
+    shuffled = dict(sorted(fields.items(), key=lambda kv: hash(kv[0]) % 97))
+    await store.redis.hset(keys.pinned, mapping=shuffled)
+    state, _ = await store.load(keys, tail=1)
+    assert state.pinned == [fields[name] for name in sorted(fields)]

@@ -150,3 +150,19 @@ def test_newest_history_message_over_the_budget_keeps_its_end() -> None:
     assert [m["role"] for m in window] == ["assistant", "user"]
     assert window[0]["content"].endswith("THE END")
     assert sum(message_chars(m) for m in window) == 8000
+
+
+def test_over_long_input_text_part_is_cut_without_an_empty_part() -> None:
+    """Case C26 / C22 b: an input_text part over the budget is cut (its end kept) into one text
+    part; no empty text part is added and the image part stays."""
+    parts = [
+        {"type": "input_text", "text": "q" * 20_000 + " the question?"},
+        {"type": "image_url", "image_url": {"url": "https://x.invalid/a.png"}},
+    ]
+    [message] = build_window(
+        [], [{"role": "user", "content": parts}], max_chars=8000, max_messages=40
+    )
+    text_parts = [p for p in message["content"] if p["type"] in ("text", "input_text")]
+    assert len(text_parts) == 1 and text_parts[0]["text"].endswith("the question?")
+    assert all(p.get("text", "x") for p in message["content"])
+    assert message["content"][-1]["type"] == "image_url"
