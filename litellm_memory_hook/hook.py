@@ -24,8 +24,9 @@ return ``None``. A write that fails is retried in the background (3 times, 0.5 s
 
 Per-request controls: ``metadata.memory_mode`` = ``read_write`` (default), ``read_only`` (the
 turn is answered with memory but not stored) or ``off``, never more than the alias allows;
-``metadata.memory_regenerate: true`` (the repeated last message replaces the last reply); ``metadata.persona`` and
-``metadata.custom_instructions`` (user-editable text, inserted as data); ``metadata.timezone``
+``metadata.memory_regenerate: true`` (the repeated last message replaces the last reply);
+``metadata.persona`` and ``metadata.custom_instructions`` (user-editable text, inserted as data);
+``metadata.timezone``
 (IANA name for dating recalled lines). Request header ``x-memory-debug: 1`` adds the response
 headers ``x-memory-hook-ms`` and ``x-memory-layers``.
 """
