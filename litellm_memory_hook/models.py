@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -70,9 +72,13 @@ class Turn:
         Raises:
             ValueError: not a JSON turn.
         """
-        data = json.loads(member)
+        try:
+            data = orjson.loads(member)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"not a stored turn: {exc}") from exc
         if not isinstance(data, dict) or "role" not in data:
             raise ValueError("not a stored turn")
+        ctx = data.get("ctx")
         return cls(
             role=str(data["role"]),
             text=str(data.get("text") or ""),
@@ -83,7 +89,7 @@ class Turn:
             tool_calls=tuple(data.get("tool_calls") or ()),
             tool_call_id=str(data.get("tool_call_id") or ""),
             partial=bool(data.get("partial", False)),
-            ctx=tuple(str(t) for t in data.get("ctx") or ()),
+            ctx=tuple(str(t) for t in ctx) if ctx else (),
             fp=str(data.get("fp") or ""),
         )
 

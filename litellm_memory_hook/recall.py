@@ -590,30 +590,39 @@ def score(
     weights = dict(DEFAULT_TERM_WEIGHTS)
     if term_weights is not None:
         weights.update(term_weights)
-    arrays: list[npt.NDArray[np.int64]] = []
-    term_weight: list[npt.NDArray[np.float64]] = []
+    segments: list[Sequence[int] | npt.NDArray[Any]] = []
+    segment_weights: list[float] = []
     for term in sorted(set(query)):
         seqs = postings.get(term)
         if seqs is None or len(seqs) == 0:
             continue
         weight = weights.get(term_kind(term), 1.0) * idf(n_docs, df.get(term, len(seqs)))
-        if weight <= 0.0:
-            continue
-        array = np.asarray(seqs, dtype=np.int64)
-        if array.size > 1 and not bool(np.all(array[1:] > array[:-1])):
-            array = np.unique(array)  # repeats of one message count once
-        if exclude_from_seq is not None:
-            array = array[array < exclude_from_seq]
-        if array.size:
-            arrays.append(array)
-            term_weight.append(np.full(array.size, weight))
-    if not arrays:
+        if weight > 0.0:
+            segments.append(seqs)
+            segment_weights.append(weight)
+    if not segments:
+        return []
+    lengths = np.fromiter((len(x) for x in segments), dtype=np.int64, count=len(segments))
+    every = np.concatenate([np.asarray(x, dtype=np.int64) for x in segments])
+    weight_of = np.repeat(np.asarray(segment_weights), lengths)
+    # Repeats of one message within a term count once. The store's postings are strictly
+    # ascending; anything else (hand-made input) is de-duplicated per term.
+    starts = np.cumsum(lengths) - lengths
+    steps = np.diff(every) > 0
+    steps[starts[1:] - 1] = True  # a new term may start anywhere
+    if not bool(np.all(steps)):
+        pairs = np.unique(np.stack([np.repeat(np.arange(len(segments)), lengths), every]), axis=1)
+        every = pairs[1]
+        weight_of = np.asarray(segment_weights)[pairs[0]]
+    if exclude_from_seq is not None:
+        keep = every < exclude_from_seq
+        every, weight_of = every[keep], weight_of[keep]
+    if every.size == 0:
         return []
     # Sum per message with one bincount over all postings (vectorised: the cost is linear in
     # the postings read, which the store caps per term), then keep the k best.
-    every = np.concatenate(arrays)
     base = int(every.min())
-    totals = np.bincount(every - base, weights=np.concatenate(term_weight))
+    totals = np.bincount(every - base, weights=weight_of)
     candidates = np.flatnonzero(totals > 0.0)
     if candidates.size > k:
         cut = candidates.size - k

@@ -159,6 +159,20 @@ return removed
 )
 
 
+FETCH_TURNS = """
+-- The stored turns with the given seqs, in the order asked (missing seqs give nothing).
+-- KEYS[1] turns zset
+-- ARGV the seqs
+-- Returns the JSON members found.
+local out = {}
+for i = 1, #ARGV do
+  local found = redis.call('ZRANGE', KEYS[1], ARGV[i], ARGV[i], 'BYSCORE')
+  if found[1] then out[#out + 1] = found[1] end
+end
+return out
+"""
+
+
 @dataclass(frozen=True)
 class IndexedTurn:
     """A turn with the recall-index terms it is stored under (empty: not indexed)."""
@@ -227,6 +241,7 @@ class MemoryStore:
         self.ttl_s = ttl_s
         self.postings_cap = postings_cap
         self._append = redis.register_script(APPEND_TURNS)
+        self._fetch = redis.register_script(FETCH_TURNS)
         self._delete = redis.register_script(DELETE_TURNS)
 
     async def load(
@@ -281,13 +296,10 @@ class MemoryStore:
         if not wanted:
             return []
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for seq in wanted:
-                    pipe.zrange(keys.turns, seq, seq, byscore=True)
-                replies = await pipe.execute()
+            members = await self._fetch(keys=[keys.turns], args=wanted)
         except RedisError as exc:
             raise StoreError(f"fetch turns {keys.tag}: {exc}") from exc
-        return [Turn.from_member(m) for reply in replies for m in reply]
+        return [Turn.from_member(m) for m in members]
 
     async def append(
         self,
