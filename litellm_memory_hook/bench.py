@@ -3,7 +3,8 @@
 For each size N, a conversation of N stored messages is built from LoCoMo text (cycled, with its
 speakers and time order), indexed through the product's own store; then the hook's
 ``async_pre_call_hook`` runs in-process against that Redis for a set of questions, timed with
-``time.perf_counter`` (median and p99 over all runs, ms). Beside it, the naive approach: load every
+``time.perf_counter`` (median and p99 over all runs, ms); the sizes take turns call by call, so
+machine noise hits them alike. Beside it, the naive approach: load every
 older message and score it in Python with the same IDF formula.
 
 Data: LoCoMo (Maharana et al., ACL 2024; snap-research/locomo, CC BY-NC 4.0).
@@ -137,30 +138,43 @@ async def run_latency(
     )
     store = hook.store
     questions = [q.question for q in history.qa] or ["What did we talk about?"]
-    rows: list[LatencyRow] = []
+    conversations = {
+        size: ConversationKeys.for_ids(BENCH_PREFIX, "master", f"bench{size}", "bench")
+        for size in sizes
+    }
+    built: dict[int, tuple[float, int, int]] = {}
+    timings: dict[int, list[float]] = {size: [] for size in sizes}
     try:
-        for size in sizes:
-            user = f"bench{size}"
-            keys = ConversationKeys.for_ids(BENCH_PREFIX, "master", user, "bench")
+        for size, keys in conversations.items():
             await redis.delete(*keys.all())
             turns = _cycled_turns(history, size)
             started = time.perf_counter()
             await _fill(store, keys, turns)
-            build_s = time.perf_counter() - started
-            memory = await _memory_usage(redis, keys)
-            timings: list[float] = []
-            for i in range(runs + 10):
+            text_bytes = sum(len(t.text.encode()) for t in turns)
+            built[size] = (
+                time.perf_counter() - started,
+                await _memory_usage(redis, keys),
+                text_bytes,
+            )
+        # Sizes take turns call by call, so a slow moment of the machine hits every size alike
+        # and the ratio between sizes is fair.
+        for i in range(runs + 10):
+            question = questions[i % len(questions)]
+            for size in sizes:
                 data: dict[str, Any] = {
                     "model": "bench",
-                    "user": user,
+                    "user": f"bench{size}",
                     "metadata": {"conversation_id": "bench", "memory_mode": "read_only"},
-                    "messages": [{"role": "user", "content": questions[i % len(questions)]}],
+                    "messages": [{"role": "user", "content": question}],
                 }
                 t0 = time.perf_counter()
                 await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
-                elapsed = (time.perf_counter() - t0) * 1000
                 if i >= 10:  # warm-up
-                    timings.append(elapsed)
+                    timings[size].append((time.perf_counter() - t0) * 1000)
+        if hook.counters.get("precall_errors"):
+            raise RuntimeError(f"the hook failed during the benchmark: {dict(hook.counters)}")
+        rows: list[LatencyRow] = []
+        for size, keys in conversations.items():
             naive_times: list[float] = []
             if naive and size <= naive_max:
                 naive_runs = max(3, min(runs, int(2_000_000 / max(size, 1))))
@@ -170,23 +184,23 @@ async def run_latency(
                         store, keys, questions[i % len(questions)], settings.recent_messages
                     )
                     naive_times.append((time.perf_counter() - t0) * 1000)
+            build_s, memory, text_bytes = built[size]
             rows.append(
                 LatencyRow(
                     messages=size,
-                    runs=len(timings),
-                    hook_p50_ms=round(statistics.median(timings), 3),
-                    hook_p99_ms=round(percentile(timings, 99), 3),
+                    runs=len(timings[size]),
+                    hook_p50_ms=round(statistics.median(timings[size]), 3),
+                    hook_p99_ms=round(percentile(timings[size], 99), 3),
                     naive_p50_ms=round(statistics.median(naive_times), 3) if naive_times else None,
                     naive_p99_ms=round(percentile(naive_times, 99), 3) if naive_times else None,
                     build_s=round(build_s, 2),
                     memory_bytes=memory,
-                    text_bytes=sum(len(t.text.encode()) for t in turns),
+                    text_bytes=text_bytes,
                 )
             )
-            await redis.delete(*keys.all())
-            if hook.counters.get("precall_errors"):
-                raise RuntimeError(f"the hook failed during the benchmark: {dict(hook.counters)}")
     finally:
+        for keys in conversations.values():
+            await redis.delete(*keys.all())
         await redis.aclose()
     return rows
 
