@@ -11,18 +11,15 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from litellm_memory_hook import standin
+from litellm_memory_hook import processes, standin
 from litellm_memory_hook.datasets import History, load_jsonl, load_locomo
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.identity import Identity
@@ -96,19 +93,6 @@ def _identity(
     return Identity(tenant, user_id, conv, namespace, keys)
 
 
-def _wait_http(url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise _fail(f"process for {url} exited with code {process.returncode}")
-        try:
-            httpx.get(url, timeout=2)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    raise _fail(f"{url} did not answer within {timeout_s:.0f} s")
-
-
 @app.command()
 def serve(
     config: ConfigOption = Path("config.yaml"),
@@ -138,34 +122,14 @@ def serve(
     try:
         if standin_port:
             children.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "litellm_memory_hook",
-                        "standin",
-                        "--port",
-                        str(standin_port),
-                    ],
-                    env=settings_env,
-                )
+                subprocess.Popen(processes.standin_command(standin_port), env=settings_env)
             )
-            _wait_http(f"http://127.0.0.1:{standin_port}/v1/models", 30, children[-1])
+            try:
+                processes.wait_http(f"http://127.0.0.1:{standin_port}/v1/models", children[-1], 30)
+            except RuntimeError as exc:
+                raise _fail(str(exc)) from exc
             console.print(f"stand-in model: http://127.0.0.1:{standin_port}/v1")
-        proxy = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from litellm.proxy.proxy_cli import run_server; run_server()",
-                "--config",
-                str(config),
-                "--port",
-                str(port),
-                "--host",
-                host,
-            ],
-            env=settings_env,
-        )
+        proxy = subprocess.Popen(processes.proxy_command(config, port, host), env=settings_env)
         children.append(proxy)
         console.print(f"proxy with memory: http://{host}:{port}  (Ctrl-C stops)")
         proxy.wait()

@@ -422,7 +422,8 @@ async def prepare(
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     last_text = _last_user_text(raw_messages)
-    terms = recall.query_terms(last_text) if last_text else []
+    # With recall off, no postings are read at all.
+    terms = recall.query_terms(last_text) if last_text and options.recall_k > 0 else []
     state, postings = await store.load(keys, tail=options.budget.messages + 4, query_terms=terms)
     plan = plan_turn(
         raw_messages,
@@ -444,7 +445,7 @@ async def prepare(
     in_window = len(window) - len(plan.new)
     window_seqs = [s for s in plan.history_seqs[len(plan.history_seqs) - in_window :] if s]
     recalled: list[Turn] = []
-    if terms and postings.n_docs and options.recall_k > 0 and plan.history_seqs:
+    if terms and postings.n_docs and plan.history_seqs:
         exclude_from = min(window_seqs) if window_seqs else state.last_seq + 1
         top = recall.score(
             terms,

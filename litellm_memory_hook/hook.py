@@ -247,7 +247,6 @@ class MemoryHook(CustomLogger):
         self.counters: Counter[str] = Counter()
         self._secret = secrets.token_bytes(32)
         self._redis_down_until = 0.0
-        self.hook_ms: list[float] = []
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -392,9 +391,6 @@ class MemoryHook(CustomLogger):
         self.counters["rebuilt"] += 1
         for layer, chars in prepared.layer_chars.items():
             self.counters[f"chars_{layer}"] += chars
-        self.hook_ms.append(elapsed_ms)
-        if len(self.hook_ms) > 10_000:
-            del self.hook_ms[:5000]
         record: dict[str, Any] = {
             "v": 1,
             "prefix": who.keys.prefix,

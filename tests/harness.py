@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
+
+from litellm_memory_hook.processes import proxy_command, standin_command, wait_http
 
 REPO = Path(__file__).resolve().parents[1]
 MASTER_KEY = "sk-memory-demo"
@@ -24,30 +23,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_http(
-    url: str, process: subprocess.Popen[bytes], timeout_s: float = 120, log: Path | None = None
-) -> None:
-    """Wait until ``url`` answers (any HTTP status); fail with the process log if it exits."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            text = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
-            raise RuntimeError(
-                f"process exited with {process.returncode} before {url} answered:\n{text}"
-            )
-        try:
-            httpx.get(url, timeout=2)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    raise RuntimeError(f"{url} did not answer within {timeout_s} s")
-
-
 def start_standin(port: int, log: Path) -> subprocess.Popen[bytes]:
     """The package's stand-in model on ``port``."""
     handle = log.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "litellm_memory_hook", "standin", "--port", str(port)],
+        standin_command(port),
         stdout=handle,
         stderr=subprocess.STDOUT,
         cwd=REPO,
@@ -82,17 +62,7 @@ def start_proxy(config: Path, port: int, log: Path, env: dict[str, str]) -> subp
     handle = log.open("wb")
     full_env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env}
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from litellm.proxy.proxy_cli import run_server; run_server()",
-            "--config",
-            str(config),
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-        ],
+        proxy_command(config, port, "127.0.0.1"),
         stdout=handle,
         stderr=subprocess.STDOUT,
         cwd=config.parent,
