@@ -23,11 +23,11 @@ category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial) a
 
 Methods, side by side in one run:
 
-* ``plain-idf``: :func:`~litellm_memory_hook.recall.tokenize` words only, summed IDF.
+* ``plain-idf``: :func:`~litellm_memory_hook.core.recall.tokenize` words only, summed IDF.
 * ``bm25``: the ``bm25s`` package (Lucene BM25, k1=1.5, b=0.75) over the same words.
-* ``tuned``: :func:`~litellm_memory_hook.recall.index_terms` /
-  :func:`~litellm_memory_hook.recall.query_terms` with their extra keys, scored by
-  :func:`~litellm_memory_hook.recall.score` (what the product runs).
+* ``tuned``: :func:`~litellm_memory_hook.core.recall.index_terms` /
+  :func:`~litellm_memory_hook.core.recall.query_terms` with their extra keys, scored by
+  :func:`~litellm_memory_hook.core.recall.score` (what the product runs).
 
 Then the ablations: the tuned scheme with one idea switched off or changed at a time.
 
@@ -61,12 +61,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 try:
-    from litellm_memory_hook import bench_recall, recall
-    from litellm_memory_hook.datasets import History, HistoryLine, list_locomo_samples, load_locomo
+    from litellm_memory_hook.core import recall
+    from litellm_memory_hook.tools import bench_recall
+    from litellm_memory_hook.tools.datasets import (
+        History,
+        HistoryLine,
+        list_locomo_samples,
+        load_locomo,
+    )
 except ModuleNotFoundError:  # run as a script from a checkout: bench/ is on sys.path, not the root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from litellm_memory_hook import bench_recall, recall
-    from litellm_memory_hook.datasets import History, HistoryLine, list_locomo_samples, load_locomo
+    from litellm_memory_hook.core import recall
+    from litellm_memory_hook.tools import bench_recall
+    from litellm_memory_hook.tools.datasets import (
+        History,
+        HistoryLine,
+        list_locomo_samples,
+        load_locomo,
+    )
 
 # Shared with ``litellm-memory bench recall`` (the same protocol on a real Redis).
 Result = bench_recall.Result

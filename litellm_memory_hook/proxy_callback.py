@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 try:
-    from litellm_memory_hook.hook import memory_hook
+    from litellm_memory_hook.proxy.hook import memory_hook
 except ImportError:  # a checkout that was not pip-installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from litellm_memory_hook.hook import memory_hook
+    from litellm_memory_hook.proxy.hook import memory_hook
 
 __all__ = ["memory_hook"]

@@ -34,8 +34,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from litellm_memory_hook.core.prompt import PromptWording
 from litellm_memory_hook.errors import ConfigError
-from litellm_memory_hook.prompt import PromptWording
 
 ENV_PREFIX = "LITELLM_MEMORY_"
 _KEY_PREFIX_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
@@ -118,7 +118,7 @@ class AliasMemoryConfig(BaseModel):
         recent_chars / recent_messages / recall_k: override the global values.
         mode: ``read_only`` answers with memory but never stores (a shared demo alias).
         wording: the operator's own words for the preamble, section notes and the final
-            reminder (:class:`litellm_memory_hook.prompt.PromptWording`); English defaults.
+            reminder (:class:`litellm_memory_hook.core.prompt.PromptWording`); English defaults.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

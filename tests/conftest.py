@@ -15,9 +15,9 @@ import fakeredis
 import pytest
 import redis.asyncio as aioredis
 
-from litellm_memory_hook.hook import MemoryHook
+from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
-from litellm_memory_hook.store import MemoryStore
+from litellm_memory_hook.store.redis_store import MemoryStore
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"

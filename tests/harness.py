@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from litellm_memory_hook.processes import proxy_command, standin_command, wait_http
+from litellm_memory_hook.tools.processes import proxy_command, standin_command, wait_http
 
 REPO = Path(__file__).resolve().parents[1]
 MASTER_KEY = "sk-memory-demo"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from litellm_memory_hook.context import ContextOptions, indexed, plan_turn, prepare
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.models import ConversationState, Turn
-from litellm_memory_hook.store import MemoryStore
+from litellm_memory_hook.core.indexing import indexed
+from litellm_memory_hook.core.models import ConversationState, Turn
+from litellm_memory_hook.core.plan import plan_turn
+from litellm_memory_hook.proxy.context import ContextOptions, prepare
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore
 
 NOW = 1_700_000_000_000
 
@@ -119,7 +121,7 @@ async def test_prepare_builds_system_window_and_recall(store: MemoryStore, prefi
 def test_echoed_rules_appear_once() -> None:
     """Case C23: an echoed system message repeats the operator's and the client's rules; each
     paragraph is kept once, in order."""
-    from litellm_memory_hook.context import dedupe_rules
+    from litellm_memory_hook.core.plan import dedupe_rules
 
     echoed = "You are Mira.\n\nYou are Tutor."
     assert dedupe_rules(["You are Mira.", "You are Tutor.", echoed]) == (
@@ -132,7 +134,7 @@ def test_echoed_rules_appear_once() -> None:
 def test_memory_sections_respect_their_budgets() -> None:
     """Case C22 a, c: 500 facts of 200 characters fill the memory budget, not the prompt; pinned
     memories larger than their budget are cut, and come before extracted ones."""
-    from litellm_memory_hook.context import fit_items
+    from litellm_memory_hook.core.plan import fit_items
 
     facts = [f"fact {i:03d} " + "x" * 191 for i in range(500)]
     kept = fit_items(facts, 3000)

@@ -365,10 +365,10 @@ def _seed(stack: Stack, user: str, lines: list[tuple[str, str]]) -> None:
 
     import redis.asyncio as aioredis
 
-    from litellm_memory_hook.context import indexed_chain
-    from litellm_memory_hook.keys import ConversationKeys
-    from litellm_memory_hook.models import Turn
-    from litellm_memory_hook.store import MemoryStore
+    from litellm_memory_hook.core.indexing import indexed_chain
+    from litellm_memory_hook.core.models import Turn
+    from litellm_memory_hook.store.keys import ConversationKeys
+    from litellm_memory_hook.store.redis_store import MemoryStore
 
     async def run() -> None:
         client = aioredis.from_url(real_redis_url())

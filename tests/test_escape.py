@@ -1,4 +1,4 @@
-"""Tests of :mod:`litellm_memory_hook.escape` (field case C16)."""
+"""Tests of :mod:`litellm_memory_hook.core.escape` (field case C16)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litellm_memory_hook.escape import ANGLE_CLOSE, ANGLE_OPEN, escape_data
+from litellm_memory_hook.core.escape import ANGLE_CLOSE, ANGLE_OPEN, escape_data
 
 C16_CASES: list[tuple[str, str]] = [
     (

@@ -17,8 +17,8 @@ from litellm.types.utils import (
     StreamingChoices,
 )
 
-from litellm_memory_hook.hook import METADATA_KEY, MemoryHook
-from litellm_memory_hook.keys import ConversationKeys, due_key
+from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
+from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
 from .conftest import Auth, chat_request, forged_record, make_hook, model_response
 
@@ -145,8 +145,8 @@ async def test_failed_write_is_retried_not_dropped(
     hook: MemoryHook, any_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """DESIGN.md section 8: a turn that cannot be written is retried in the background."""
-    from litellm_memory_hook import hook as hook_module
     from litellm_memory_hook.errors import StoreError
+    from litellm_memory_hook.proxy import hook as hook_module
 
     monkeypatch.setattr(hook_module, "RETRY_DELAYS_S", (0.01, 0.01))
     data = await hook.async_pre_call_hook(Auth(), None, chat_request(), "acompletion")
@@ -449,7 +449,7 @@ def test_request_mode_never_exceeds_the_alias(
 ) -> None:
     """metadata.memory_mode is case-insensitive; unknown values are ignored; a request can lower
     but never raise its alias's mode (a read-only alias stays read-only)."""
-    from litellm_memory_hook.hook import request_mode
+    from litellm_memory_hook.proxy.hook import request_mode
 
     assert request_mode(asked, alias_mode) == expected
 
@@ -573,7 +573,7 @@ def test_stream_tool_calls_without_index_stay_separate() -> None:
     split deltas with an index are merged; a choice with index None is choice 0."""
     from types import SimpleNamespace
 
-    from litellm_memory_hook.hook import _StreamAccumulator
+    from litellm_memory_hook.proxy.hook import _StreamAccumulator
 
     def call(index: int | None, ident: str | None, name: str | None, args: str) -> Any:
         # LiteLLM's own type requires an int index; raw provider chunks may carry None.

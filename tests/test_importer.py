@@ -6,11 +6,11 @@ import json
 import time
 from pathlib import Path
 
-from litellm_memory_hook.datasets import HistoryLine, load_jsonl
-from litellm_memory_hook.identity import Identity
-from litellm_memory_hook.importer import import_lines
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.store import MemoryStore
+from litellm_memory_hook.proxy.identity import Identity
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore
+from litellm_memory_hook.tools.datasets import HistoryLine, load_jsonl
+from litellm_memory_hook.tools.importer import import_lines
 
 
 def _who(prefix: str) -> Identity:

@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from litellm_memory_hook.bench_recall import METHODS, load_histories, run_recall
-from litellm_memory_hook.context import indexed_chain
-from litellm_memory_hook.hook import MemoryHook
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.models import Turn
-from litellm_memory_hook.store import IndexedTurn, MemoryStore, unpack_postings
+from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.models import IndexedTurn, Turn
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore, unpack_postings
+from litellm_memory_hook.tools.bench_recall import METHODS, load_histories, run_recall
 
 from .conftest import Auth, chat_request, make_hook, model_response, real_redis_url
 
@@ -506,7 +506,7 @@ async def test_recall_benchmark_on_a_tiny_locomo_file(tmp_path: Path, prefix: st
 def test_bench_recall_command_prints_and_writes_json(tmp_path: Path) -> None:
     """`litellm-memory bench recall FILE --format locomo --json OUT` prints the table and writes
     the figures of the three methods with the LoCoMo citation."""
-    from litellm_memory_hook.cli import app
+    from litellm_memory_hook.tools.cli import app
 
     out = tmp_path / "out" / "recall.json"
     result = CliRunner().invoke(
@@ -537,8 +537,8 @@ async def test_trimming_keeps_the_newest_and_the_index_exact(
 ) -> None:
     """Case C30: a conversation over its bound loses its oldest turns, and the index is exactly
     that of the turns that remain (df, idx_n), also across two trims (meta.trim_prev)."""
-    from litellm_memory_hook.context import indexed_chain
-    from litellm_memory_hook.retention import trim_oldest
+    from litellm_memory_hook.core.indexing import indexed_chain
+    from litellm_memory_hook.store.retention import trim_oldest
 
     store = MemoryStore(any_redis, ttl_s=3600)
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "trim")
@@ -570,7 +570,7 @@ async def _assert_index_exact(client: aioredis.Redis, keys: ConversationKeys) ->
     equals the index of the turns that remain, by their stored terms."""
     from collections import Counter
 
-    from litellm_memory_hook.context import stored_terms
+    from litellm_memory_hook.core.indexing import stored_terms
 
     turns = [Turn.from_member(m) for m in await client.zrange(keys.turns, 0, -1)]
     expected: Counter[str] = Counter()
@@ -617,7 +617,7 @@ async def test_overlapping_requests_then_trim_keep_the_index_exact(
 ) -> None:
     """Two requests in flight index against the same previous turn; deletion and trimming use
     the terms each turn was stored with, so the index stays exact (no stale postings)."""
-    from litellm_memory_hook.retention import trim_oldest
+    from litellm_memory_hook.store.retention import trim_oldest
 
     hook = make_hook(any_redis, prefix)
     await _chat(hook, "Do you like puppies?", "Yes, a lot!", "p0")

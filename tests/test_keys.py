@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from redis.crc import key_slot
 
 from litellm_memory_hook.errors import InvalidIdError
-from litellm_memory_hook.keys import ConversationKeys, is_usable_user_id, key_id
+from litellm_memory_hook.store.keys import ConversationKeys, is_usable_user_id, key_id
 
 
 def test_all_keys_of_a_conversation_map_to_one_cluster_slot() -> None:
@@ -50,7 +50,7 @@ def test_placeholder_user_ids_never_get_memory(value: object) -> None:
 
 def test_numeric_and_padded_user_ids() -> None:
     """A numeric id is its decimal text; padding is stripped, so the CLI and the proxy agree."""
-    from litellm_memory_hook.keys import normalize_user_id
+    from litellm_memory_hook.store.keys import normalize_user_id
 
     assert normalize_user_id(12345) == "12345"
     assert normalize_user_id("  alice  ") == "alice"
@@ -65,7 +65,7 @@ def test_bad_tags_are_rejected() -> None:
 def test_tenants_from_key_tokens_never_collide_or_leak() -> None:
     """Keys sharing a long prefix, JWT tokens and raw custom-auth keys give distinct tenants
     that do not contain the key text."""
-    from litellm_memory_hook.identity import tenant_from_auth
+    from litellm_memory_hook.proxy.identity import tenant_from_auth
 
     class Auth:
         team_id = None

@@ -6,7 +6,7 @@ import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from litellm_memory_hook.messages import (
+from litellm_memory_hook.core.messages import (
     content_text,
     is_blank,
     keep_tail,
@@ -96,7 +96,7 @@ def test_tool_results_bring_their_assistant_call_into_the_new_turn() -> None:
 
 def test_head_cut_keeps_whole_graphemes() -> None:
     """Section budgets cut the start of a text without splitting a conjunct or an emoji."""
-    from litellm_memory_hook.messages import keep_head
+    from litellm_memory_hook.core.messages import keep_head
 
     for text in ("क्षि" * 50, "👩‍👩‍👧" * 50, "plain text " * 50):
         clusters = set(regex.findall(r"\X", text))

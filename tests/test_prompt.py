@@ -1,4 +1,4 @@
-"""Tests of :mod:`litellm_memory_hook.prompt` (DESIGN.md section 5; field cases C15, C16, C23)."""
+"""Tests of :mod:`litellm_memory_hook.core.prompt` (DESIGN.md §5; field cases C15, C16, C23)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from litellm_memory_hook.escape import escape_data
-from litellm_memory_hook.prompt import (
+from litellm_memory_hook.core.escape import escape_data
+from litellm_memory_hook.core.prompt import (
     DATA_TAG,
     LAYER_NAMES,
     REMINDER_TAG,

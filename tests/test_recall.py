@@ -1,4 +1,4 @@
-"""Tests of litellm_memory_hook.recall: tokenizer, term scheme, IDF and scoring (pure functions)."""
+"""Tests of litellm_memory_hook.core.recall: tokenizer, term scheme, IDF and scoring (pure)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litellm_memory_hook import recall
-from litellm_memory_hook.recall import (
+from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.recall import (
     DEFAULT_TERM_OPTIONS,
     MAX_TERM_CHARS,
     MAX_TERMS_PER_MESSAGE,

@@ -1,4 +1,4 @@
-"""Tests of :mod:`litellm_memory_hook.script` (field cases C12 and C15)."""
+"""Tests of :mod:`litellm_memory_hook.core.script` (field cases C12 and C15)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litellm_memory_hook.script import (
+from litellm_memory_hook.core.script import (
     ENGLISH,
     HINGLISH,
     SCRIPTS,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.models import Turn
-from litellm_memory_hook.store import IndexedTurn, MemoryStore, unpack_postings
+from litellm_memory_hook.core.models import IndexedTurn, Turn
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore, unpack_postings
 
 
 def _keys(prefix: str, user: str = "u-A") -> ConversationKeys:

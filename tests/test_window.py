@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from litellm_memory_hook.messages import content_text, is_blank, message_chars
-from litellm_memory_hook.window import build_window
+from litellm_memory_hook.core.messages import content_text, is_blank, message_chars
+from litellm_memory_hook.core.window import build_window
 
 CALL = {
     "id": "c1",

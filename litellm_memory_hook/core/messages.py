@@ -16,7 +16,7 @@ from typing import Any
 
 import regex
 
-from litellm_memory_hook.models import Turn
+from litellm_memory_hook.core.models import Turn
 
 #: placeholders stored instead of non-text parts (never base64; case C25).
 PART_PLACEHOLDERS = {

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from redis.exceptions import RedisError
 
-from litellm_memory_hook.context import stored_terms
+from litellm_memory_hook.core.indexing import stored_terms
+from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.models import Turn
-from litellm_memory_hook.store import MemoryStore
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore
 
 #: trims happen in batches: a conversation may exceed its bound by this share before a trim.
 TRIM_SLACK = 0.02

@@ -132,7 +132,7 @@ _LATIN_WORD = regex.compile(r"\p{Latin}[\p{Latin}\p{M}]*")
 _PLAIN_START = regex.compile(r"[\p{L}\p{M}\p{N}]")
 
 PACKAGED_STOPWORD_LISTS = ("en", "hi-latn", "hi")
-"""The stopword lists shipped in ``litellm_memory_hook/stopwords/`` (``<name>.txt``)."""
+"""The stopword lists shipped in ``litellm_memory_hook/core/stopwords/`` (``<name>.txt``)."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ def _read_stopword_lines(lines: Iterable[str]) -> set[str]:
 
 @cache
 def _packaged_list(name: str) -> frozenset[str]:
-    text = resources.files("litellm_memory_hook.stopwords").joinpath(f"{name}.txt")
+    text = resources.files("litellm_memory_hook.core.stopwords").joinpath(f"{name}.txt")
     return frozenset(_read_stopword_lines(text.read_text(encoding="utf-8").split("\n")))
 
 

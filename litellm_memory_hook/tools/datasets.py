@@ -208,7 +208,7 @@ def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
     Raises:
         DatasetError: unreadable file, a line that is not JSON, or a bad timestamp.
     """
-    from litellm_memory_hook.messages import content_text
+    from litellm_memory_hook.core.messages import content_text
 
     lines: list[HistoryLine] = []
     records = list(_jsonl_records(path))

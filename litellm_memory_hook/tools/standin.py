@@ -27,7 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from litellm_memory_hook.messages import content_text
+from litellm_memory_hook.core.messages import content_text
 
 DEFAULT_PORT = 4010
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,3 +135,11 @@ class ConversationState:
     def last_seq(self) -> int:
         """The highest seq given out so far (0 for a new conversation)."""
         return int(self.meta.get("seq", "0") or 0)
+
+
+@dataclass(frozen=True)
+class IndexedTurn:
+    """A turn with the recall-index terms it is stored under (empty: not indexed)."""
+
+    turn: Turn
+    terms: Sequence[str] = ()

@@ -10,7 +10,8 @@ Configuration (the proxy's config.yaml)::
       - model_name: demo
         model_info: {memory: {enabled: true, system_prompt: "..."}}   # settings.AliasMemoryConfig
 
-Keys: ``<prefix>:{<tenant>:<user>:<conversation>}:<kind>`` (see :mod:`litellm_memory_hook.keys`).
+Keys: ``<prefix>:{<tenant>:<user>:<conversation>}:<kind>`` (see
+:mod:`litellm_memory_hook.store.keys`).
 
 Flow: ``async_pre_call_hook`` identifies the request, loads the conversation in one round trip and
 replaces ``data["messages"]`` with one system message and the recent window; it records what to
@@ -48,26 +49,21 @@ from typing import Any
 import redis.asyncio as aioredis
 from litellm.integrations.custom_logger import CustomLogger
 
-from litellm_memory_hook.context import (
-    ContextOptions,
-    PreparedRequest,
-    indexed_chain,
-    prepare,
-    stored_terms,
-)
+from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
+from litellm_memory_hook.core.messages import message_to_turn
+from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
-from litellm_memory_hook.identity import Identity, identify, request_headers
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.messages import message_to_turn
-from litellm_memory_hook.models import Turn
-from litellm_memory_hook.retention import should_check, trim_oldest
+from litellm_memory_hook.proxy.context import ContextOptions, PreparedRequest, prepare
+from litellm_memory_hook.proxy.identity import Identity, identify, request_headers
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
     MemorySettings,
     load_settings,
     parse_alias_config,
 )
-from litellm_memory_hook.store import MemoryStore, now_ms
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
+from litellm_memory_hook.store.retention import should_check, trim_oldest
 
 logger = logging.getLogger("litellm_memory_hook")
 

@@ -40,7 +40,7 @@ What is changed, in this order:
    ``≮`` ``≯`` (only their NFD form contains ``<``/``>``; nothing downstream normalises), and
    letters of real scripts that resemble brackets (e.g. Canadian syllabics ``ᐸ`` ``ᐳ``).
 
-The replacement characters are never markers: :mod:`litellm_memory_hook.prompt` uses ASCII
+The replacement characters are never markers: :mod:`litellm_memory_hook.core.prompt` uses ASCII
 ``<name>`` markers only, and its marker detection matches ASCII ``<`` ``>`` only.
 
 No other change is made: letters, digits, punctuation, emoji and the text's Unicode

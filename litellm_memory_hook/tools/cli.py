@@ -19,13 +19,13 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from litellm_memory_hook import processes, standin
-from litellm_memory_hook.datasets import History, load_jsonl, load_locomo
 from litellm_memory_hook.errors import MemoryHookError
-from litellm_memory_hook.identity import Identity
-from litellm_memory_hook.keys import ConversationKeys, normalize_user_id
-from litellm_memory_hook.proxyconfig import ProxyConfig
+from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store.keys import ConversationKeys, normalize_user_id
+from litellm_memory_hook.tools import processes, standin
+from litellm_memory_hook.tools.datasets import History, load_jsonl, load_locomo
+from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 app = typer.Typer(help="Long memory for chat models behind a LiteLLM proxy.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
@@ -63,7 +63,7 @@ def _redis_url(settings: MemorySettings, data_dir: Path) -> str:
     the same ``--data-dir`` (reattached while ``serve`` runs, else started on its data)."""
     if "redis_url" in settings.model_fields_set:
         return settings.redis_url
-    from litellm_memory_hook.embedded import start_embedded
+    from litellm_memory_hook.store.embedded import start_embedded
 
     if not _embedded:
         _embedded.append(start_embedded(data_dir))
@@ -111,7 +111,7 @@ def serve(
     settings_env = os.environ.copy()
     embedded = None
     if "redis_url" not in proxy_settings.model_fields_set:
-        from litellm_memory_hook.embedded import start_embedded
+        from litellm_memory_hook.store.embedded import start_embedded
 
         embedded = start_embedded(data_dir)
         # Only the memory hook gets it: LiteLLM itself would also use a REDIS_URL it sees.
@@ -185,8 +185,8 @@ def import_command(
     data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
     """Bulk-load a chat history into the conversation a chat request for USER reads."""
-    from litellm_memory_hook.importer import delete_conversation, import_lines
-    from litellm_memory_hook.store import MemoryStore
+    from litellm_memory_hook.store.redis_store import MemoryStore
+    from litellm_memory_hook.tools.importer import delete_conversation, import_lines
 
     proxy_config = _load_config(config)
     history = _read_history(file, fmt, sample_id)
@@ -236,7 +236,7 @@ def replay_command(
     config: ConfigOption = Path("config.yaml"),
 ) -> None:
     """Ask each QA question through the proxy (read-only) and measure what reached the model."""
-    from litellm_memory_hook.replay import replay
+    from litellm_memory_hook.tools.replay import replay
 
     if fmt != "locomo":
         raise _fail("replay needs --format locomo (questions and evidence labels)")
@@ -284,8 +284,8 @@ def show_command(
     data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
     """Show what the model would receive next, layer by layer."""
-    from litellm_memory_hook.context import ContextOptions, prepare
-    from litellm_memory_hook.store import MemoryStore
+    from litellm_memory_hook.proxy.context import ContextOptions, prepare
+    from litellm_memory_hook.store.redis_store import MemoryStore
 
     proxy_config = _load_config(config)
     who = _identity(proxy_config, model, user, conversation, tenant)
@@ -315,7 +315,7 @@ def show_command(
         return
     console.print(Panel(prepared.messages[0]["content"], title="system message"))
     for m in prepared.messages[1:]:
-        from litellm_memory_hook.messages import content_text
+        from litellm_memory_hook.core.messages import content_text
 
         console.print(f"[bold]{m['role']}[/bold]: {content_text(m.get('content'))}")
     table = Table(title="characters per layer")
@@ -341,7 +341,7 @@ def bench_latency(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
 ) -> None:
     """Pre-call hook time (median, p99) at growing history sizes, naive approach beside it."""
-    from litellm_memory_hook.bench import latency_rows_json, run_latency_sync
+    from litellm_memory_hook.tools.bench import latency_rows_json, run_latency_sync
 
     url = redis_url or MemorySettings().redis_url
     history = _read_history(data, "locomo", sample_id)
@@ -393,7 +393,7 @@ def bench_recall(
 
     LoCoMo: Maharana et al., ACL 2024 (snap-research/locomo, CC BY-NC 4.0).
     """
-    from litellm_memory_hook.bench_recall import load_histories, recall_table, run_recall_sync
+    from litellm_memory_hook.tools.bench_recall import load_histories, recall_table, run_recall_sync
 
     if fmt != "locomo":
         raise _fail("bench recall needs --format locomo (questions and evidence labels)")

@@ -1,6 +1,6 @@
 """Benchmark: how much of the labelled evidence the product's recall puts in the prompt, on Redis.
 
-Data: files in the LoCoMo format (:func:`litellm_memory_hook.datasets.load_locomo`), read in
+Data: files in the LoCoMo format (:func:`litellm_memory_hook.tools.datasets.load_locomo`), read in
 place, never copied: LoCoMo itself (Maharana et al., "Evaluating Very Long-Term Conversational
 Memory of LLM Agents", ACL 2024; snap-research/locomo, CC BY-NC 4.0) and the project's
 multilingual chats, whose questions may carry a ``hard`` flag.
@@ -8,15 +8,17 @@ multilingual chats, whose questions may carry a ``hard`` flag.
 Protocol, for every question with evidence (DESIGN.md sections 5 and 6):
 
 * the whole conversation is imported through the product's own store and index on a real Redis
-  (:func:`litellm_memory_hook.importer.import_lines`: blank lines are skipped, so the i-th stored
-  line gets seq ``first_seq + i``), under the ``membench`` key prefix, deleted afterwards;
-* the question is the new message; :func:`litellm_memory_hook.context.prepare` rebuilds the
+  (:func:`litellm_memory_hook.tools.importer.import_lines`: blank lines are skipped, so the
+  i-th stored line gets seq ``first_seq + i``), under the ``membench`` key prefix, deleted
+  afterwards;
+* the question is the new message; :func:`litellm_memory_hook.proxy.context.prepare` rebuilds the
   request as the hook does: the recent window (default budget 8000 characters / 40 messages, the
   question included) and the top ``k`` recalled lines (postings read from Redis with
-  :meth:`~litellm_memory_hook.store.MemoryStore.load`, so the postings cap applies, scored by
-  :func:`litellm_memory_hook.recall.score`): the ``tuned`` method;
+  :meth:`~litellm_memory_hook.store.redis_store.MemoryStore.load`, so the postings cap applies,
+  scored by
+  :func:`litellm_memory_hook.core.recall.score`): the ``tuned`` method;
 * two baselines recall from the same stored lines, older than the same window, in memory:
-  ``plain-idf`` (the plain words of :data:`~litellm_memory_hook.recall.PLAIN_TERM_OPTIONS`,
+  ``plain-idf`` (the plain words of :data:`~litellm_memory_hook.core.recall.PLAIN_TERM_OPTIONS`,
   summed IDF, N = the stored lines) and ``bm25`` (the ``bm25s`` package, Lucene BM25 with
   k1 = 1.5, b = 0.75, over the same words).
 
@@ -46,14 +48,15 @@ from typing import Any
 import redis.asyncio as aioredis
 from rich.table import Table
 
-from litellm_memory_hook import recall
-from litellm_memory_hook.context import Budget, ContextOptions, prepare
-from litellm_memory_hook.datasets import History, list_locomo_samples, load_locomo
-from litellm_memory_hook.identity import Identity
-from litellm_memory_hook.importer import delete_conversation, import_lines, line_to_turn
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.replay import percentile
-from litellm_memory_hook.store import POSTINGS_CAP, MemoryStore
+from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.plan import Budget
+from litellm_memory_hook.proxy.context import ContextOptions, prepare
+from litellm_memory_hook.proxy.identity import Identity
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import POSTINGS_CAP, MemoryStore
+from litellm_memory_hook.tools.datasets import History, list_locomo_samples, load_locomo
+from litellm_memory_hook.tools.importer import delete_conversation, import_lines, line_to_turn
+from litellm_memory_hook.tools.replay import percentile
 
 BENCH_PREFIX = "membench"
 TOP_K = 4  # DESIGN.md section 6: recalled lines per request
@@ -81,13 +84,13 @@ def memory_idf_retriever(
     weights: Mapping[str, float] | None = None,
     n_docs: int | None = None,
 ) -> Retriever:
-    """An in-memory postings index scored by :func:`litellm_memory_hook.recall.score`.
+    """An in-memory postings index scored by :func:`litellm_memory_hook.core.recall.score`.
 
     Args:
         docs: the terms of each line; line ``i`` is posted under number ``i``.
         query: a question's terms.
         k: lines recalled at most.
-        weights: weight per term kind (see :func:`~litellm_memory_hook.recall.score`).
+        weights: weight per term kind (see :func:`~litellm_memory_hook.core.recall.score`).
         n_docs: N of the IDF formula (default ``len(docs)``).
 
     Returns:

@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import openai
 
-from litellm_memory_hook.datasets import History
-from litellm_memory_hook.escape import escape_data
-from litellm_memory_hook.messages import content_text
+from litellm_memory_hook.core.escape import escape_data
+from litellm_memory_hook.core.messages import content_text
+from litellm_memory_hook.tools.datasets import History
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """All Redis reads and writes of the package.
 
-Key names come from :mod:`litellm_memory_hook.keys`. Per-conversation writes are one Lua script
-each (atomic, one Cluster slot); global keys (due set, user index) are written by separate
+Key names come from :mod:`litellm_memory_hook.store.keys`. Per-conversation writes are one Lua
+script each (atomic, one Cluster slot); global keys (due set, user index) are written by separate
 commands, never in the same script or transaction.
 
 The recall index is the ``postings`` hash of a conversation: field = term, value = packed
@@ -23,9 +23,9 @@ import numpy.typing as npt
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.keys import ConversationKeys, due_key
-from litellm_memory_hook.models import ConversationState, Turn
+from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
 #: default number of newest postings kept per term (DESIGN.md section 6: K=1024 gave the exact
 #: top 4 on 90-99% of queries at 100,000 messages).
@@ -171,14 +171,6 @@ for i = 1, #ARGV do
 end
 return out
 """
-
-
-@dataclass(frozen=True)
-class IndexedTurn:
-    """A turn with the recall-index terms it is stored under (empty: not indexed)."""
-
-    turn: Turn
-    terms: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -364,7 +356,7 @@ class MemoryStore:
         retention TTL again, in the same script, so they still expire together.
 
         Guarantee (``turns`` must carry the terms they were appended with, which
-        :func:`litellm_memory_hook.context.stored_terms` gives for any stored turn): the
+        :func:`litellm_memory_hook.proxy.context.stored_terms` gives for any stored turn): the
         document frequencies and ``idx_n`` are exactly those of an index built from the turns
         that remain. A term's postings list holds the newest ``m`` remaining turns that contain
         it, ascending, with no gap and no deleted seq, for some ``m <= min(postings_cap, df)``;

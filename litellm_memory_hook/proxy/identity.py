@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from litellm_memory_hook.keys import ConversationKeys, is_usable_user_id, normalize_user_id
+from litellm_memory_hook.store.keys import ConversationKeys, is_usable_user_id, normalize_user_id
 
 MASTER_KEY_TOKEN = "litellm_proxy_master_key"
 SESSION_HEADER = "x-litellm-session-id"
@@ -102,7 +102,7 @@ def identify(
 
     Raises:
         InvalidIdError: never for a usable user; ids that cannot go into a key as they are
-            are hashed by :func:`litellm_memory_hook.keys.key_id`.
+            are hashed by :func:`litellm_memory_hook.store.keys.key_id`.
     """
     user = user_from_request(data, user_header)
     if user is None:

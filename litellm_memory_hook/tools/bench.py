@@ -23,16 +23,16 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from litellm_memory_hook import recall
-from litellm_memory_hook.context import indexed_chain
-from litellm_memory_hook.datasets import History
-from litellm_memory_hook.hook import MemoryHook
-from litellm_memory_hook.importer import line_to_turn
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.models import Turn
-from litellm_memory_hook.replay import percentile
+from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
-from litellm_memory_hook.store import MemoryStore
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore
+from litellm_memory_hook.tools.datasets import History
+from litellm_memory_hook.tools.importer import line_to_turn
+from litellm_memory_hook.tools.replay import percentile
 
 BENCH_PREFIX = "membench"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from litellm_memory_hook.messages import (
+from litellm_memory_hook.core.messages import (
     TEXT_PART_TYPES,
     content_text,
     is_blank,

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
-from litellm_memory_hook.context import indexed_chain
-from litellm_memory_hook.datasets import HistoryLine
+from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.identity import Identity
-from litellm_memory_hook.models import Turn
-from litellm_memory_hook.store import MemoryStore, now_ms
+from litellm_memory_hook.proxy.identity import Identity
+from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
+from litellm_memory_hook.tools.datasets import HistoryLine
 
 BATCH_TURNS = 250
 
@@ -28,7 +28,7 @@ class ImportResult:
 
 def line_to_turn(line: HistoryLine, max_chars: int = 32_000) -> Turn | None:
     """The stored turn of an imported line (``None`` for blank text)."""
-    from litellm_memory_hook.messages import is_blank, keep_tail
+    from litellm_memory_hook.core.messages import is_blank, keep_tail
 
     if is_blank(line.text):
         return None

@@ -35,9 +35,10 @@ and empty parts are left out entirely::
 Every marker is an ASCII tag alone on its line. Operator rules are trusted and kept verbatim (the
 caller removes earlier injected blocks from client system text with :func:`strip_injected`
 first). Everything inside ``<memory_context>`` that comes from a user or a model goes through
-:func:`litellm_memory_hook.escape.escape_data`, so it is one line with no ``<``/``>`` (field case
-C16); pieces that are empty after escaping are dropped, and a section with no pieces left is
-omitted. With no section at all the data block is omitted; the reminder is always last.
+:func:`litellm_memory_hook.core.escape.escape_data`, so it is one line with no ``<``/``>``
+(field case C16); pieces that are empty after escaping are dropped, and a section with no
+pieces left is omitted. With no section at all the data block is omitted; the reminder is always
+last.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ from zoneinfo import ZoneInfo
 import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from litellm_memory_hook.escape import escape_data
-from litellm_memory_hook.script import (
+from litellm_memory_hook.core.escape import escape_data
+from litellm_memory_hook.core.script import (
     CLAUSE_HINGLISH,
     CLAUSE_KNOWN,
     CLAUSE_LATIN_OTHER,

@@ -1,11 +1,7 @@
-"""Rebuilding a request's messages from the stored conversation.
+"""Deciding what one request means for the stored conversation (pure; no I/O).
 
-:func:`plan_turn` (pure) decides what the history is, which messages are new and must be stored
-after the reply, and whether the request regenerates the last reply. :func:`prepare` does the I/O
-around it: one read of the conversation (with the recall postings of the new message's words),
-one read of the recalled lines, then the system message and the recent window.
-
-Clients of both kinds work (DESIGN.md section 2 and issue 2):
+:func:`plan_turn` decides what the history is, which messages are new and must be stored after
+the reply, and whether the request regenerates the last reply. Clients of both kinds work:
 
 * apps that send only the new message: the stored history is the conversation;
 * apps that send the whole history: the stored history is still the source of truth; the client's
@@ -15,19 +11,18 @@ A regenerate is the last stored user message sent again as the new turn right af
 for a whole-history client, one whose history does not end with that reply; for a new-message-only
 client, within ``regenerate_window_s`` of the reply. The new reply then replaces the old one
 instead of storing a duplicate pair.
+
+Also here: the section budgets (:class:`Budget`, :func:`fit_items`) and the operator-rule dedupe.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
-from litellm_memory_hook import recall
-from litellm_memory_hook.keys import ConversationKeys
-from litellm_memory_hook.messages import (
+from litellm_memory_hook.core.messages import (
     clean_messages,
     content_text,
     is_blank,
@@ -35,17 +30,8 @@ from litellm_memory_hook.messages import (
     messages_to_turns,
     split_request,
 )
-from litellm_memory_hook.models import ConversationState, Turn
-from litellm_memory_hook.prompt import (
-    EarlierLine,
-    PromptLayers,
-    PromptWording,
-    build_system_message,
-    strip_injected,
-)
-from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
-from litellm_memory_hook.store import IndexedTurn, MemoryStore
-from litellm_memory_hook.window import build_window
+from litellm_memory_hook.core.models import ConversationState, Turn
+from litellm_memory_hook.core.prompt import strip_injected
 
 Message = dict[str, Any]
 
@@ -95,7 +81,7 @@ def fit_items(items: Sequence[str], budget: int, max_items: int = 100) -> tuple[
     return tuple(kept)
 
 
-def _cut_start(text: str, budget: int) -> str:
+def cut_start(text: str, budget: int) -> str:
     if len(text) <= budget:
         return text
     return keep_head(text, budget) if budget >= 2 else ""
@@ -313,72 +299,6 @@ def _repeated_turn(
     return (last_user, reply) if recent and long_enough else None
 
 
-@dataclass
-class PreparedRequest:
-    """The rebuilt request and what the post-call hooks need.
-
-    Attributes:
-        messages: the messages to send upstream (one system message, then the window).
-        plan: the turn plan (pending writes, regenerate).
-        layer_chars: characters per system-message layer plus ``window`` (the recent messages).
-        recalled: the recalled old turns, time order.
-        cursor: the conversation's extraction cursor (seq extracted through).
-    """
-
-    messages: list[Message]
-    plan: TurnPlan
-    layer_chars: dict[str, int] = field(default_factory=dict)
-    recalled: list[Turn] = field(default_factory=list)
-    cursor: int = 0
-
-
-@dataclass(frozen=True)
-class ContextOptions:
-    """Per-request knobs of :func:`prepare`."""
-
-    budget: Budget = Budget()
-    operator_rules: str = ""
-    recall_k: int = 4
-    regenerate_window_s: float = 300.0
-    max_stored_chars: int = 32_000
-    timezone: str | None = None
-    wording: PromptWording | None = None
-    persona: str = ""
-    custom_instructions: str = ""
-    regenerate: bool = False
-
-    @classmethod
-    def for_alias(
-        cls,
-        settings: MemorySettings,
-        alias: AliasMemoryConfig,
-        *,
-        timezone: str | None = None,
-        persona: str = "",
-        custom_instructions: str = "",
-        regenerate: bool = False,
-    ) -> ContextOptions:
-        """The options of a request to ``alias``: its own values, else the global settings."""
-        return cls(
-            budget=Budget(
-                chars=alias.recent_chars or settings.recent_chars,
-                messages=alias.recent_messages or settings.recent_messages,
-                pinned_chars=settings.pinned_chars,
-                memory_chars=settings.memory_chars,
-                summary_chars=settings.summary_chars,
-            ),
-            operator_rules=alias.system_prompt,
-            recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
-            regenerate_window_s=settings.regenerate_window_s,
-            max_stored_chars=settings.stored_text_chars,
-            timezone=timezone or settings.timezone,
-            wording=alias.wording,
-            persona=persona,
-            custom_instructions=custom_instructions,
-            regenerate=regenerate,
-        )
-
-
 def dedupe_rules(rules: Sequence[str]) -> tuple[str, ...]:
     """The operator's rules without paragraphs already given earlier in the list.
 
@@ -401,132 +321,3 @@ def dedupe_rules(rules: Sequence[str]) -> tuple[str, ...]:
 def speaker_label(turn: Turn) -> str:
     """The speaker of a recalled line: the stored name, else the role."""
     return turn.name or turn.role
-
-
-async def prepare(
-    store: MemoryStore,
-    keys: ConversationKeys,
-    raw_messages: object,
-    options: ContextOptions,
-    *,
-    call_id: str = "",
-    now_ms: int | None = None,
-) -> PreparedRequest | None:
-    """Load the conversation and rebuild the request's messages.
-
-    Returns:
-        ``None`` when the request has no new user turn (nothing to rebuild).
-
-    Raises:
-        StoreError: Redis failed (the hook then passes the request through unchanged).
-    """
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
-    last_text = _last_user_text(raw_messages)
-    # With recall off, no postings are read at all.
-    terms = recall.query_terms(last_text) if last_text and options.recall_k > 0 else []
-    state, postings = await store.load(keys, tail=options.budget.messages + 4, query_terms=terms)
-    plan = plan_turn(
-        raw_messages,
-        state,
-        now_ms=now,
-        call_id=call_id,
-        regenerate_window_s=options.regenerate_window_s,
-        max_stored_chars=options.max_stored_chars,
-        regenerate=options.regenerate,
-    )
-    if plan is None:
-        return None
-    window = build_window(
-        plan.history,
-        plan.new,
-        max_chars=options.budget.chars,
-        max_messages=options.budget.messages,
-    )
-    in_window = len(window) - len(plan.new)
-    window_seqs = [s for s in plan.history_seqs[len(plan.history_seqs) - in_window :] if s]
-    recalled: list[Turn] = []
-    if terms and postings.n_docs and plan.history_seqs:
-        exclude_from = min(window_seqs) if window_seqs else state.last_seq + 1
-        top = recall.score(
-            terms,
-            postings.seqs,
-            postings.df,
-            postings.n_docs,
-            exclude_from_seq=exclude_from,
-            k=options.recall_k,
-        )
-        recalled = await store.fetch_turns(keys, [seq for seq, _ in top])
-    layers = PromptLayers(
-        operator_rules=dedupe_rules([options.operator_rules, *plan.system_texts]),
-        persona=_cut_start(options.persona, options.budget.persona_chars),
-        custom_instructions=_cut_start(options.custom_instructions, options.budget.persona_chars),
-        pinned=fit_items(state.pinned, options.budget.pinned_chars),
-        memories=fit_items(state.memories, options.budget.memory_chars),
-        summary=_cut_start(state.summary, options.budget.summary_chars),
-        earlier_lines=tuple(
-            EarlierLine(ts_ms=t.ts_ms, speaker=speaker_label(t), text=t.text) for t in recalled
-        ),
-        last_user_text=last_text,
-        timezone=options.timezone,
-    )
-    built = build_system_message(layers, options.wording)
-    layer_chars = dict(built.layer_chars)
-    layer_chars["window"] = sum(len(content_text(m.get("content"))) for m in window)
-    return PreparedRequest(
-        messages=[{"role": "system", "content": built.text}, *window],
-        plan=plan,
-        layer_chars=layer_chars,
-        recalled=recalled,
-        cursor=int(state.meta.get("cursor", "0") or 0),
-    )
-
-
-def _last_user_text(raw_messages: object) -> str:
-    for message in reversed(clean_messages(raw_messages)):
-        if message.get("role") == "user":
-            return content_text(message.get("content"))
-    return ""
-
-
-def _indexable(turn: Turn) -> bool:
-    return turn.role in ("user", "assistant") and bool(turn.text) and not turn.partial
-
-
-def indexed(turn: Turn, previous: str = "") -> IndexedTurn:
-    """A new turn with its recall terms: user and assistant text is indexed, tool traffic is not.
-
-    The context keys that come from ``previous`` are recorded on the returned turn (``ctx``), so
-    :func:`stored_terms` can later give exactly the terms it was indexed under.
-
-    Args:
-        turn: the turn.
-        previous: text of the turn before it (a reply is also keyed by the question it answers;
-            :func:`litellm_memory_hook.recall.index_terms`).
-    """
-    if not _indexable(turn):
-        return IndexedTurn(turn)
-    terms = recall.index_terms(turn.text, turn.name, previous=previous)
-    ctx = tuple(t for t in terms if t.startswith(recall.CONTEXT_PREFIX))
-    return IndexedTurn(replace(turn, ctx=ctx), terms)
-
-
-def stored_terms(turn: Turn) -> IndexedTurn:
-    """A stored turn with exactly the terms it was indexed under (for deletion).
-
-    Its own words and keys are recomputed from its text (:func:`recall.index_terms` is a pure
-    function of it); the context keys come from ``turn.ctx``. ``index_terms`` keeps plain and
-    phonetic terms before context keys under its cap, so the union is the original list.
-    """
-    if not _indexable(turn):
-        return IndexedTurn(turn)
-    own = recall.index_terms(turn.text, turn.name)
-    return IndexedTurn(turn, sorted({*own, *turn.ctx}))
-
-
-def indexed_chain(turns: Sequence[Turn], previous: str = "") -> list[IndexedTurn]:
-    """:func:`indexed` over consecutive turns, each keyed by the text of the one before it."""
-    out: list[IndexedTurn] = []
-    for turn in turns:
-        out.append(indexed(turn, previous))
-        previous = turn.text
-    return out

@@ -1,0 +1,189 @@
+"""Rebuilding a request's messages from the stored conversation (the hook's I/O step).
+
+:func:`prepare` does the I/O around the pure planning of :mod:`litellm_memory_hook.core.plan`:
+one read of the conversation (with the recall postings of the new message's words), one read of
+the recalled lines, then the system message (:mod:`litellm_memory_hook.core.prompt`) and the
+recent window (:mod:`litellm_memory_hook.core.window`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.messages import clean_messages, content_text
+from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.core.plan import (
+    Budget,
+    TurnPlan,
+    cut_start,
+    dedupe_rules,
+    fit_items,
+    plan_turn,
+    speaker_label,
+)
+from litellm_memory_hook.core.prompt import (
+    EarlierLine,
+    PromptLayers,
+    PromptWording,
+    build_system_message,
+)
+from litellm_memory_hook.core.window import build_window
+from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore
+
+Message = dict[str, Any]
+
+
+@dataclass
+class PreparedRequest:
+    """The rebuilt request and what the post-call hooks need.
+
+    Attributes:
+        messages: the messages to send upstream (one system message, then the window).
+        plan: the turn plan (pending writes, regenerate).
+        layer_chars: characters per system-message layer plus ``window`` (the recent messages).
+        recalled: the recalled old turns, time order.
+        cursor: the conversation's extraction cursor (seq extracted through).
+    """
+
+    messages: list[Message]
+    plan: TurnPlan
+    layer_chars: dict[str, int] = field(default_factory=dict)
+    recalled: list[Turn] = field(default_factory=list)
+    cursor: int = 0
+
+
+@dataclass(frozen=True)
+class ContextOptions:
+    """Per-request knobs of :func:`prepare`."""
+
+    budget: Budget = Budget()  # noqa: RUF009 (frozen, so one shared default is safe)
+    operator_rules: str = ""
+    recall_k: int = 4
+    regenerate_window_s: float = 300.0
+    max_stored_chars: int = 32_000
+    timezone: str | None = None
+    wording: PromptWording | None = None
+    persona: str = ""
+    custom_instructions: str = ""
+    regenerate: bool = False
+
+    @classmethod
+    def for_alias(
+        cls,
+        settings: MemorySettings,
+        alias: AliasMemoryConfig,
+        *,
+        timezone: str | None = None,
+        persona: str = "",
+        custom_instructions: str = "",
+        regenerate: bool = False,
+    ) -> ContextOptions:
+        """The options of a request to ``alias``: its own values, else the global settings."""
+        return cls(
+            budget=Budget(
+                chars=alias.recent_chars or settings.recent_chars,
+                messages=alias.recent_messages or settings.recent_messages,
+                pinned_chars=settings.pinned_chars,
+                memory_chars=settings.memory_chars,
+                summary_chars=settings.summary_chars,
+            ),
+            operator_rules=alias.system_prompt,
+            recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
+            regenerate_window_s=settings.regenerate_window_s,
+            max_stored_chars=settings.stored_text_chars,
+            timezone=timezone or settings.timezone,
+            wording=alias.wording,
+            persona=persona,
+            custom_instructions=custom_instructions,
+            regenerate=regenerate,
+        )
+
+
+async def prepare(
+    store: MemoryStore,
+    keys: ConversationKeys,
+    raw_messages: object,
+    options: ContextOptions,
+    *,
+    call_id: str = "",
+    now_ms: int | None = None,
+) -> PreparedRequest | None:
+    """Load the conversation and rebuild the request's messages.
+
+    Returns:
+        ``None`` when the request has no new user turn (nothing to rebuild).
+
+    Raises:
+        StoreError: Redis failed (the hook then passes the request through unchanged).
+    """
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    last_text = _last_user_text(raw_messages)
+    # With recall off, no postings are read at all.
+    terms = recall.query_terms(last_text) if last_text and options.recall_k > 0 else []
+    state, postings = await store.load(keys, tail=options.budget.messages + 4, query_terms=terms)
+    plan = plan_turn(
+        raw_messages,
+        state,
+        now_ms=now,
+        call_id=call_id,
+        regenerate_window_s=options.regenerate_window_s,
+        max_stored_chars=options.max_stored_chars,
+        regenerate=options.regenerate,
+    )
+    if plan is None:
+        return None
+    window = build_window(
+        plan.history,
+        plan.new,
+        max_chars=options.budget.chars,
+        max_messages=options.budget.messages,
+    )
+    in_window = len(window) - len(plan.new)
+    window_seqs = [s for s in plan.history_seqs[len(plan.history_seqs) - in_window :] if s]
+    recalled: list[Turn] = []
+    if terms and postings.n_docs and plan.history_seqs:
+        exclude_from = min(window_seqs) if window_seqs else state.last_seq + 1
+        top = recall.score(
+            terms,
+            postings.seqs,
+            postings.df,
+            postings.n_docs,
+            exclude_from_seq=exclude_from,
+            k=options.recall_k,
+        )
+        recalled = await store.fetch_turns(keys, [seq for seq, _ in top])
+    layers = PromptLayers(
+        operator_rules=dedupe_rules([options.operator_rules, *plan.system_texts]),
+        persona=cut_start(options.persona, options.budget.persona_chars),
+        custom_instructions=cut_start(options.custom_instructions, options.budget.persona_chars),
+        pinned=fit_items(state.pinned, options.budget.pinned_chars),
+        memories=fit_items(state.memories, options.budget.memory_chars),
+        summary=cut_start(state.summary, options.budget.summary_chars),
+        earlier_lines=tuple(
+            EarlierLine(ts_ms=t.ts_ms, speaker=speaker_label(t), text=t.text) for t in recalled
+        ),
+        last_user_text=last_text,
+        timezone=options.timezone,
+    )
+    built = build_system_message(layers, options.wording)
+    layer_chars = dict(built.layer_chars)
+    layer_chars["window"] = sum(len(content_text(m.get("content"))) for m in window)
+    return PreparedRequest(
+        messages=[{"role": "system", "content": built.text}, *window],
+        plan=plan,
+        layer_chars=layer_chars,
+        recalled=recalled,
+        cursor=int(state.meta.get("cursor", "0") or 0),
+    )
+
+
+def _last_user_text(raw_messages: object) -> str:
+    for message in reversed(clean_messages(raw_messages)):
+        if message.get("role") == "user":
+            return content_text(message.get("content"))
+    return ""
