@@ -25,3 +25,10 @@ class StoreError(MemoryHookError):
 
 class DatasetError(MemoryHookError):
     """An import or benchmark file cannot be read."""
+
+
+class ExtractionError(MemoryHookError):
+    """An extraction reply cannot be used (no JSON object, a missing key, a wrong shape).
+
+    The worker counts it, keeps what was stored and tries again after the next message.
+    """

@@ -8,6 +8,7 @@ package around it, so it imports the real hook by absolute name, adding the chec
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -16,5 +17,12 @@ try:
 except ImportError:  # a checkout that was not pip-installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from litellm_memory_hook.proxy.hook import memory_hook
+
+from litellm_memory_hook.proxy.routes import mount
+
+try:
+    mount(memory_hook)  # the /memory/v1 routes, and a clean worker stop at proxy shutdown
+except Exception:  # the memory API must never stop the proxy from starting
+    logging.getLogger("litellm_memory_hook").exception("memory API: mounting failed")
 
 __all__ = ["memory_hook"]

@@ -36,6 +36,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from litellm_memory_hook.core.prompt import PromptWording
 from litellm_memory_hook.errors import ConfigError
+from litellm_memory_hook.extraction.prompt import ExtractionWording
 
 ENV_PREFIX = "LITELLM_MEMORY_"
 _KEY_PREFIX_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
@@ -69,6 +70,29 @@ class MemorySettings(BaseSettings):
             (with their recall-index entries) in batches of about 2%.
         pinned_chars / memory_chars / summary_chars: character budgets of the pinned-memory,
             memory and summary sections; pinned memories are never displaced by extracted ones.
+        extraction_enabled: run extraction jobs at all (the due set is still written).
+        worker_in_proxy: the proxy runs an extraction worker as a background task; set false
+            when separate ``litellm-memory worker`` processes do the work.
+        extraction_timeout_s: timeout of one extraction model call (seconds).
+        extraction_lease_s: a job's lease (seconds): a worker killed mid-job loses it after
+            this long and another worker runs the job again.
+        extraction_poll_s: how often an idle worker looks at the due set (seconds).
+        extraction_sweep_s: how often a worker re-schedules conversations whose cursor lags
+            behind their last message (a lost schedule), by SCAN (seconds; 0 = never).
+        extraction_lines_chars: most characters of new messages sent in one job; a longer
+            backlog is extracted in several jobs, oldest first.
+        extraction_memory_chars: most characters of stored memories shown to the model in one
+            job (chosen by shared rare words with the new messages, then the newest); memories
+            not shown are kept as they are.
+        max_memories: most extracted memories kept per memory set (a few hundred: more are
+            stored than fit in a prompt; the prompt picks by relevance).
+        memory_item_chars: longest extracted memory (characters; longer ones are cut).
+        max_pinned: most pinned memories per memory set.
+        pinned_item_chars: longest pinned memory a user may write (characters; longer is a 400).
+        extraction_base_url: OpenAI-compatible base URL the standalone worker calls (default:
+            the proxy itself, ``http://127.0.0.1:4000/v1``).
+        extraction_api_key: the key the standalone worker sends (default: the environment's
+            ``LITELLM_MASTER_KEY``).
     """
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", populate_by_name=True)
@@ -95,6 +119,20 @@ class MemorySettings(BaseSettings):
     pinned_chars: int = Field(default=2000, ge=0, le=100_000)
     memory_chars: int = Field(default=3000, ge=0, le=100_000)
     summary_chars: int = Field(default=2000, ge=0, le=100_000)
+    extraction_enabled: bool = True
+    worker_in_proxy: bool = True
+    extraction_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    extraction_lease_s: float = Field(default=120.0, gt=0, le=3600)
+    extraction_poll_s: float = Field(default=1.0, gt=0, le=60)
+    extraction_sweep_s: float = Field(default=600.0, ge=0)
+    extraction_lines_chars: int = Field(default=24_000, ge=500)
+    extraction_memory_chars: int = Field(default=6000, ge=0)
+    max_memories: int = Field(default=300, ge=1, le=5000)
+    memory_item_chars: int = Field(default=300, ge=20, le=5000)
+    max_pinned: int = Field(default=100, ge=1, le=5000)
+    pinned_item_chars: int = Field(default=500, ge=1, le=20_000)
+    extraction_base_url: str = "http://127.0.0.1:4000/v1"
+    extraction_api_key: str | None = None
 
     @field_validator("user_header")
     @classmethod
@@ -119,6 +157,14 @@ class AliasMemoryConfig(BaseModel):
         mode: ``read_only`` answers with memory but never stores (a shared demo alias).
         wording: the operator's own words for the preamble, section notes and the final
             reminder (:class:`litellm_memory_hook.core.prompt.PromptWording`); English defaults.
+        memory_scope: ``user`` (default): memories belong to the user within the namespace and
+            are shared by all their conversations; ``conversation``: each conversation has its
+            own. The summary is always per conversation.
+        extraction: run extraction jobs for this alias's conversations.
+        extraction_model: the alias the extraction job calls (a cheaper model); default: this
+            alias.
+        extraction_wording: the operator's own words for the extraction prompt
+            (:class:`litellm_memory_hook.extraction.prompt.ExtractionWording`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -132,6 +178,10 @@ class AliasMemoryConfig(BaseModel):
     recall_k: int | None = Field(default=None, ge=0, le=20)
     mode: Literal["read_write", "read_only"] = "read_write"
     wording: PromptWording | None = None
+    memory_scope: Literal["user", "conversation"] = "user"
+    extraction: bool = True
+    extraction_model: str | None = None
+    extraction_wording: ExtractionWording | None = None
 
 
 def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySettings:

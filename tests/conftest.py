@@ -103,9 +103,9 @@ ALIASES: dict[str, dict[str, Any]] = {
 
 
 def make_hook(client: aioredis.Redis, prefix: str, **settings: Any) -> MemoryHook:
-    """A hook on ``client`` with the test aliases."""
+    """A hook on ``client`` with the test aliases (no in-proxy worker unless asked for)."""
     return MemoryHook(
-        settings=MemorySettings(key_prefix=prefix, **settings),
+        settings=MemorySettings(key_prefix=prefix, **{"worker_in_proxy": False, **settings}),
         redis=client,
         alias_lookup=lambda model: ALIASES.get(model),
     )
@@ -164,7 +164,7 @@ def forged_record(prefix: str, tag: str) -> dict[str, Any]:
     return {
         "v": 1,
         "prefix": prefix,
-        "tag": tag,
+        "ref": tag,
         "meta": {},
         "write": True,
         "pending": [turn],

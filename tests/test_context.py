@@ -6,7 +6,7 @@ from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
-from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 
 NOW = 1_700_000_000_000
@@ -107,7 +107,9 @@ async def test_prepare_builds_system_window_and_recall(store: MemoryStore, prefi
     ]
     await store.append(keys, [indexed(t) for t in old + filler])
     options = ContextOptions(operator_rules="You are Mira.")
-    prepared = await prepare(store, keys, [_user("Where does Seema live?")], options, now_ms=NOW)
+    prepared = await prepare(
+        store, keys, _memory(keys), [_user("Where does Seema live?")], options, now_ms=NOW
+    )
     assert prepared is not None
     system = prepared.messages[0]
     assert system["role"] == "system" and system["content"].startswith("You are Mira.")
@@ -147,9 +149,10 @@ def test_memory_sections_respect_their_budgets() -> None:
 async def test_prepare_caps_500_memories(store: MemoryStore, prefix: str) -> None:
     """Case C22 a: with 500 stored facts the built system message stays within the budgets."""
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
-    await store.redis.hset(keys.memories, mapping={f"m{i}": "y" * 200 for i in range(500)})
-    await store.redis.hset(keys.pinned, mapping={f"p{i}": "P" * 500 for i in range(50)})
-    prepared = await prepare(store, keys, [_user("hi")], ContextOptions(), now_ms=NOW)
+    memory = _memory(keys)
+    await store.redis.hset(memory.memories, mapping={f"m{i}": "y" * 200 for i in range(500)})
+    await store.redis.hset(memory.pinned, mapping={f"p{i}": "P" * 500 for i in range(50)})
+    prepared = await prepare(store, keys, memory, [_user("hi")], ContextOptions(), now_ms=NOW)
     assert prepared is not None
     assert 2000 <= prepared.layer_chars["fixed_memories"] < 2400
     assert 2800 <= prepared.layer_chars["memories"] < 3400
@@ -228,3 +231,8 @@ def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:
     ]
     for messages in (partial, no_id):
         assert plan_turn(messages, _state(("user", "x"), ("assistant", "y")), now_ms=NOW) is None
+
+
+def _memory(keys: ConversationKeys) -> MemoryKeys:
+    """The memory set a request to the alias ``demo`` uses (``memory_scope: user``)."""
+    return keys.user_keys.memory_set(user_scope("demo"))

@@ -327,21 +327,22 @@ async def test_tenants_are_isolated(
 async def test_every_key_of_many_users_has_a_ttl(real_redis: aioredis.Redis, prefix: str) -> None:
     """Case C30: 300 users x 1 turn, then idle: every per-conversation and per-user key has the
     retention TTL; the only key without one is the global due set (its entries are removed by
-    extraction, see README)."""
+    extraction or when their conversation has expired, see README); pinned memories written by
+    hand get the TTL at the user's next turn."""
     hook = make_hook(real_redis, prefix, retention_days=1)
     for i in range(300):
         await _chat(hook, chat_request(f"hello {i}", user=f"user{i}", call_id=f"c{i}"), "hi")
     kinds: dict[str, int] = {}
     async for key in real_redis.scan_iter(match=f"{prefix}:*", count=1000):
-        kind = key.decode().rsplit(":", 1)[-1] if b":user:" not in key else "user-index"
+        kind = key.decode().rsplit(":", 1)[-1]
         kinds[kind] = kinds.get(kind, 0) + 1
         ttl = await real_redis.ttl(key)
         if key == due_key(prefix).encode():
             assert ttl == -1
             continue
         assert 0 < ttl <= 86400, key
-    assert kinds["meta"] == kinds["turns"] == kinds["calls"] == kinds["user-index"] == 300
-    assert set(kinds) == {"meta", "turns", "calls", "postings", "user-index", "due"}
+    assert kinds["meta"] == kinds["turns"] == kinds["calls"] == kinds["index"] == 300
+    assert set(kinds) == {"meta", "turns", "calls", "postings", "index", "due"}
 
 
 async def test_persona_and_custom_instructions_from_metadata(
@@ -426,7 +427,7 @@ async def test_a_tampered_record_is_ignored(
     """A genuine record changed after the pre-call hook signed it is not written."""
     out = await hook.async_pre_call_hook(Auth(), None, chat_request("hello"), "acompletion")
     assert out is not None
-    out["metadata"][METADATA_KEY]["tag"] = "master:victim:demo"
+    out["metadata"][METADATA_KEY]["ref"] = "master:victim:demo"
     await hook.async_post_call_success_hook(out, Auth(), model_response("x"))
     assert await _turns(any_redis, prefix) == [] and await _turns(any_redis, prefix, "victim") == []
 

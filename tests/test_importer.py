@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from litellm_memory_hook.proxy.identity import Identity
-from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 from litellm_memory_hook.tools.datasets import HistoryLine, load_jsonl
 from litellm_memory_hook.tools.importer import import_lines
@@ -15,7 +15,8 @@ from litellm_memory_hook.tools.importer import import_lines
 
 def _who(prefix: str) -> Identity:
     keys = ConversationKeys.for_ids(prefix, "master", "ana", "demo")
-    return Identity("master", "ana", "demo", "demo", keys)
+    memory = keys.user_keys.memory_set(user_scope("demo"))
+    return Identity("master", "ana", "demo", "demo", keys, memory, "demo")
 
 
 async def test_importing_the_same_lines_twice_writes_them_once(

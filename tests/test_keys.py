@@ -8,15 +8,46 @@ from hypothesis import strategies as st
 from redis.crc import key_slot
 
 from litellm_memory_hook.errors import InvalidIdError
-from litellm_memory_hook.store.keys import ConversationKeys, is_usable_user_id, key_id
+from litellm_memory_hook.store.keys import (
+    ConversationKeys,
+    conversation_scope,
+    is_usable_user_id,
+    key_id,
+    user_scope,
+)
 
 
-def test_all_keys_of_a_conversation_map_to_one_cluster_slot() -> None:
-    """Every per-conversation key carries the same hash tag, so one slot (case C28)."""
+def _every_key_of_a_user(keys: ConversationKeys) -> list[str]:
+    user = keys.user_keys
+    return [
+        *keys.all(),
+        user.index,
+        *user.memory_set(user_scope("demo")).all(),
+        *user.memory_set(conversation_scope(keys.conversation)).all(),
+        *user.keys_of(keys.index_member),
+        *user.keys_of(user_scope("demo")),
+        *user.conversation("other").all(),
+    ]
+
+
+def test_all_keys_of_a_user_map_to_one_cluster_slot() -> None:
+    """Every key of a user (conversations, memory sets of both scopes, the index) carries the
+    hash tag {tenant:user}, so one slot: the pre-call read is one round trip and every script
+    stays in one slot (case C28, issue 7)."""
     keys = ConversationKeys.for_ids("mem", "master", "u-A", "c7")
-    slots = {key_slot(k.encode()) for k in keys.all()}
+    slots = {key_slot(k.encode()) for k in _every_key_of_a_user(keys)}
     assert len(slots) == 1
-    assert keys.turns == "mem:{master:u-A:c7}:turns"
+    assert keys.turns == "mem:{master:u-A}:c:c7:turns"
+    assert keys.user_keys.memory_set(user_scope("demo")).pinned == "mem:{master:u-A}:ns:demo:pinned"
+    assert keys.user_keys.index == "mem:{master:u-A}:index"
+
+
+def test_user_and_conversation_memory_scopes_never_collide() -> None:
+    """A namespace and a conversation with the same name give different memory sets."""
+    user = ConversationKeys.for_ids("mem", "t", "u", "x").user_keys
+    assert (
+        user.memory_set(user_scope("x")).pinned != user.memory_set(conversation_scope("x")).pinned
+    )
 
 
 @given(st.text(min_size=1), st.text(min_size=1), st.text(min_size=1))
@@ -25,9 +56,9 @@ def test_any_ids_give_one_slot_and_no_braces_inside_the_tag(t: str, u: str, c: s
     if not (t.strip() and u.strip() and c.strip()):
         return
     keys = ConversationKeys.for_ids("mem", t, u, c)
-    assert "{" not in keys.tag and "}" not in keys.tag and keys.tag.count(":") == 2
-    assert len({key_slot(k.encode()) for k in keys.all()}) == 1
-    assert ConversationKeys.from_tag("mem", keys.tag) == keys
+    assert "{" not in keys.ref and "}" not in keys.ref and keys.ref.count(":") == 2
+    assert len({key_slot(k.encode()) for k in _every_key_of_a_user(keys)}) == 1
+    assert ConversationKeys.from_ref("mem", keys.ref) == keys
 
 
 def test_plain_ids_stay_readable_and_others_are_hashed() -> None:
@@ -59,7 +90,7 @@ def test_numeric_and_padded_user_ids() -> None:
 def test_bad_tags_are_rejected() -> None:
     """A due-set entry that is not t:u:c cannot be turned into keys."""
     with pytest.raises(InvalidIdError):
-        ConversationKeys.from_tag("mem", "a:b")
+        ConversationKeys.from_ref("mem", "a:b")
 
 
 def test_tenants_from_key_tokens_never_collide_or_leak() -> None:

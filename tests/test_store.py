@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from litellm_memory_hook.core.models import IndexedTurn, Turn
-from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, due_key, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore, unpack_postings
 
 
@@ -45,7 +45,9 @@ async def test_load_reads_tail_meta_and_postings_in_one_go(store: MemoryStore, p
     await store.append(
         keys, [_turn("user", f"word{i} common") for i in range(10)], meta_if_new={"user": "u-A"}
     )
-    state, postings = await store.load(keys, tail=3, query_terms=["common", "word2", "absent"])
+    state, postings = await store.load(
+        keys, _memory(keys), tail=3, query_terms=["common", "word2", "absent"]
+    )
     assert [t.seq for t in state.tail] == [8, 9, 10]
     assert state.meta["user"] == "u-A" and state.last_seq == 10
     assert postings.n_docs == 10
@@ -80,7 +82,9 @@ async def test_replace_removes_old_reply_and_its_index_entries(
     )
     turns = await store.all_turns(keys)
     assert [t.text for t in turns] == ["tell me a joke", "penguin pun"]
-    _, postings = await store.load(keys, tail=5, query_terms=["zebra", "pun", "penguin"])
+    _, postings = await store.load(
+        keys, _memory(keys), tail=5, query_terms=["zebra", "pun", "penguin"]
+    )
     assert "zebra" not in postings.df
     assert postings.df["pun"] == 1 and postings.seqs["pun"].tolist() == [3]
     assert postings.n_docs == 2
@@ -91,8 +95,17 @@ async def test_every_key_gets_the_retention_ttl(any_redis: aioredis.Redis, prefi
     store = MemoryStore(any_redis, ttl_s=1234)
     keys = _keys(prefix)
     await store.append(keys, [_turn("user", "hi there")], call_id="c")
-    await store.touch_user_index(keys)
-    for key in (keys.meta, keys.turns, keys.calls, keys.postings, keys.user_index()):
+    memory = _memory(keys)
+    await any_redis.hset(memory.pinned, "0000000000001-abcdef", "typed by hand")
+    await store.touch_user_index(keys, memory)
+    for key in (
+        keys.meta,
+        keys.turns,
+        keys.calls,
+        keys.postings,
+        keys.user_keys.index,
+        memory.pinned,
+    ):
         ttl = await any_redis.ttl(key)
         assert 1200 < ttl <= 1234, key
     await any_redis.expire(keys.turns, 5)
@@ -104,7 +117,7 @@ async def test_conversations_of_two_users_never_mix(store: MemoryStore, prefix: 
     """Case C17: the same conversation id for two users gives two separate conversations."""
     a, b = _keys(prefix, "u-A"), _keys(prefix, "u-B")
     await store.append(a, [_turn("user", "my cat is Miso")])
-    state_b, postings_b = await store.load(b, tail=10, query_terms=["miso"])
+    state_b, postings_b = await store.load(b, _memory(b), tail=10, query_terms=["miso"])
     assert state_b.tail == [] and postings_b.df == {}
     assert a.meta != b.meta
 
@@ -126,6 +139,28 @@ async def test_pinned_memories_load_in_field_order(store: MemoryStore, prefix: s
     keys = _keys(prefix)
     fields = {f"{i:013d}": f"pinned fact number {i} " + "x" * 80 for i in range(200)}
     shuffled = dict(sorted(fields.items(), key=lambda kv: hash(kv[0]) % 97))
-    await store.redis.hset(keys.pinned, mapping=shuffled)
-    state, _ = await store.load(keys, tail=1)
+    await store.redis.hset(_memory(keys).pinned, mapping=shuffled)
+    state, _ = await store.load(keys, _memory(keys), tail=1)
     assert state.pinned == [fields[name] for name in sorted(fields)]
+
+
+def _memory(keys: ConversationKeys) -> MemoryKeys:
+    """The memory set a request to the alias ``demo`` uses (``memory_scope: user``)."""
+    return keys.user_keys.memory_set(user_scope("demo"))
+
+
+async def test_forget_user_deletes_every_key_through_the_index(
+    store: MemoryStore, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """forget_user removes the user's conversations, memory sets and index (no KEYS), and their
+    due entries; another user's keys stay."""
+    keys, other = _keys(prefix, "u-A"), _keys(prefix, "u-B")
+    for k in (keys, other):
+        await store.append(k, [_turn("user", "my cat is Miso")])
+        await any_redis.hset(_memory(k).pinned, "0000000000001-abcdef", "pinned")
+        await store.touch_user_index(k, _memory(k))
+        await any_redis.zadd(due_key(prefix), {k.ref: 1})
+    assert await store.forget_user(keys.user_keys) >= 5
+    left = [key async for key in any_redis.scan_iter(match=f"{prefix}:*")]
+    assert left and all(b"u-B" in key or key == due_key(prefix).encode() for key in left)
+    assert await any_redis.zrange(due_key(prefix), 0, -1) == [other.ref.encode()]

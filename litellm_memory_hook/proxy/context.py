@@ -30,9 +30,10 @@ from litellm_memory_hook.core.prompt import (
     PromptWording,
     build_system_message,
 )
+from litellm_memory_hook.core.selection import select_items
 from litellm_memory_hook.core.window import build_window
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
-from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
 
 Message = dict[str, Any]
@@ -107,6 +108,7 @@ class ContextOptions:
 async def prepare(
     store: MemoryStore,
     keys: ConversationKeys,
+    memory: MemoryKeys,
     raw_messages: object,
     options: ContextOptions,
     *,
@@ -125,7 +127,9 @@ async def prepare(
     last_text = _last_user_text(raw_messages)
     # With recall off, no postings are read at all.
     terms = recall.query_terms(last_text) if last_text and options.recall_k > 0 else []
-    state, postings = await store.load(keys, tail=options.budget.messages + 4, query_terms=terms)
+    state, postings = await store.load(
+        keys, memory, tail=options.budget.messages + 4, query_terms=terms
+    )
     plan = plan_turn(
         raw_messages,
         state,
@@ -162,7 +166,7 @@ async def prepare(
         persona=cut_start(options.persona, options.budget.persona_chars),
         custom_instructions=cut_start(options.custom_instructions, options.budget.persona_chars),
         pinned=fit_items(state.pinned, options.budget.pinned_chars),
-        memories=fit_items(state.memories, options.budget.memory_chars),
+        memories=select_items(state.memories, last_text, options.budget.memory_chars),
         summary=cut_start(state.summary, options.budget.summary_chars),
         earlier_lines=tuple(
             EarlierLine(ts_ms=t.ts_ms, speaker=speaker_label(t), text=t.text) for t in recalled

@@ -53,6 +53,9 @@ from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
 from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
+from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
+from litellm_memory_hook.extraction.prompt import is_extraction_call
+from litellm_memory_hook.extraction.worker import ExtractionWorker
 from litellm_memory_hook.proxy.context import ContextOptions, PreparedRequest, prepare
 from litellm_memory_hook.proxy.identity import Identity, identify, request_headers
 from litellm_memory_hook.settings import (
@@ -62,6 +65,7 @@ from litellm_memory_hook.settings import (
     parse_alias_config,
 )
 from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
 from litellm_memory_hook.store.retention import should_check, trim_oldest
 
@@ -232,8 +236,12 @@ class MemoryHook(CustomLogger):
         settings: MemorySettings | None = None,
         redis: aioredis.Redis | None = None,
         alias_lookup: Callable[[str], dict[str, Any] | None] | None = None,
+        model: ExtractionModel | None = None,
     ) -> None:
         super().__init__()
+        self._model = model
+        self._queue: ExtractionQueue | None = None
+        self._worker: ExtractionWorker | None = None
         self._settings = settings
         self._redis = redis
         self._store: MemoryStore | None = None
@@ -268,6 +276,45 @@ class MemoryHook(CustomLogger):
                 )
             self._store = MemoryStore(self._redis, ttl_s=self.settings.retention_s)
         return self._store
+
+    @property
+    def queue(self) -> ExtractionQueue:
+        """The extraction schedule (due set, leases, counters) on the same Redis."""
+        if self._queue is None:
+            self._queue = ExtractionQueue(self.store.redis, self.settings.key_prefix)
+        return self._queue
+
+    def ensure_worker(self) -> None:
+        """Start the in-proxy extraction worker once, on the proxy's event loop.
+
+        Off when ``worker_in_proxy`` or ``extraction_enabled`` is false. The task is kept
+        referenced by the worker; its errors are logged; :meth:`shutdown` stops it.
+        """
+        settings = self.settings
+        if self._worker is not None or not (
+            settings.worker_in_proxy and settings.extraction_enabled
+        ):
+            return
+        self._worker = ExtractionWorker(
+            self.store.redis,
+            settings,
+            self._model or RouterModel(),
+            alias_lookup=self.alias_config,
+            queue=self.queue,
+        )
+        self._worker.start()
+
+    @property
+    def worker(self) -> ExtractionWorker | None:
+        """The in-proxy worker, once started."""
+        return self._worker
+
+    async def shutdown(self) -> None:
+        """Stop the in-proxy worker and wait for background writes (proxy shutdown)."""
+        if self._worker is not None:
+            await self._worker.stop()
+            self._worker = None
+        await self.drain()
 
     def alias_config(self, model: object) -> AliasMemoryConfig | None:
         """The memory config of a model alias, ``None`` when memory is off for it (cached 30 s).
@@ -309,6 +356,10 @@ class MemoryHook(CustomLogger):
             alias = self.alias_config(data.get("model"))
             if alias is None:
                 return data
+            if is_extraction_call(data.get("messages")):
+                self.counters["extraction_calls_passed"] += 1
+                return data
+            self.ensure_worker()
             await self._rebuild(data, user_api_key_dict, alias, started)
         except MemoryRequiredError as exc:
             from fastapi import HTTPException
@@ -339,6 +390,8 @@ class MemoryHook(CustomLogger):
             prefix=settings.key_prefix,
             namespace=namespace,
             user_header=settings.user_header,
+            memory_scope=alias.memory_scope,
+            alias=str(data.get("model")),
         )
         if who is None:
             if alias.required:
@@ -364,7 +417,7 @@ class MemoryHook(CustomLogger):
             return
         try:
             prepared = await prepare(
-                self.store, who.keys, data.get("messages"), options, call_id=call_id
+                self.store, who.keys, who.memory, data.get("messages"), options, call_id=call_id
             )
         except StoreError:
             self._trip_breaker()
@@ -374,7 +427,8 @@ class MemoryHook(CustomLogger):
             return
         data["messages"] = prepared.messages
         elapsed_ms = (time.perf_counter() - started) * 1000
-        self._record(metadata, who, prepared, mode, elapsed_ms)
+        flush = metadata.get("memory_flush") is True
+        self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
 
     def _record(
         self,
@@ -383,6 +437,8 @@ class MemoryHook(CustomLogger):
         prepared: PreparedRequest,
         mode: str,
         elapsed_ms: float,
+        flush: bool,
+        extract: bool,
     ) -> None:
         self.counters["rebuilt"] += 1
         for layer, chars in prepared.layer_chars.items():
@@ -390,8 +446,11 @@ class MemoryHook(CustomLogger):
         record: dict[str, Any] = {
             "v": 1,
             "prefix": who.keys.prefix,
-            "tag": who.keys.tag,
+            "ref": who.keys.ref,
             "meta": who.meta_fields(),
+            "mscope": who.memory.scope,
+            "flush": flush,
+            "extract": extract,
             "write": mode == "read_write",
             "pending": [asdict(t) for t in prepared.plan.pending],
             "replace": [asdict(t) for t in prepared.plan.replace],
@@ -405,7 +464,7 @@ class MemoryHook(CustomLogger):
         metadata[METADATA_KEY] = record
         logger.debug(
             "memory hook: %s rebuilt in %.2f ms, layers %s",
-            who.keys.tag,
+            who.keys.ref,
             elapsed_ms,
             json.dumps(prepared.layer_chars),
         )
@@ -530,13 +589,13 @@ class MemoryHook(CustomLogger):
             except MemoryHookError as exc:
                 logger.warning("memory hook: retry failed: %s", exc)
         self.counters["writes_lost"] += 1
-        logger.error("memory hook: turn for %s not stored after retries", record.get("tag"))
+        logger.error("memory hook: turn for %s not stored after retries", record.get("ref"))
 
     async def _write(
         self, record: dict[str, Any], reply: dict[str, Any] | None, call_id: str, *, partial: bool
     ) -> None:
         settings = self.settings
-        keys = ConversationKeys.from_tag(str(record["prefix"]), str(record["tag"]))
+        keys = ConversationKeys.from_ref(str(record["prefix"]), str(record["ref"]))
         at = now_ms()
         turns = [_turn_from_dict(t) for t in record.get("pending") or ()]
         replace = [_turn_from_dict(t) for t in record.get("replace") or ()]
@@ -570,11 +629,16 @@ class MemoryHook(CustomLogger):
             self.counters["turns_trimmed"] += await trim_oldest(
                 self.store, keys, settings.max_stored_messages
             )
-        await self.store.touch_user_index(keys)
+        memory = keys.user_keys.memory_set(str(record.get("mscope") or ""))
+        await self.store.touch_user_index(keys, memory)
+        if not record.get("extract", True):
+            return
         since_cursor = result.last_seq - int(record.get("cursor") or 0)
         quiet_ms = int(settings.extraction_quiet_s * 1000)
-        due = at if since_cursor >= settings.extraction_every else at + quiet_ms
-        await self.store.schedule_extraction(keys, due)
+        now_due = record.get("flush") or since_cursor >= settings.extraction_every
+        await self.queue.schedule(keys, at if now_due else at + quiet_ms)
+        if now_due and self._worker is not None:
+            self._worker.wake()
 
     def _breaker_open(self) -> bool:
         return time.monotonic() < self._redis_down_until

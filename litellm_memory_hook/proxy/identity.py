@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from litellm_memory_hook.store.keys import ConversationKeys, is_usable_user_id, normalize_user_id
+from litellm_memory_hook.store.keys import (
+    ConversationKeys,
+    MemoryKeys,
+    conversation_scope,
+    is_usable_user_id,
+    normalize_user_id,
+    user_scope,
+)
 
 MASTER_KEY_TOKEN = "litellm_proxy_master_key"
 SESSION_HEADER = "x-litellm-session-id"
@@ -24,21 +31,26 @@ SESSION_HEADER = "x-litellm-session-id"
 
 @dataclass(frozen=True)
 class Identity:
-    """The raw ids of a request and its keys."""
+    """The raw ids of a request, its conversation's keys and its memory set's keys."""
 
     tenant: str
     user: str
     conversation: str
     namespace: str
     keys: ConversationKeys
+    memory: MemoryKeys
+    alias: str = ""
 
     def meta_fields(self) -> dict[str, str]:
-        """Raw ids kept in the conversation's meta hash (set once, on the first write)."""
+        """Raw ids kept in the conversation's meta hash (set once, on the first write): the
+        extraction worker reads the alias and the memory scope from there."""
         return {
             "tenant": self.tenant,
             "user": self.user,
             "conversation": self.conversation,
             "namespace": self.namespace,
+            "alias": self.alias,
+            "mscope": self.memory.scope,
         }
 
 
@@ -97,8 +109,15 @@ def identify(
     prefix: str,
     namespace: str,
     user_header: str | None = None,
+    memory_scope: str = "user",
+    alias: str = "",
 ) -> Identity | None:
     """Identify a chat request; ``None`` when it has no usable user id.
+
+    Args:
+        memory_scope: ``user`` (memories shared by the user's conversations in ``namespace``)
+            or ``conversation`` (memories of this conversation only).
+        alias: the model alias the request names (kept for the extraction job).
 
     Raises:
         InvalidIdError: never for a usable user; ids that cannot go into a key as they are
@@ -110,4 +129,10 @@ def identify(
     tenant = tenant_from_auth(auth)
     conversation = conversation_from_request(data) or namespace
     keys = ConversationKeys.for_ids(prefix, tenant, user, conversation)
-    return Identity(tenant, user, conversation, namespace, keys)
+    scope = (
+        conversation_scope(keys.conversation)
+        if memory_scope == "conversation"
+        else user_scope(namespace)
+    )
+    memory = keys.user_keys.memory_set(scope)
+    return Identity(tenant, user, conversation, namespace, keys, memory, alias)

@@ -1,19 +1,33 @@
 """Every Redis key name of the package, and the validation of ids that go into them.
 
-Per-conversation keys share one hash tag, ``{tenant:user:conversation}``, so that all of them map
-to one Redis Cluster slot and MULTI/EXEC and Lua work on a cluster::
+All keys of one user carry the hash tag ``{tenant:user}``, so that they map to one Redis Cluster
+slot: the pre-call read of a conversation together with the user's memories is one round trip,
+and every script or transaction stays inside one slot (DESIGN.md section 4, issue 7)::
 
-    mem:{t:u:c}:meta       hash   ids, seq counter, summary, cursor, version, timestamps
-    mem:{t:u:c}:turns      zset   score = seq, member = JSON turn
-    mem:{t:u:c}:calls      hash   litellm_call_id -> seq of the stored reply (idempotency)
-    mem:{t:u:c}:memories   hash   model-extracted facts
-    mem:{t:u:c}:pinned     hash   user-written facts (id -> text)
-    mem:{t:u:c}:postings   hash   recall index: term -> packed df + newest postings
+    mem:{t:u}:c:<c>:meta       hash   conversation: raw ids, alias, namespace, seq counter,
+                                      summary, cursor (extracted through seq), sver, idx_n, times
+    mem:{t:u}:c:<c>:turns      zset   score = seq, member = JSON turn
+    mem:{t:u}:c:<c>:calls      hash   litellm_call_id -> seq of the stored reply (idempotency)
+    mem:{t:u}:c:<c>:postings   hash   recall index: term -> packed df + newest postings
+    mem:{t:u}:c:<c>:lease      string the extraction job's lease (worker id), with an expiry
 
-Global keys, never used in the same transaction as a conversation's keys::
+    mem:{t:u}:<s>:pinned       hash   pinned memories, id -> text as the user typed it
+    mem:{t:u}:<s>:memories     hash   extracted memories, id -> text
+    mem:{t:u}:<s>:tombs        hash   deleted memories: fact hash -> deletion time (epoch ms)
+    mem:{t:u}:<s>:mstate       hash   version (bumped by every change of the three above)
 
-    mem:due                zset   conversation tag -> due time for extraction (epoch ms)
-    mem:user:{t:u}         set    the user's conversation tags (list / forget without KEYS)
+    mem:{t:u}:index            set    the user's conversations (``c:<c>``) and memory sets
+                                      (``ns:<namespace>``): list, export and forget without KEYS
+
+where ``<s>`` is the memory scope: ``ns:<namespace>`` (``memory_scope: user``, the default:
+shared by all of the user's conversations in that alias namespace) or ``c:<c>``
+(``memory_scope: conversation``). Memory ids are creation-ordered (``<epoch ms, 13 digits>-<hex>``)
+so a hash read back sorted by field is oldest first.
+
+Global keys, never in a transaction with a user's keys::
+
+    mem:due                    zset   conversation ref ``t:u:c`` -> due time (epoch ms)
+    mem:stats                  hash   counters of the extraction job (jobs, failures, tokens)
 
 Ids made of ``[A-Za-z0-9_.@-]`` (1-64 characters) are used as they are, so keys stay readable in
 redis-cli; any other id (braces, colons, spaces, other scripts, longer) is replaced by
@@ -35,6 +49,10 @@ _PLAIN_ID = regex.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 PLACEHOLDER_IDS = frozenset(
     {"", "default_user_id", "default", "none", "null", "undefined", "anonymous", "user", "unknown"}
 )
+
+#: suffixes of a conversation's keys and of a memory set's keys (for TTL refresh and deletion).
+CONVERSATION_SUFFIXES = ("meta", "turns", "calls", "postings", "lease")
+MEMORY_SUFFIXES = ("pinned", "memories", "tombs", "mstate")
 
 
 def key_id(raw: str) -> str:
@@ -76,12 +94,67 @@ def is_usable_user_id(raw: object) -> bool:
 
 
 @dataclass(frozen=True)
-class ConversationKeys:
-    """The key names of one conversation.
+class UserKeys:
+    """The keys of one user: the hash tag ``{tenant:user}`` and the user's index.
 
-    Build it with :meth:`for_ids`; ``tag`` is the hash tag content ``t:u:c`` (ids already in key
-    form).
+    ``tenant`` and ``user`` are in key form (:func:`key_id`); build from raw ids with
+    :meth:`for_ids`.
     """
+
+    prefix: str
+    tenant: str
+    user: str
+
+    @classmethod
+    def for_ids(cls, prefix: str, tenant: str, user: str) -> UserKeys:
+        """Validate raw ids and build the keys.
+
+        Raises:
+            InvalidIdError: an id is empty.
+        """
+        return cls(prefix, key_id(tenant), key_id(user))
+
+    @property
+    def hash_tag(self) -> str:
+        """``{tenant:user}``: every key of the user contains it, so one Cluster slot."""
+        return f"{{{self.tenant}:{self.user}}}"
+
+    @property
+    def index(self) -> str:
+        """Set of the user's conversations (``c:<c>``) and memory sets (``ns:<namespace>``)."""
+        return f"{self.prefix}:{self.hash_tag}:index"
+
+    def conversation(self, conversation: str) -> ConversationKeys:
+        """The keys of a conversation whose id is already in key form."""
+        return ConversationKeys(self.prefix, self.tenant, self.user, conversation)
+
+    def memory_set(self, scope: str) -> MemoryKeys:
+        """The keys of a memory set; ``scope`` is ``ns:<namespace>`` or ``c:<conversation>``."""
+        return MemoryKeys(self.prefix, self.tenant, self.user, scope)
+
+    def keys_of(self, member: str) -> tuple[str, ...]:
+        """Every key named by a member of the user's index (a conversation's keys include its
+        conversation-scoped memory set)."""
+        base = f"{self.prefix}:{self.hash_tag}:{member}"
+        suffixes: tuple[str, ...] = MEMORY_SUFFIXES
+        if member.startswith("c:"):
+            suffixes = CONVERSATION_SUFFIXES + MEMORY_SUFFIXES
+        return tuple(f"{base}:{suffix}" for suffix in suffixes)
+
+
+def user_scope(namespace: str) -> str:
+    """The memory scope shared by a user's conversations in an alias namespace."""
+    return f"ns:{key_id(namespace)}"
+
+
+def conversation_scope(conversation: str) -> str:
+    """The memory scope of one conversation (``memory_scope: conversation``); id in key form."""
+    return f"c:{conversation}"
+
+
+@dataclass(frozen=True)
+class ConversationKeys:
+    """The key names of one conversation (ids in key form); build with :meth:`for_ids`."""
 
     prefix: str
     tenant: str
@@ -98,28 +171,38 @@ class ConversationKeys:
         return cls(prefix, key_id(tenant), key_id(user), key_id(conversation))
 
     @classmethod
-    def from_tag(cls, prefix: str, tag: str) -> ConversationKeys:
-        """Rebuild the keys from a tag as stored in the due set or the user index.
+    def from_ref(cls, prefix: str, ref: str) -> ConversationKeys:
+        """Rebuild the keys from a reference as stored in the due set (``t:u:c``).
 
         Raises:
-            InvalidIdError: the tag is not ``t:u:c``.
+            InvalidIdError: the reference is not ``t:u:c`` of key-form ids.
         """
-        parts = tag.split(":")
-        if len(parts) != 3 or not all(parts):
-            raise InvalidIdError(f"not a conversation tag: {tag!r}")
+        parts = ref.split(":")
+        if len(parts) != 3 or not all(parts) or any("{" in p or "}" in p for p in parts):
+            raise InvalidIdError(f"not a conversation reference: {ref!r}")
         return cls(prefix, *parts)
 
     @property
-    def tag(self) -> str:
-        """``tenant:user:conversation`` in key form."""
+    def ref(self) -> str:
+        """``tenant:user:conversation`` in key form: the conversation's name in the due set."""
         return f"{self.tenant}:{self.user}:{self.conversation}"
 
+    @property
+    def user_keys(self) -> UserKeys:
+        """The keys of the conversation's user."""
+        return UserKeys(self.prefix, self.tenant, self.user)
+
+    @property
+    def index_member(self) -> str:
+        """This conversation's member in the user's index."""
+        return conversation_scope(self.conversation)
+
     def _key(self, suffix: str) -> str:
-        return f"{self.prefix}:{{{self.tag}}}:{suffix}"
+        return f"{self.prefix}:{{{self.tenant}:{self.user}}}:c:{self.conversation}:{suffix}"
 
     @property
     def meta(self) -> str:
-        """Hash: ids, seq counter, summary, cursor, version, timestamps."""
+        """Hash: ids, alias, namespace, seq counter, summary, cursor, sver, timestamps."""
         return self._key("meta")
 
     @property
@@ -133,34 +216,67 @@ class ConversationKeys:
         return self._key("calls")
 
     @property
-    def memories(self) -> str:
-        """Hash of model-extracted facts."""
-        return self._key("memories")
-
-    @property
-    def pinned(self) -> str:
-        """Hash of user-written facts."""
-        return self._key("pinned")
-
-    @property
     def postings(self) -> str:
         """Hash: recall index, term -> packed document frequency and newest postings."""
         return self._key("postings")
 
+    @property
+    def lease(self) -> str:
+        """String: the id of the worker running this conversation's extraction job (expires)."""
+        return self._key("lease")
+
     def all(self) -> tuple[str, ...]:
-        """Every per-conversation key, for TTL refresh and deletion."""
-        return (self.meta, self.turns, self.calls, self.memories, self.pinned, self.postings)
-
-    def user_index(self) -> str:
-        """The global set of this user's conversation tags."""
-        return user_index_key(self.prefix, self.tenant, self.user)
+        """Every per-conversation key (not the memory set), for TTL refresh and deletion."""
+        return (self.meta, self.turns, self.calls, self.postings, self.lease)
 
 
-def user_index_key(prefix: str, tenant: str, user: str) -> str:
-    """``mem:user:{t:u}``: set of the user's conversation tags (ids in key form)."""
-    return f"{prefix}:user:{{{tenant}:{user}}}"
+@dataclass(frozen=True)
+class MemoryKeys:
+    """The keys of one memory set: pinned and extracted memories, tombstones, version."""
+
+    prefix: str
+    tenant: str
+    user: str
+    scope: str
+
+    def _key(self, suffix: str) -> str:
+        return f"{self.prefix}:{{{self.tenant}:{self.user}}}:{self.scope}:{suffix}"
+
+    @property
+    def pinned(self) -> str:
+        """Hash of pinned memories: id -> text exactly as the user wrote it."""
+        return self._key("pinned")
+
+    @property
+    def memories(self) -> str:
+        """Hash of model-extracted memories: id -> text."""
+        return self._key("memories")
+
+    @property
+    def tombs(self) -> str:
+        """Hash of deleted memories: fact hash -> deletion time (epoch ms)."""
+        return self._key("tombs")
+
+    @property
+    def state(self) -> str:
+        """Hash with ``version``, bumped by every change of the memory set."""
+        return self._key("mstate")
+
+    def all(self) -> tuple[str, ...]:
+        """Every key of the memory set."""
+        return (self.pinned, self.memories, self.tombs, self.state)
 
 
 def due_key(prefix: str) -> str:
-    """``mem:due``: sorted set of conversation tags scored by due time (epoch ms)."""
+    """``mem:due``: sorted set of conversation refs scored by due time (epoch ms)."""
     return f"{prefix}:due"
+
+
+def stats_key(prefix: str) -> str:
+    """``mem:stats``: hash of extraction counters (readable with ``HGETALL``)."""
+    return f"{prefix}:stats"
+
+
+def sweep_key(prefix: str) -> str:
+    """``mem:sweep``: the lease of the worker sweeping for lagging conversations (expires)."""
+    return f"{prefix}:sweep"

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.store.keys import ConversationKeys, due_key
+from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, UserKeys, due_key
 
 #: default number of newest postings kept per term (DESIGN.md section 6: K=1024 gave the exact
 #: top 4 on 90-99% of queries at 100,000 messages).
@@ -237,12 +237,18 @@ class MemoryStore:
         self._delete = redis.register_script(DELETE_TURNS)
 
     async def load(
-        self, keys: ConversationKeys, *, tail: int, query_terms: Sequence[str] = ()
+        self,
+        keys: ConversationKeys,
+        memory: MemoryKeys,
+        *,
+        tail: int,
+        query_terms: Sequence[str] = (),
     ) -> tuple[ConversationState, Postings]:
-        """Read what a request needs in one round trip.
+        """Read what a request needs in one round trip (every key is in the user's slot).
 
         Args:
             keys: the conversation.
+            memory: the memory set the conversation uses (its pinned and extracted memories).
             tail: how many of the newest turns to read.
             query_terms: recall terms of the new message; their postings are read too.
 
@@ -253,13 +259,13 @@ class MemoryStore:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.hgetall(keys.meta)
                 pipe.zrange(keys.turns, -tail, -1)
-                pipe.hgetall(keys.pinned)
-                pipe.hgetall(keys.memories)
+                pipe.hgetall(memory.pinned)
+                pipe.hgetall(memory.memories)
                 if query_terms:
                     pipe.hmget(keys.postings, list(query_terms))
                 replies = await pipe.execute()
         except RedisError as exc:
-            raise StoreError(f"load {keys.tag}: {exc}") from exc
+            raise StoreError(f"load {keys.ref}: {exc}") from exc
         meta = {_text(k): _text(v) for k, v in replies[0].items()}
         turns: list[Turn] = []
         for member in replies[1]:
@@ -290,7 +296,7 @@ class MemoryStore:
         try:
             members = await self._fetch(keys=[keys.turns], args=wanted)
         except RedisError as exc:
-            raise StoreError(f"fetch turns {keys.tag}: {exc}") from exc
+            raise StoreError(f"fetch turns {keys.ref}: {exc}") from exc
         return [Turn.from_member(m) for m in members]
 
     async def append(
@@ -342,7 +348,7 @@ class MemoryStore:
                 keys=[keys.meta, keys.turns, keys.calls, keys.postings], args=args
             )
         except RedisError as exc:
-            raise StoreError(f"append {keys.tag}: {exc}") from exc
+            raise StoreError(f"append {keys.ref}: {exc}") from exc
         return AppendResult(bool(written), int(first), int(last))
 
     async def delete_turns(self, keys: ConversationKeys, turns: Sequence[IndexedTurn]) -> int:
@@ -394,38 +400,71 @@ class MemoryStore:
                 keys=[keys.meta, keys.turns, keys.calls, keys.postings], args=args
             )
         except RedisError as exc:
-            raise StoreError(f"delete turns {keys.tag}: {exc}") from exc
+            raise StoreError(f"delete turns {keys.ref}: {exc}") from exc
         return int(removed)
 
-    async def touch_user_index(self, keys: ConversationKeys) -> None:
-        """Add the conversation to the user's index (a global key) and refresh its TTL."""
-        index = keys.user_index()
+    async def touch_user_index(self, keys: ConversationKeys, memory: MemoryKeys) -> None:
+        """Add the conversation and its memory set to the user's index, and give the index and
+        the memory set's keys the retention TTL again (one round trip, the user's slot).
+
+        A user who keeps talking keeps their memories: every stored turn refreshes them.
+        """
+        user = keys.user_keys
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.sadd(index, keys.tag)
-                pipe.expire(index, self.ttl_s)
+                pipe.sadd(user.index, keys.index_member, memory.scope)
+                for key in (user.index, *memory.all()):
+                    pipe.expire(key, self.ttl_s)
                 await pipe.execute()
         except RedisError as exc:
-            raise StoreError(f"user index {index}: {exc}") from exc
+            raise StoreError(f"user index {user.index}: {exc}") from exc
 
     async def schedule_extraction(self, keys: ConversationKeys, due_ms: int) -> None:
         """Mark the conversation due for extraction at ``due_ms`` (epoch ms) in the due set."""
         try:
-            await self.redis.zadd(due_key(keys.prefix), {keys.tag: due_ms})
+            await self.redis.zadd(due_key(keys.prefix), {keys.ref: due_ms})
         except RedisError as exc:
-            raise StoreError(f"schedule {keys.tag}: {exc}") from exc
+            raise StoreError(f"schedule {keys.ref}: {exc}") from exc
 
     async def count_turns(self, keys: ConversationKeys) -> int:
         """Number of stored turns."""
         try:
             return int(await self.redis.zcard(keys.turns))
         except RedisError as exc:
-            raise StoreError(f"count {keys.tag}: {exc}") from exc
+            raise StoreError(f"count {keys.ref}: {exc}") from exc
 
     async def all_turns(self, keys: ConversationKeys) -> list[Turn]:
         """Every stored turn, oldest first (for the CLI and tests; not on the request path)."""
         try:
             members = await self.redis.zrange(keys.turns, 0, -1)
         except RedisError as exc:
-            raise StoreError(f"read {keys.tag}: {exc}") from exc
+            raise StoreError(f"read {keys.ref}: {exc}") from exc
         return [Turn.from_member(m) for m in members if isinstance(m, bytes | str)]
+
+    async def forget_user(self, user: UserKeys) -> int:
+        """Delete every key of a user (conversations, memory sets, the index) through the user's
+        index, never KEYS, and remove the user's conversations from the due set.
+
+        Returns:
+            How many keys were deleted.
+
+        Raises:
+            StoreError: Redis failed (run it again: it only deletes).
+        """
+        try:
+            members = [_text(m) for m in await self.redis.smembers(user.index)]
+            names = [name for member in members for name in user.keys_of(member)]
+            refs = [
+                f"{user.tenant}:{user.user}:{m.removeprefix('c:')}"
+                for m in members
+                if m.startswith("c:")
+            ]
+            deleted = 0
+            for start in range(0, len(names), 500):
+                deleted += int(await self.redis.delete(*names[start : start + 500]))
+            deleted += int(await self.redis.delete(user.index))
+            if refs:
+                await self.redis.zrem(due_key(user.prefix), *refs)
+        except RedisError as exc:
+            raise StoreError(f"forget {user.hash_tag}: {exc}") from exc
+        return deleted

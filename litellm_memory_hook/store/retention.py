@@ -50,7 +50,7 @@ async def trim_oldest(store: MemoryStore, keys: ConversationKeys, max_messages: 
     try:
         members = await store.redis.zrange(keys.turns, 0, excess - 1)
     except RedisError as exc:
-        raise StoreError(f"trim {keys.tag}: {exc}") from exc
+        raise StoreError(f"trim {keys.ref}: {exc}") from exc
     turns = [Turn.from_member(m) for m in members if isinstance(m, bytes | str)]
     deleted = await store.delete_turns(keys, [stored_terms(t) for t in turns])
     call_ids = sorted({t.call_id for t in turns if t.call_id})
@@ -58,5 +58,5 @@ async def trim_oldest(store: MemoryStore, keys: ConversationKeys, max_messages: 
         try:
             await store.redis.hdel(keys.calls, *call_ids)
         except RedisError as exc:
-            raise StoreError(f"trim {keys.tag}: {exc}") from exc
+            raise StoreError(f"trim {keys.ref}: {exc}") from exc
     return deleted

@@ -52,7 +52,7 @@ from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.plan import Budget
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.proxy.identity import Identity
-from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import POSTINGS_CAP, MemoryStore
 from litellm_memory_hook.tools.datasets import History, list_locomo_samples, load_locomo
 from litellm_memory_hook.tools.importer import delete_conversation, import_lines, line_to_turn
@@ -316,7 +316,8 @@ async def _run_history(
     """Import one conversation, ask its questions, add the figures to ``report``, clean up."""
     user = f"recall{number}"
     keys = ConversationKeys.for_ids(prefix, "bench", user, "recall")
-    who = Identity("bench", user, "recall", "recall", keys)
+    memory = keys.user_keys.memory_set(user_scope("recall"))
+    who = Identity("bench", user, "recall", "recall", keys, memory, "recall")
     await delete_conversation(store, who)
     try:
         started = time.perf_counter()
@@ -346,7 +347,12 @@ async def _run_history(
                 continue
             t0 = time.perf_counter()
             prepared = await prepare(
-                store, keys, [{"role": "user", "content": item.question}], options, now_ms=now
+                store,
+                keys,
+                memory,
+                [{"role": "user", "content": item.question}],
+                options,
+                now_ms=now,
             )
             timings.append((time.perf_counter() - t0) * 1000)
             if prepared is None:
@@ -375,7 +381,7 @@ async def _run_history(
                 )
             )
     finally:
-        await delete_conversation(store, who)
+        await store.forget_user(who.keys.user_keys)
 
 
 async def run_recall(

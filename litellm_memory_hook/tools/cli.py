@@ -22,7 +22,12 @@ from rich.table import Table
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.settings import MemorySettings
-from litellm_memory_hook.store.keys import ConversationKeys, normalize_user_id
+from litellm_memory_hook.store.keys import (
+    ConversationKeys,
+    conversation_scope,
+    normalize_user_id,
+    user_scope,
+)
 from litellm_memory_hook.tools import processes, standin
 from litellm_memory_hook.tools.datasets import History, load_jsonl, load_locomo
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
@@ -90,7 +95,13 @@ def _identity(
         raise _fail(f"user id {user!r} is empty or a placeholder: such requests get no memory")
     conv = conversation or namespace
     keys = ConversationKeys.for_ids(config.settings.key_prefix, tenant, user_id, conv)
-    return Identity(tenant, user_id, conv, namespace, keys)
+    scope = (
+        conversation_scope(keys.conversation)
+        if config.alias(model).memory_scope == "conversation"
+        else user_scope(namespace)
+    )
+    memory = keys.user_keys.memory_set(scope)
+    return Identity(tenant, user_id, conv, namespace, keys, memory, model)
 
 
 @app.command()
@@ -151,9 +162,31 @@ def serve(
 def standin_command(
     port: Annotated[int, typer.Option(help="Port.")] = standin.DEFAULT_PORT,
     host: Annotated[str, typer.Option(help="Host.")] = "127.0.0.1",
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            help="How extraction calls are answered: default (a simple rule) or oracle (LoCoMo "
+            "observation labels from --oracle). Default: oracle with --oracle, else default; "
+            "env STANDIN_MODE."
+        ),
+    ] = None,
+    oracle: Annotated[
+        Path | None,
+        typer.Option(help="A LoCoMo-format JSON file for oracle mode (env STANDIN_ORACLE)."),
+    ] = None,
+    assistant_name: Annotated[
+        str | None,
+        typer.Option(
+            help="The assistant's speaker name in extraction prompts, besides 'assistant' "
+            "(env STANDIN_ASSISTANT_NAME)."
+        ),
+    ] = None,
 ) -> None:
     """Run the local stand-in model (OpenAI-compatible, records what it receives)."""
-    standin.run(host=host, port=port)
+    try:
+        standin.run(host=host, port=port, mode=mode, oracle=oracle, assistant_name=assistant_name)
+    except (ValueError, MemoryHookError) as exc:
+        raise _fail(str(exc)) from exc
 
 
 def _read_history(file: Path, fmt: str, sample_id: str | None) -> History:
@@ -185,8 +218,13 @@ def import_command(
     data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
     """Bulk-load a chat history into the conversation a chat request for USER reads."""
+    from litellm_memory_hook.store.queue import ExtractionQueue
     from litellm_memory_hook.store.redis_store import MemoryStore
-    from litellm_memory_hook.tools.importer import delete_conversation, import_lines
+    from litellm_memory_hook.tools.importer import (
+        delete_conversation,
+        import_lines,
+        schedule_import,
+    )
 
     proxy_config = _load_config(config)
     history = _read_history(file, fmt, sample_id)
@@ -198,9 +236,12 @@ def import_command(
             store = MemoryStore(redis, ttl_s=proxy_config.settings.retention_s)
             if fresh:
                 await delete_conversation(store, who)
-            return await import_lines(
+            result = await import_lines(
                 store, who, history.lines, max_chars=proxy_config.settings.stored_text_chars
             )
+            queue = ExtractionQueue(redis, proxy_config.settings.key_prefix)
+            await schedule_import(queue, who, result)
+            return result
         finally:
             await redis.aclose()
 
@@ -299,7 +340,7 @@ def show_command(
             store = MemoryStore(redis, ttl_s=settings.retention_s)
             count = await store.count_turns(who.keys)
             prepared = await prepare(
-                store, who.keys, [{"role": "user", "content": message}], options
+                store, who.keys, who.memory, [{"role": "user", "content": message}], options
             )
             return count, prepared
         finally:
@@ -309,7 +350,7 @@ def show_command(
         count, prepared = asyncio.run(run())
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
-    console.print(f"conversation {who.keys.tag}: {count} stored turns")
+    console.print(f"conversation {who.keys.ref}: {count} stored turns")
     if prepared is None:
         console.print("nothing to show")
         return
@@ -421,4 +462,7 @@ def bench_recall(
 
 def main() -> None:
     """Console-script entry point."""
+    from litellm_memory_hook.tools.cli_memory import register
+
+    register(app)
     app()

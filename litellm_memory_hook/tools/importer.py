@@ -11,6 +11,7 @@ from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.proxy.identity import Identity
+from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
 from litellm_memory_hook.tools.datasets import HistoryLine
 
@@ -48,15 +49,18 @@ async def delete_conversation(store: MemoryStore, who: Identity) -> None:
     """
     try:
         await store.redis.delete(*who.keys.all())
-        await store.redis.srem(who.keys.user_index(), who.keys.tag)
+        await store.redis.srem(who.keys.user_keys.index, who.keys.index_member)
     except RedisError as exc:
-        raise StoreError(f"delete {who.keys.tag}: {exc}") from exc
+        raise StoreError(f"delete {who.keys.ref}: {exc}") from exc
 
 
 async def import_lines(
     store: MemoryStore, who: Identity, lines: Sequence[HistoryLine], *, max_chars: int = 32_000
 ) -> ImportResult:
     """Append lines to the conversation in batches of 250 turns, indexed for recall.
+
+    The caller schedules extraction over the imported lines (:func:`schedule_import`): the
+    worker works through the backlog in jobs of ``extraction_lines_chars`` each.
 
     Lines already stored (same role, timestamp and text) are skipped, so importing a file again
     into the same conversation writes only its new lines, and an import that failed part-way
@@ -73,7 +77,7 @@ async def import_lines(
     ]
     first = last = written = 0
     meta = {**who.meta_fields(), "created_ms": str(now_ms())}
-    state, _ = await store.load(who.keys, tail=1)
+    state, _ = await store.load(who.keys, who.memory, tail=1)
     previous = state.tail[-1].text if state.tail else ""
     for start in range(0, len(turns), BATCH_TURNS):
         batch = turns[start : start + BATCH_TURNS]
@@ -88,5 +92,20 @@ async def import_lines(
             first = first or result.first_seq
             last = result.last_seq
     if turns:
-        await store.touch_user_index(who.keys)
+        await store.touch_user_index(who.keys, who.memory)
     return ImportResult(turns=written, first_seq=first, last_seq=last)
+
+
+async def schedule_import(queue: ExtractionQueue, who: Identity, result: ImportResult) -> bool:
+    """Make the conversation due for extraction now when the import wrote turns.
+
+    Returns:
+        True when it was scheduled.
+
+    Raises:
+        StoreError: Redis failed.
+    """
+    if not result.turns:
+        return False
+    await queue.schedule(who.keys, now_ms(), earlier_only=True)
+    return True

@@ -1,0 +1,1 @@
+"""The extraction job: the prompt, tolerant parsing and cleaning of the model's JSON, the worker."""

@@ -1,0 +1,467 @@
+"""The extraction worker: claims due conversations and runs their extraction jobs.
+
+One job (DESIGN.md section 7, issue 7): read the conversation's meta, the messages since its
+cursor (at most ``extraction_lines_chars``; a longer backlog is done in several jobs) and its
+memory set; show the model the summary, the pinned memories (fixed) and the stored memories that
+concern the new messages (:func:`litellm_memory_hook.core.selection.select_items`); parse and
+clean its JSON (:mod:`litellm_memory_hook.extraction.parse`, one retry with "Reply with valid JSON
+only."); then replace the shown memories, the summary and the cursor in one transaction, only if
+nothing changed them since the job read them (:meth:`MemorySetStore.commit_extraction`). A
+conflict re-reads once (the user's deletions and pins are applied to the model's list again) and
+otherwise gives up; the conversation stays due and runs again.
+
+Any number of workers (in-proxy tasks and ``litellm-memory worker`` processes) share one Redis:
+a conversation's lease (:class:`ExtractionQueue`) lets one job run at a time, and a worker killed
+mid-job loses its lease after ``extraction_lease_s``. A periodic sweep (SCAN, never KEYS)
+schedules conversations whose cursor lags behind their last message (a schedule lost in an
+outage).
+
+Counters (``HGETALL mem:stats``): ``jobs_run``, ``jobs_committed``, ``jobs_failed``,
+``jobs_retried``, ``jobs_discarded``, ``jobs_conflict``, ``jobs_nothing_new``,
+``dropped_<rule>`` per cleaning rule, ``tokens_prompt``, ``tokens_completion``, ``swept``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.core.selection import select_items
+from litellm_memory_hook.errors import ExtractionError, InvalidIdError, MemoryHookError, StoreError
+from litellm_memory_hook.extraction.client import ExtractionModel
+from litellm_memory_hook.extraction.parse import (
+    ExtractionResult,
+    fact_hash,
+    fact_key,
+    parse_extraction,
+)
+from litellm_memory_hook.extraction.prompt import (
+    RETRY_MESSAGE,
+    ExtractionLine,
+    build_extraction_messages,
+)
+from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.store.keys import ConversationKeys, sweep_key
+from litellm_memory_hook.store.memory_sets import (
+    ExtractionCommit,
+    MemoryItem,
+    MemorySetState,
+    MemorySetStore,
+)
+from litellm_memory_hook.store.queue import ExtractionQueue
+
+logger = logging.getLogger("litellm_memory_hook")
+
+#: most stored turns one job reads past the cursor (the character budget usually ends it first).
+MAX_TURNS_PER_JOB = 400
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What one job did: ``status`` is ``committed``, ``nothing_new``, ``busy`` (another worker
+    holds the lease), ``failed`` (the model's reply was unusable twice, or the call failed),
+    ``conflict`` (lost the compare-and-set twice) or ``discarded`` (expired conversation, no
+    user, unknown alias or extraction off)."""
+
+    status: str
+    added: int = 0
+    deleted: int = 0
+    more: bool = False
+
+
+def plan_commit(
+    shown: Sequence[MemoryItem],
+    others: Sequence[MemoryItem],
+    result_memories: Sequence[str],
+    *,
+    max_memories: int,
+) -> tuple[list[str], list[str]]:
+    """The ids to delete and the texts to add so that the shown memories become the model's list.
+
+    Rules: a returned text equal (by :func:`fact_key`) to a shown memory keeps that memory (its
+    id and creation time; an unchanged fact is a no-op, case C18); a shown memory the model did
+    not return is deleted (changed or merged); a returned text equal to a memory that was not
+    shown is not added again; the rest is added. Past ``max_memories`` the oldest memories are
+    deleted.
+
+    Returns:
+        (ids to delete, texts to add), both in stored / reply order.
+    """
+    shown_by_key: dict[str, MemoryItem] = {}
+    for item in shown:
+        shown_by_key.setdefault(fact_key(item.text), item)
+    other_keys = {fact_key(item.text) for item in others}
+    kept: set[str] = set()
+    add: list[str] = []
+    for text in result_memories:
+        key = fact_key(text)
+        if key in shown_by_key:
+            kept.add(shown_by_key[key].id)
+        elif key not in other_keys:
+            add.append(text)
+            other_keys.add(key)
+    delete = [item.id for item in shown if item.id not in kept]
+    remaining = sorted([i.id for i in shown if i.id in kept] + [i.id for i in others])
+    excess = len(remaining) + len(add) - max_memories
+    if excess > 0:
+        delete.extend(remaining[:excess])
+        if excess > len(remaining):
+            add = add[: max(0, max_memories)]
+    return delete, add
+
+
+def _filter_again(result: ExtractionResult, state: MemorySetState) -> list[str]:
+    """The model's memories without those the user pinned or deleted since the job read."""
+    pinned = {fact_key(p.text) for p in state.pinned}
+    return [
+        m for m in result.memories if fact_hash(m) not in state.tombs and fact_key(m) not in pinned
+    ]
+
+
+class ExtractionWorker:
+    """Runs extraction jobs from the due set.
+
+    Args:
+        redis: an asyncio client (``decode_responses=False``).
+        settings: the global settings (budgets, lease, poll and sweep intervals).
+        model: how to call the model (:class:`RouterModel` in-proxy, :class:`OpenAIModel`).
+        alias_lookup: alias name -> its memory config (``None``: unknown or memory off).
+        queue: the due set; default: one on ``redis`` with ``settings.key_prefix``.
+        worker_id: the lease owner's name (default: host, pid and random hex).
+    """
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        settings: MemorySettings,
+        model: ExtractionModel,
+        *,
+        alias_lookup: Callable[[str], AliasMemoryConfig | None],
+        queue: ExtractionQueue | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.model = model
+        self.alias_lookup = alias_lookup
+        self.queue = queue or ExtractionQueue(redis, settings.key_prefix)
+        self.memsets = MemorySetStore(redis, ttl_s=settings.retention_s)
+        import os
+
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._last_sweep = 0.0
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the polling loop as a task on the running event loop (kept referenced)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run_forever())
+
+    def wake(self) -> None:
+        """Look at the due set now instead of at the next poll."""
+        self._wake.set()
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the loop after the current job (cancelled after ``timeout_s`` seconds)."""
+        self._stopping = True
+        self._wake.set()
+        task, self._task = self._task, None
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(task, timeout_s)
+        except (TimeoutError, asyncio.CancelledError):
+            task.cancel()
+
+    async def run_forever(self) -> None:
+        """Poll the due set until :meth:`stop`; errors are logged, never raised."""
+        while not self._stopping:
+            try:
+                await self.run_due()
+                if self.settings.extraction_sweep_s and (
+                    time.monotonic() - self._last_sweep >= self.settings.extraction_sweep_s
+                ):
+                    self._last_sweep = time.monotonic()
+                    await self.sweep()
+            except Exception:
+                logger.exception("memory worker: polling failed")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.extraction_poll_s)
+
+    async def run_due(self, limit: int = 20) -> list[JobOutcome]:
+        """Run the jobs that are due now (at most ``limit``), one after another."""
+        outcomes = []
+        for ref in await self.queue.due_refs(_now_ms(), limit):
+            if self._stopping:
+                break
+            outcomes.append(await self.run_job(ref))
+        return outcomes
+
+    async def run_job(self, ref: str) -> JobOutcome:
+        """Claim one conversation and run its job; never raises for a bad conversation."""
+        prefix = self.settings.key_prefix
+        try:
+            keys = ConversationKeys.from_ref(prefix, ref)
+        except InvalidIdError:
+            logger.warning("memory worker: dropping a bad due entry %r", ref)
+            await self.queue.drop(ref)
+            await self.queue.count(jobs_discarded=1)
+            return JobOutcome("discarded")
+        lease_ms = int(self.settings.extraction_lease_s * 1000)
+        claim = await self.queue.claim(keys, self.worker_id, now_ms=_now_ms(), lease_ms=lease_ms)
+        if claim is None:
+            return JobOutcome("busy")
+        outcome = JobOutcome("failed")
+        try:
+            outcome = await self._job(keys)
+        except asyncio.CancelledError:
+            # Stopped mid-job (shutdown): the job stays due and runs again, at once.
+            await asyncio.shield(self.queue.finish(keys, self.worker_id, claim, again_ms=_now_ms()))
+            raise
+        except MemoryHookError as exc:
+            logger.warning("memory worker: job %s failed: %s", ref, exc)
+        except Exception:
+            logger.exception("memory worker: job %s failed", ref)
+        if outcome.status == "failed":
+            await self.queue.count(jobs_failed=1)
+        again = _now_ms() if outcome.more else None
+        if outcome.status == "conflict":
+            again = _now_ms() + lease_ms // 4
+        await self.queue.finish(keys, self.worker_id, claim, again_ms=again)
+        return outcome
+
+    # -- one job ---------------------------------------------------------------------------------
+
+    async def _read(self, keys: ConversationKeys) -> tuple[dict[str, str], list[Turn]]:
+        try:
+            meta_raw = await self.redis.hgetall(keys.meta)
+            meta = {
+                (k.decode() if isinstance(k, bytes) else str(k)): (
+                    v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                )
+                for k, v in meta_raw.items()
+            }
+            cursor = int(meta.get("cursor", "0") or 0)
+            members = await self.redis.zrangebyscore(
+                keys.turns, f"({cursor}", "+inf", start=0, num=MAX_TURNS_PER_JOB
+            )
+        except RedisError as exc:
+            raise StoreError(f"read {keys.ref}: {exc}") from exc
+        turns = []
+        for member in members:
+            if not isinstance(member, bytes | str):
+                continue
+            try:
+                turns.append(Turn.from_member(member))
+            except ValueError:
+                continue
+        return meta, turns
+
+    def _batch(self, turns: Sequence[Turn]) -> tuple[list[Turn], int]:
+        """The turns of this job within the character budget, and the seq extracted through."""
+        budget = self.settings.extraction_lines_chars
+        chosen: list[Turn] = []
+        used = 0
+        through = 0
+        for turn in turns:
+            useful = turn.role in ("user", "assistant") and turn.text and not turn.partial
+            if useful and chosen and used + len(turn.text) > budget:
+                break
+            if useful:
+                chosen.append(turn)
+                used += len(turn.text)
+            through = turn.seq
+        return chosen, through
+
+    async def _job(self, keys: ConversationKeys) -> JobOutcome:
+        await self.queue.count(jobs_run=1)
+        meta, turns = await self._read(keys)
+        if not meta or not meta.get("user") or not meta.get("mscope"):
+            logger.warning("memory worker: %s has no stored user or scope; dropped", keys.ref)
+            await self.queue.count(jobs_discarded=1)
+            return JobOutcome("discarded")
+        alias_name = meta.get("alias", "")
+        alias = self.alias_lookup(alias_name) if alias_name else None
+        if alias is None or not alias.extraction or not self.settings.extraction_enabled:
+            await self.queue.count(jobs_discarded=1)
+            return JobOutcome("discarded")
+        cursor = int(meta.get("cursor", "0") or 0)
+        last_seq = int(meta.get("seq", "0") or 0)
+        batch, through = self._batch(turns)
+        if through <= cursor:
+            await self.queue.count(jobs_nothing_new=1)
+            return JobOutcome("nothing_new")
+        memory = keys.user_keys.memory_set(meta["mscope"])
+        state = await self.memsets.read(memory)
+        lines_text = " ".join(t.text for t in batch if t.role == "user")
+        shown_texts = set(
+            select_items(
+                [m.text for m in state.memories],
+                lines_text,
+                self.settings.extraction_memory_chars,
+                max_items=self.settings.max_memories,
+            )
+        )
+        shown = [m for m in state.memories if m.text.strip() in shown_texts]
+        others = [m for m in state.memories if m.text.strip() not in shown_texts]
+        summary = meta.get("summary", "")
+        result = await self._ask(
+            alias_name,
+            alias,
+            [m.text for m in shown],
+            [p.text for p in state.pinned],
+            summary,
+            batch,
+            state,
+            speaker_names=(meta.get("user", "user"),),
+        )
+        if result is None:
+            return JobOutcome("failed")
+        more = last_seq > through
+        for attempt in range(2):
+            memories = list(result.memories) if attempt == 0 else _filter_again(result, state)
+            delete, add = plan_commit(
+                shown, others, memories, max_memories=self.settings.max_memories
+            )
+            commit = ExtractionCommit(
+                read_version=state.version,
+                read_cursor=cursor,
+                delete_ids=delete,
+                add=add,
+                summary=result.summary,
+                cursor=through,
+            )
+            if await self.memsets.commit_extraction(keys, memory, commit, now_ms=_now_ms()):
+                await self.queue.count(jobs_committed=1)
+                return JobOutcome("committed", len(add), len(delete), more)
+            # Lost the compare-and-set: a user edited the memory set (or another job ran).
+            fresh_meta, _ = await self._read(keys)
+            if int(fresh_meta.get("cursor", "0") or 0) != cursor:
+                break  # another job already extracted these messages
+            state = await self.memsets.read(memory)
+            live = {m.id for m in state.memories}
+            shown = [m for m in shown if m.id in live]
+            others = [m for m in state.memories if m.id not in {s.id for s in shown}]
+        await self.queue.count(jobs_conflict=1)
+        return JobOutcome("conflict")
+
+    async def _ask(
+        self,
+        alias_name: str,
+        alias: AliasMemoryConfig,
+        memories: list[str],
+        pinned: list[str],
+        summary: str,
+        batch: Sequence[Turn],
+        state: MemorySetState,
+        speaker_names: Sequence[str],
+    ) -> ExtractionResult | None:
+        """Call the model (one retry on an unusable reply); ``None`` when it failed."""
+        del speaker_names
+        lines = [
+            ExtractionLine(ts_ms=t.ts_ms, speaker=t.name or t.role, text=t.text) for t in batch
+        ]
+        messages = build_extraction_messages(
+            memories=memories,
+            pinned=pinned,
+            summary=summary,
+            lines=lines,
+            timezone=self.settings.timezone,
+            wording=alias.extraction_wording,
+        )
+        model = alias.extraction_model or alias_name
+        settings = self.settings
+        for attempt in range(2):
+            try:
+                reply = await self.model.complete(
+                    model, messages, json_mode=True, timeout_s=settings.extraction_timeout_s
+                )
+            except ExtractionError as exc:
+                logger.warning("memory worker: extraction call failed: %s", exc)
+                return None
+            await self.queue.count(
+                tokens_prompt=reply.prompt_tokens, tokens_completion=reply.completion_tokens
+            )
+            try:
+                result = parse_extraction(
+                    reply.text,
+                    pinned=pinned,
+                    tombstones=state.tombs,
+                    max_items=settings.max_memories,
+                    max_item_chars=settings.memory_item_chars,
+                    max_summary_chars=settings.summary_chars,
+                )
+            except ExtractionError as exc:
+                logger.info("memory worker: unusable extraction reply (%s)", exc)
+                if attempt == 0:
+                    await self.queue.count(jobs_retried=1)
+                    messages = [
+                        *messages,
+                        {"role": "assistant", "content": reply.text[:4000]},
+                        {"role": "user", "content": RETRY_MESSAGE},
+                    ]
+                continue
+            await self.queue.count(**{f"dropped_{rule}": n for rule, n in result.dropped.items()})
+            return result
+        return None
+
+    # -- sweep -----------------------------------------------------------------------------------
+
+    async def sweep(self, batch: int = 500) -> int:
+        """Schedule conversations whose cursor lags behind their last message and that are not
+        due; one worker at a time (a lease on ``mem:sweep``). Returns how many were scheduled.
+
+        Uses SCAN over ``<prefix>:{*}:c:*:meta`` (every node of a Cluster), never KEYS.
+        """
+        prefix = self.settings.key_prefix
+        lease_s = max(1, int(self.settings.extraction_sweep_s or 60))
+        try:
+            if not await self.redis.set(sweep_key(prefix), self.worker_id, nx=True, ex=lease_s):
+                return 0
+            scheduled = 0
+            quiet_ms = int(self.settings.extraction_quiet_s * 1000)
+            async for key in self.redis.scan_iter(match=f"{prefix}:{{*}}:c:*:meta", count=batch):
+                name = key.decode() if isinstance(key, bytes) else str(key)
+                keys = _keys_from_meta_key(prefix, name)
+                if keys is None:
+                    continue
+                seq, cursor = await self.redis.hmget(name, ["seq", "cursor"])
+                if int(seq or 0) > int(cursor or 0) and await self.queue.due_time(keys) is None:
+                    await self.redis.zadd(self.queue.due, {keys.ref: _now_ms() + quiet_ms}, nx=True)
+                    scheduled += 1
+        except RedisError as exc:
+            raise StoreError(f"sweep: {exc}") from exc
+        await self.queue.count(swept=scheduled)
+        return scheduled
+
+
+def _keys_from_meta_key(prefix: str, name: str) -> ConversationKeys | None:
+    """The conversation of a ``<prefix>:{t:u}:c:<c>:meta`` key name, or ``None``."""
+    head = f"{prefix}:{{"
+    if not name.startswith(head) or not name.endswith(":meta"):
+        return None
+    tag, _, rest = name[len(head) :].partition("}:c:")
+    conversation = rest[: -len(":meta")]
+    tenant, _, user = tag.partition(":")
+    if not (tenant and user and conversation) or ":" in user or ":" in conversation:
+        return None
+    return ConversationKeys(prefix, tenant, user, conversation)

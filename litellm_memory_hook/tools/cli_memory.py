@@ -1,0 +1,505 @@
+"""``litellm-memory memories``, ``stats`` and ``worker``: the operator's memory commands.
+
+* ``litellm-memory memories list|pin|edit|delete|flush --user U [--model demo] [--tenant master]
+  [--conversation C]``: read and edit a user's memories, as the HTTP API (``/memory/v1``) does
+  for the user's own key. ``--tenant`` is the tenant a key maps to (``master`` for the master
+  key, ``team-<id>``, ``user-<id>``, ``key-<hash>``; see ``litellm_memory_hook.proxy.identity``).
+* ``litellm-memory stats [--json]``: the extraction counters (``mem:stats``) and how many
+  conversations are waiting in the due set.
+* ``litellm-memory worker [--once]``: a standalone extraction worker process (scale-out, or cron
+  with ``--once``); it calls the model through the proxy's OpenAI-compatible API.
+
+All of them read the proxy's config.yaml (``--config``) and use the same Redis as the other
+commands: the configured one, else the embedded one in ``--data-dir``. Errors are one line on
+the console and exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from redis.exceptions import RedisError
+from rich.table import Table
+
+from litellm_memory_hook.errors import MemoryHookError
+from litellm_memory_hook.memory_api import (
+    MemoryAPI,
+    MemoryListing,
+    MemoryNotFoundError,
+    MemoryTarget,
+    resolve_target,
+)
+from litellm_memory_hook.settings import AliasMemoryConfig, parse_alias_config
+from litellm_memory_hook.store.memory_sets import MemoryItem
+from litellm_memory_hook.tools.cli import (
+    MASTER_TENANT,
+    ConfigOption,
+    DataDirOption,
+    _fail,
+    _load_config,
+    _redis_client,
+    console,
+)
+from litellm_memory_hook.tools.proxyconfig import ProxyConfig
+
+T = TypeVar("T")
+
+memories_app = typer.Typer(
+    help=(
+        "Read and edit a user's memories (pinned: written by the user, never changed by the "
+        "model; extracted: written by the model). "
+        "Example: litellm-memory memories list --user alice"
+    ),
+    no_args_is_help=True,
+)
+
+UserOption = Annotated[
+    str, typer.Option("--user", help="The user id (the chat request's 'user' field).")
+]
+ModelOption = Annotated[str, typer.Option("--model", help="The memory-enabled model alias.")]
+TenantOption = Annotated[
+    str,
+    typer.Option(
+        "--tenant", help="Tenant: master (the master key), team-<id>, user-<id> or key-<hash>."
+    ),
+]
+ConversationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--conversation",
+        help="Conversation id (default: the alias's default conversation; needed for aliases "
+        "with memory_scope: conversation).",
+    ),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+DEFAULT_CONFIG = Path("config.yaml")
+DEFAULT_DATA_DIR = Path(".litellm-memory")
+
+
+def _alias_lookup(config: ProxyConfig) -> Callable[[str], AliasMemoryConfig | None]:
+    """Alias name -> its memory config from config.yaml (``None``: unknown or memory off).
+
+    The returned function raises :class:`ConfigError` for an invalid ``model_info.memory``.
+    """
+
+    def lookup(name: str) -> AliasMemoryConfig | None:
+        return parse_alias_config(config.model_info(name))
+
+    return lookup
+
+
+def _run(config: ProxyConfig, data_dir: Path, job: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``job(redis)`` on a fresh asyncio Redis client; every failure becomes one line and
+    exit code 2."""
+
+    async def main() -> T:
+        try:
+            redis = _redis_client(config.settings, data_dir)
+        except RuntimeError as exc:  # the embedded Redis did not start
+            raise MemoryHookError(f"embedded Redis in {data_dir}: {exc}") from exc
+        try:
+            return await job(redis)
+        finally:
+            await redis.aclose()
+
+    try:
+        return asyncio.run(main())
+    except typer.Exit:
+        raise
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
+    except (RedisError, OSError) as exc:
+        raise _fail(f"Redis: {exc}") from exc
+
+
+def _memory_call(
+    config_path: Path,
+    data_dir: Path,
+    *,
+    user: str,
+    model: str,
+    tenant: str,
+    conversation: str | None,
+    call: Callable[[MemoryAPI, MemoryTarget], Awaitable[T]],
+) -> tuple[MemoryTarget, T]:
+    """Resolve the memory set named by the options and run ``call(api, target)`` on it.
+
+    Raises:
+        typer.Exit: (code 2) bad config, unknown alias or user, Redis failure, or any
+            :class:`MemoryHookError` from ``call``.
+    """
+    config = _load_config(config_path)
+    try:
+        target = resolve_target(
+            config.settings,
+            _alias_lookup(config),
+            tenant=tenant,
+            user=user,
+            model=model,
+            conversation=conversation,
+        )
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
+
+    async def job(redis: Any) -> T:
+        return await call(MemoryAPI(redis, config.settings), target)
+
+    return target, _run(config, data_dir, job)
+
+
+def _when(ms: int | None) -> str:
+    """Epoch ms as ``YYYY-MM-DD HH:MM:SS UTC`` ("-" for none)."""
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _item_json(item: MemoryItem) -> dict[str, object]:
+    return {"id": item.id, "text": item.text, "created_ms": item.created_ms}
+
+
+def _describe(target: MemoryTarget) -> str:
+    return f"user {target.user!r} of tenant {target.tenant!r}, alias {target.alias!r}"
+
+
+@memories_app.command("list")
+def list_command(
+    user: UserOption,
+    model: ModelOption = "demo",
+    tenant: TenantOption = MASTER_TENANT,
+    conversation: ConversationOption = None,
+    as_json: JsonFlag = False,
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """List pinned and extracted memories with their ids, oldest first.
+
+    Example: litellm-memory memories list --user alice --model demo
+    """
+
+    async def call(api: MemoryAPI, target: MemoryTarget) -> MemoryListing:
+        return await api.list(target)
+
+    target, listing = _memory_call(
+        config,
+        data_dir,
+        user=user,
+        model=model,
+        tenant=tenant,
+        conversation=conversation,
+        call=call,
+    )
+    if as_json:
+        payload = {
+            "pinned": [_item_json(i) for i in listing.pinned],
+            "memories": [_item_json(i) for i in listing.memories],
+            "version": listing.version,
+        }
+        typer.echo(json.dumps(payload, ensure_ascii=False, indent=2))
+        return
+    table = Table(title=f"memories of {_describe(target)} (version {listing.version})")
+    table.add_column("kind")
+    table.add_column("id", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("text", overflow="fold")
+    for kind, items in (("pinned", listing.pinned), ("extracted", listing.memories)):
+        for item in items:
+            table.add_row(kind, item.id, _when(item.created_ms), item.text)
+    console.print(table)
+    console.print(f"{len(listing.pinned)} pinned, {len(listing.memories)} extracted")
+
+
+@memories_app.command("pin")
+def pin_command(
+    text: Annotated[str, typer.Argument(help="The memory, as the user would write it.")],
+    user: UserOption,
+    model: ModelOption = "demo",
+    tenant: TenantOption = MASTER_TENANT,
+    conversation: ConversationOption = None,
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """Pin a memory: the model sees it in every chat and never changes it.
+
+    Example: litellm-memory memories pin "My cat is called Miso." --user alice
+    """
+
+    async def call(api: MemoryAPI, target: MemoryTarget) -> MemoryItem:
+        return await api.pin(target, text)
+
+    target, item = _memory_call(
+        config,
+        data_dir,
+        user=user,
+        model=model,
+        tenant=tenant,
+        conversation=conversation,
+        call=call,
+    )
+    console.print(f"pinned {item.id} for {_describe(target)}")
+
+
+@memories_app.command("edit")
+def edit_command(
+    item_id: Annotated[str, typer.Argument(metavar="ID", help="The pinned memory's id.")],
+    text: Annotated[str, typer.Argument(help="The new text.")],
+    user: UserOption,
+    model: ModelOption = "demo",
+    tenant: TenantOption = MASTER_TENANT,
+    conversation: ConversationOption = None,
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """Replace the text of a pinned memory (ids: `memories list`).
+
+    Example: litellm-memory memories edit 1718000000000-a1b2c3 "My cat is Mochi." --user alice
+    """
+
+    async def call(api: MemoryAPI, target: MemoryTarget) -> MemoryItem:
+        return await api.edit(target, item_id, text)
+
+    target, item = _memory_call(
+        config,
+        data_dir,
+        user=user,
+        model=model,
+        tenant=tenant,
+        conversation=conversation,
+        call=call,
+    )
+    console.print(f"edited {item.id} for {_describe(target)}")
+
+
+@memories_app.command("delete")
+def delete_command(
+    item_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A pinned or extracted memory's id.")
+    ],
+    user: UserOption,
+    model: ModelOption = "demo",
+    tenant: TenantOption = MASTER_TENANT,
+    conversation: ConversationOption = None,
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """Delete a memory: a pinned one, else an extracted one (which is then not extracted again).
+
+    Example: litellm-memory memories delete 1718000000000-a1b2c3 --user alice
+    """
+
+    async def call(api: MemoryAPI, target: MemoryTarget) -> str:
+        try:
+            await api.delete_pinned(target, item_id)
+            return "pinned"
+        except MemoryNotFoundError:
+            pass
+        try:
+            await api.delete_memory(target, item_id)
+        except MemoryNotFoundError as exc:
+            raise MemoryNotFoundError(f"no memory {item_id!r} (pinned or extracted)") from exc
+        return "extracted"
+
+    target, kind = _memory_call(
+        config,
+        data_dir,
+        user=user,
+        model=model,
+        tenant=tenant,
+        conversation=conversation,
+        call=call,
+    )
+    console.print(f"deleted {kind} memory {item_id} of {_describe(target)}")
+
+
+@memories_app.command("flush")
+def flush_command(
+    user: UserOption,
+    model: ModelOption = "demo",
+    tenant: TenantOption = MASTER_TENANT,
+    conversation: ConversationOption = None,
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """Make the conversation due for extraction now (a worker picks it up at its next poll).
+
+    Example: litellm-memory memories flush --user alice --conversation chat-7
+    """
+
+    async def call(api: MemoryAPI, target: MemoryTarget) -> int:
+        return await api.flush(target)
+
+    target, due_ms = _memory_call(
+        config,
+        data_dir,
+        user=user,
+        model=model,
+        tenant=tenant,
+        conversation=conversation,
+        call=call,
+    )
+    console.print(f"{target.conversation.ref} is due for extraction since {_when(due_ms)}")
+
+
+def stats_command(
+    as_json: JsonFlag = False,
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """Show the extraction counters and how many conversations are due (the due set's length).
+
+    Example: litellm-memory stats --json
+    """
+    from litellm_memory_hook.store.queue import ExtractionQueue
+
+    proxy_config = _load_config(config)
+
+    async def job(redis: Any) -> dict[str, int]:
+        return await ExtractionQueue(redis, proxy_config.settings.key_prefix).stats()
+
+    stats = _run(proxy_config, data_dir, job)
+    if as_json:
+        typer.echo(json.dumps(stats, indent=2, sort_keys=True))
+        return
+    table = Table(title=f"extraction ({proxy_config.settings.key_prefix}:stats, due set)")
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    for name in sorted(k for k in stats if k != "due"):
+        table.add_row(name, str(stats[name]))
+    table.add_row("due (conversations waiting)", str(stats.get("due", 0)), style="bold")
+    console.print(table)
+
+
+def _api_key(config: ProxyConfig) -> str | None:
+    """The key the standalone worker sends: ``extraction_api_key``, else the environment's
+    ``LITELLM_MASTER_KEY``, else config.yaml's ``general_settings.master_key``."""
+    return (
+        config.settings.extraction_api_key
+        or os.environ.get("LITELLM_MASTER_KEY")
+        or config.master_key
+    )
+
+
+def worker_command(
+    once: Annotated[
+        bool, typer.Option("--once", help="Run the jobs due now, print them, and exit.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="Log level (debug, info, warning).")] = "info",
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """Run an extraction worker outside the proxy until Ctrl-C / SIGTERM.
+
+    It shares the due conversations in Redis safely with the proxy's worker and other workers.
+
+    Model calls go to extraction_base_url (default: the proxy, http://127.0.0.1:4000/v1).
+
+    Key: extraction_api_key, else LITELLM_MASTER_KEY, else general_settings.master_key.
+
+    Example: litellm-memory worker --config config.yaml   (cron: litellm-memory worker --once)
+    \f
+    Raises:
+        typer.Exit: code 2 for a bad config, extraction off, no API key, or Redis failing.
+    """
+    from litellm_memory_hook.extraction.client import OpenAIModel
+    from litellm_memory_hook.extraction.worker import ExtractionWorker, JobOutcome
+
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise _fail(f"unknown log level {log_level!r} (debug, info, warning, error)")
+    proxy_config = _load_config(config)
+    settings = proxy_config.settings
+    if not settings.extraction_enabled:
+        raise _fail(
+            "extraction is off in this config (callback_settings.memory.extraction_enabled)"
+        )
+    api_key = _api_key(proxy_config)
+    if not api_key:
+        raise _fail(
+            "no API key for the model calls: set callback_settings.memory.extraction_api_key, "
+            "LITELLM_MASTER_KEY or general_settings.master_key"
+        )
+    logging.getLogger("litellm_memory_hook").setLevel(level)
+    if not logging.getLogger().handlers:
+        from rich.logging import RichHandler
+
+        logging.basicConfig(
+            level=logging.WARNING, format="%(message)s", handlers=[RichHandler(console=console)]
+        )
+
+    async def job(redis: Any) -> list[JobOutcome]:
+        model = OpenAIModel(settings.extraction_base_url, api_key)
+        worker = ExtractionWorker(redis, settings, model, alias_lookup=_alias_lookup(proxy_config))
+        try:
+            if once:
+                return await worker.run_due()
+            await _serve_until_signal(worker, settings.extraction_base_url)
+            return []
+        finally:
+            await model.close()
+
+    outcomes = _run(proxy_config, data_dir, job)
+    if not once:
+        console.print("worker stopped")
+        return
+    if not outcomes:
+        console.print("nothing due")
+        return
+    table = Table(title=f"{len(outcomes)} extraction jobs")
+    for column in ("status", "jobs", "memories added", "memories deleted", "more to do"):
+        table.add_column(column, justify="right")
+    by_status = Counter(o.status for o in outcomes)
+    for status, count in sorted(by_status.items()):
+        mine = [o for o in outcomes if o.status == status]
+        table.add_row(
+            status,
+            str(count),
+            str(sum(o.added for o in mine)),
+            str(sum(o.deleted for o in mine)),
+            str(sum(1 for o in mine if o.more)),
+        )
+    console.print(table)
+
+
+async def _serve_until_signal(worker: Any, base_url: str) -> None:
+    """Start ``worker`` and stop it (after its current job) on SIGINT or SIGTERM."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        worker.start()
+        console.print(f"extraction worker {worker.worker_id} calling {base_url} (Ctrl-C stops)")
+        await stop.wait()
+        console.print("stopping after the current job")
+        await worker.stop()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``memories`` (list, pin, edit, delete, flush), ``stats`` and ``worker`` to ``app``.
+
+    Adding them twice to the same app adds nothing the second time.
+    """
+    groups = {g.name for g in app.registered_groups}
+    commands = {c.name for c in app.registered_commands}
+    if "memories" not in groups:
+        app.add_typer(memories_app, name="memories")
+    if "stats" not in commands:
+        app.command("stats")(stats_command)
+    if "worker" not in commands:
+        app.command("worker")(worker_command)
+
+
+__all__ = ["memories_app", "register", "stats_command", "worker_command"]

@@ -1,0 +1,271 @@
+"""`litellm-memory memories list|pin|edit|delete|flush`, `stats` and `worker` through typer's
+CliRunner on a real Redis (REDIS_URL), with a test key prefix (LITELLM_MEMORY_KEY_PREFIX) and a
+copy of the checkout's config.yaml; the worker also against the package's stand-in model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+from typer.testing import CliRunner
+
+from litellm_memory_hook.tools import cli
+from litellm_memory_hook.tools.cli_memory import register
+
+from .harness import REPO, free_port, start_standin, stop
+
+pytestmark = pytest.mark.redis
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+ID = re.compile(r"\b\d{13}-[0-9a-f]{6}\b")
+register(cli.app)
+
+
+@pytest.fixture
+def key_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A key prefix of this test only, given to the commands by LITELLM_MEMORY_KEY_PREFIX (and
+    the test Redis by REDIS_URL); its keys are deleted afterwards (SCAN)."""
+    prefix = "tcm" + uuid.uuid4().hex[:10]
+    monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", prefix)
+    monkeypatch.setenv("REDIS_URL", REDIS_URL)
+    monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL", raising=False)
+    yield prefix
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+        client.delete(key)
+    client.close()
+
+
+@pytest.fixture
+def config(tmp_path: Path, key_prefix: str) -> Path:
+    """The checkout's config.yaml without its own key prefix, and with an alias without memory
+    (``plain``)."""
+    raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    memory = raw["callback_settings"]["memory"]
+    memory.pop("key_prefix", None)
+    memory.pop("redis_url", None)
+    raw["model_list"].append({"model_name": "plain", "litellm_params": {"model": "openai/x"}})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def sync_redis() -> Iterator[redis.Redis]:
+    """A synchronous client of the test Redis."""
+    client = redis.Redis.from_url(REDIS_URL)
+    yield client
+    client.close()
+
+
+def run(config: Path, *args: str) -> tuple[int, str]:
+    """Run `litellm-memory ARGS --config CONFIG`; returns the exit code and the output."""
+    result = CliRunner().invoke(cli.app, [*args, "--config", str(config)])
+    return result.exit_code, result.output
+
+
+def pin(config: Path, text: str, *extra: str) -> str:
+    """Pin TEXT for alice; returns the new id."""
+    code, out = run(config, "memories", "pin", text, "--user", "alice", *extra)
+    assert code == 0, out
+    found = ID.search(out)
+    assert found, out
+    return found.group(0)
+
+
+def listing(config: Path, *extra: str) -> dict[str, object]:
+    """`memories list --json` for alice."""
+    code, out = run(config, "memories", "list", "--user", "alice", "--json", *extra)
+    assert code == 0, out
+    data: dict[str, object] = json.loads(out)
+    return data
+
+
+def test_pin_list_edit_delete(config: Path) -> None:
+    """pin prints the new id; list shows it (table and JSON, text exact); edit replaces the
+    text; delete removes it."""
+    text = "  Mi cumpleaños es el 3 de marzo 🎂 "
+    item_id = pin(config, text)
+    code, out = run(config, "memories", "list", "--user", "alice")
+    assert code == 0, out
+    assert item_id in out and "pinned" in out and "1 pinned, 0 extracted" in out
+    data = listing(config)
+    assert data["pinned"] == [
+        {"id": item_id, "text": text.strip(), "created_ms": int(item_id.split("-")[0])}
+    ]
+    code, out = run(
+        config, "memories", "edit", item_id, "मेरी बहन का नाम सीमा है।", "--user", "alice"
+    )
+    assert code == 0 and f"edited {item_id}" in out, out
+    pinned = listing(config)["pinned"]
+    assert isinstance(pinned, list) and pinned[0]["text"] == "मेरी बहन का नाम सीमा है।"
+    code, out = run(config, "memories", "delete", item_id, "--user", "alice")
+    assert code == 0 and "deleted pinned memory" in out, out
+    assert listing(config)["pinned"] == []
+
+
+def test_delete_extracted_memory(config: Path, key_prefix: str, sync_redis: redis.Redis) -> None:
+    """delete falls back to the extracted memories (leaving a tombstone); an id that is
+    neither is one error line, exit 2."""
+    from litellm_memory_hook.memory_api import resolve_target
+    from litellm_memory_hook.tools.proxyconfig import ProxyConfig
+
+    loaded = ProxyConfig.load(config)
+    assert loaded.settings.key_prefix == key_prefix
+    target = resolve_target(
+        loaded.settings,
+        lambda name: loaded.alias(name),
+        tenant="master",
+        user="alice",
+        model="demo",
+    )
+    sync_redis.hset(target.memory.memories, "1718000000000-abcdef", "User: My cat is Miso.")
+    code, out = run(config, "memories", "list", "--user", "alice")
+    assert "extracted" in out and "1718000000000-abcdef" in out, out
+    code, out = run(config, "memories", "delete", "1718000000000-abcdef", "--user", "alice")
+    assert code == 0 and "deleted extracted memory" in out, out
+    assert sync_redis.hlen(target.memory.tombs) == 1
+    code, out = run(config, "memories", "delete", "1718000000000-abcdef", "--user", "alice")
+    assert code == 2
+    assert out.strip().splitlines() == [
+        "error: no memory '1718000000000-abcdef' (pinned or extracted)"
+    ]
+
+
+def test_tenants_and_conversations_are_separate(config: Path) -> None:
+    """A memory pinned for tenant master is not listed for another tenant."""
+    pin(config, "secret")
+    assert listing(config, "--tenant", "team-b") == {"pinned": [], "memories": [], "version": 0}
+
+
+def test_empty_text_is_one_error_line(config: Path) -> None:
+    """An empty or over-limit text, an unknown alias and an alias without memory each exit 2
+    with one 'error:' line and no traceback."""
+    cases = [
+        ("memories", "pin", "", "--user", "alice"),
+        ("memories", "pin", "x" * 501, "--user", "alice"),
+        ("memories", "list", "--user", "alice", "--model", "nope"),
+        ("memories", "list", "--user", "alice", "--model", "plain"),
+        ("memories", "list", "--user", "  "),
+    ]
+    expected = ["'text' is empty", "the limit is 500", "'nope'", "'plain'", "'user'"]
+    for args, needle in zip(cases, expected, strict=True):
+        code, out = run(config, *args)
+        lines = out.strip().splitlines()
+        assert code == 2, out
+        assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out
+        assert "Traceback" not in out
+
+
+def test_bad_config_is_one_error_line(tmp_path: Path) -> None:
+    """A missing config.yaml is one error line, exit 2."""
+    code, out = run(tmp_path / "missing.yaml", "stats")
+    assert code == 2
+    assert out.startswith("error: cannot read") and "Traceback" not in out
+
+
+def test_flush_and_stats(config: Path, key_prefix: str, sync_redis: redis.Redis) -> None:
+    """flush puts the conversation in the due set; stats shows the counters and the due
+    count, as a table and as JSON."""
+    code, out = run(config, "memories", "flush", "--user", "alice", "--conversation", "chat-7")
+    assert code == 0 and "is due for extraction" in out, out
+    due = sync_redis.zrange(f"{key_prefix}:due", 0, -1)
+    assert due == [b"master:alice:chat-7"]
+    sync_redis.hincrby(f"{key_prefix}:stats", "jobs_run", 3)
+    code, out = run(config, "stats")
+    assert code == 0, out
+    assert re.search(r"jobs_run\s*│\s*3", out), out
+    assert re.search(r"due \(conversations waiting\)\s*│\s*1", out), out
+    code, out = run(config, "stats", "--json")
+    assert code == 0 and json.loads(out) == {"jobs_run": 3, "due": 1}, out
+
+
+def test_worker_once_extracts_with_the_standin(
+    config: Path, tmp_path: Path, key_prefix: str, sync_redis: redis.Redis
+) -> None:
+    """worker --once runs the due job against an OpenAI-compatible model (the stand-in), prints
+    the outcome, and `memories list` then shows the extracted memory; with nothing due it says
+    so."""
+    port = free_port()
+    standin = start_standin(port, tmp_path / "standin.log")
+    try:
+        raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+        raw["callback_settings"]["memory"]["extraction_base_url"] = f"http://127.0.0.1:{port}/v1"
+        config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+        history = tmp_path / "chat.jsonl"
+        lines = [
+            {"role": "user", "content": "My cat is called Miso."},
+            {"role": "assistant", "content": "Noted: Miso."},
+        ]
+        history.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+        code, out = run(config, "import", str(history), "--format", "jsonl", "--user", "alice")
+        assert code == 0, out
+        run(config, "memories", "flush", "--user", "alice")
+        code, out = run(config, "worker", "--once")
+        assert code == 0, out
+        assert "committed" in out, out
+        memories = listing(config)["memories"]
+        assert isinstance(memories, list)
+        assert any("Miso" in m["text"] for m in memories), memories
+        code, out = run(config, "stats", "--json")
+        assert json.loads(out)["jobs_committed"] == 1
+        code, out = run(config, "worker", "--once")
+        assert code == 0 and "nothing due" in out, out
+    finally:
+        stop(standin)
+
+
+def test_worker_stops_on_sigterm(config: Path, tmp_path: Path) -> None:
+    """`worker` runs until SIGTERM, then stops after its current job and exits 0."""
+    script = (
+        "from litellm_memory_hook.tools import cli\n"
+        "from litellm_memory_hook.tools.cli_memory import register\n"
+        "register(cli.app)\n"
+        "cli.app()\n"
+    )
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "200"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, "worker", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        started = time.monotonic()
+        seen = ""
+        while "Ctrl-C stops" not in seen and time.monotonic() - started < 60:
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen += line
+        assert "Ctrl-C stops" in seen, seen
+        process.send_signal(signal.SIGTERM)
+        rest, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, seen + rest
+        assert "worker stopped" in rest
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_register_is_idempotent() -> None:
+    """register() twice adds memories, stats and worker once."""
+    register(cli.app)
+    names = [c.name for c in cli.app.registered_commands]
+    assert names.count("stats") == 1 and names.count("worker") == 1
+    assert [g.name for g in cli.app.registered_groups].count("memories") == 1

@@ -1,0 +1,274 @@
+"""End to end, issue 7: the extraction loop and the memory API through a real LiteLLM proxy.
+
+A real proxy process (the package's config.yaml with a short quiet time, two tenants through
+``custom_auth``), the stand-in model answering extraction calls (scripted), a real Redis and the
+``openai`` client: messages lead to a job in the proxy's own worker, the next request carries the
+new memories and summary; quiet and flush trigger jobs; pinned memories written over HTTP reach
+the model exactly as typed and no job changes them; a second tenant never sees the first's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import redis
+
+from .conftest import real_redis_url
+from .harness import derived_config, free_port, start_proxy, start_standin, stop
+
+pytestmark = pytest.mark.e2e
+
+HERE = Path(__file__).resolve().parent
+KEY_A, KEY_B = "sk-tenant-a", "sk-tenant-b"
+
+
+@dataclass
+class MemoryStack:
+    """The processes and clients of these tests."""
+
+    proxy: str
+    standin: httpx.Client
+    http: httpx.Client
+    redis: redis.Redis
+    prefix: str
+    log: Path
+
+    def client(self, key: str = KEY_A) -> openai.OpenAI:
+        """An openai client of the proxy with a tenant's key."""
+        return openai.OpenAI(base_url=f"{self.proxy}/v1", api_key=key, max_retries=0, timeout=60)
+
+    def extraction_requests(self) -> list[dict[str, Any]]:
+        """Extraction calls the stand-in received."""
+        return list(self.standin.get("/_standin/extraction_requests").json())
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """Chat calls (not extraction) the stand-in received, oldest first."""
+        extraction = {json.dumps(b, sort_keys=True) for b in self.extraction_requests()}
+        return [
+            b
+            for b in self.standin.get("/_standin/requests").json()
+            if json.dumps(b, sort_keys=True) not in extraction
+        ]
+
+    def script_extraction(self, *replies: Any) -> None:
+        """Queue replies for extraction calls."""
+        self.standin.post("/_standin/extraction_replies", json=list(replies)).raise_for_status()
+
+    def wait_extractions(self, count: int, timeout_s: float = 20.0) -> list[dict[str, Any]]:
+        """Wait until the stand-in has received ``count`` extraction calls."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = self.extraction_requests()
+            if len(found) >= count:
+                return found
+            time.sleep(0.1)
+        pytest.fail(f"{count} extraction call(s) expected; log:\n{self.log.read_text()[-3000:]}")
+
+    def api(self, method: str, path: str, key: str = KEY_A, **kwargs: Any) -> httpx.Response:
+        """Call the memory API with a tenant's key."""
+        headers = {"Authorization": f"Bearer {key}"}
+        return self.http.request(method, f"{self.proxy}/memory/v1{path}", headers=headers, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def mstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryStack]:
+    """Stand-in + proxy with a 1 s quiet trigger and two tenants (custom_auth)."""
+    folder = tmp_path_factory.mktemp("e2e-memory")
+    shutil.copy(HERE / "custom_auth_two_tenants.py", folder / "custom_auth_two_tenants.py")
+    standin_port, proxy_port = free_port(), free_port()
+    prefix = "e2m" + uuid.uuid4().hex[:8]
+    standin = start_standin(standin_port, folder / "standin.log")
+    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix=prefix)
+    loaded = __import__("yaml").safe_load(config.read_text())
+    loaded["callback_settings"]["memory"].update(
+        {"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2}
+    )
+    loaded["general_settings"]["custom_auth"] = "custom_auth_two_tenants.user_api_key_auth"
+    config.write_text(__import__("yaml").safe_dump(loaded, allow_unicode=True))
+    try:
+        proxy = start_proxy(
+            config, proxy_port, folder / "proxy.log", {"REDIS_URL": real_redis_url()}
+        )
+    except Exception:
+        stop(standin)
+        raise
+    r = redis.Redis.from_url(real_redis_url(), decode_responses=True)
+    with (
+        httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as standin_client,
+        httpx.Client(timeout=30) as http,
+    ):
+        yield MemoryStack(
+            f"http://127.0.0.1:{proxy_port}", standin_client, http, r, prefix, folder / "proxy.log"
+        )
+    stop(proxy)
+    stop(standin)
+    for key in r.scan_iter(match=f"{prefix}:*"):
+        r.delete(key)
+    r.close()
+
+
+def _user() -> str:
+    return "u" + uuid.uuid4().hex[:8]
+
+
+def _extraction(memories: list[str], summary: str) -> str:
+    return json.dumps({"memories": memories, "summary": summary})
+
+
+def _system(body: dict[str, Any]) -> str:
+    return str(body["messages"][0]["content"])
+
+
+def test_thirteen_messages_lead_to_one_job_and_the_next_request_carries_it(
+    mstack: MemoryStack,
+) -> None:
+    """13 messages since the cursor (past the 12-message trigger) make one extraction call in
+    the proxy's own worker; the next request's system message carries its memories and summary;
+    the extraction call itself got no memory and was not stored."""
+    user = _user()
+    client = mstack.client()
+    before = len(mstack.extraction_requests())
+    mstack.script_extraction(
+        _extraction(["Has a cat called Miso.", "Lives in Pune."], "They talked about Miso.")
+    )
+    for i in range(7):  # 7 turns = 14 stored messages; the 13th message crosses the trigger
+        client.chat.completions.create(
+            model="demo",
+            user=user,
+            messages=[{"role": "user", "content": f"turn {i}: my cat Miso"}],
+        )
+    calls = mstack.wait_extractions(before + 1)
+    assert len(calls) == before + 1
+    extraction = calls[-1]
+    assert _system(extraction).startswith("[memory-extraction]")
+    assert "user" not in extraction or not extraction.get("user")
+    assert "turn 0: my cat Miso" in json.dumps(extraction, ensure_ascii=False)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        meta = mstack.redis.hgetall(f"{mstack.prefix}:{{team-a:{user}}}:c:demo:meta")
+        if meta.get("summary"):
+            break
+        time.sleep(0.1)
+    assert meta["summary"] == "They talked about Miso."
+    client.chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "Where do I live?"}]
+    )
+    system = _system(mstack.chat_requests()[-1])
+    assert "Lives in Pune." in system and "They talked about Miso." in system
+    turns = mstack.redis.zrange(f"{mstack.prefix}:{{team-a:{user}}}:c:demo:turns", 0, -1)
+    assert not any("memory-extraction" in t for t in turns)
+
+
+def test_quiet_and_flush_each_trigger_a_job(mstack: MemoryStack) -> None:
+    """One message and 1 s of quiet (configured) trigger a job; metadata.memory_flush and the
+    HTTP flush each trigger one at once."""
+    client = mstack.client()
+    user = _user()
+    before = len(mstack.extraction_requests())
+    mstack.script_extraction(_extraction(["Likes tea."], "Tea."))
+    client.chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "I like tea."}]
+    )
+    mstack.wait_extractions(before + 1, timeout_s=10)
+
+    user2 = _user()
+    mstack.script_extraction(_extraction(["Plays chess."], "Chess."))
+    client.chat.completions.create(
+        model="demo",
+        user=user2,
+        messages=[{"role": "user", "content": "I play chess."}],
+        extra_body={"metadata": {"memory_flush": True}},
+    )
+    mstack.wait_extractions(before + 2, timeout_s=3)
+
+    mstack.script_extraction(_extraction(["Plays chess.", "Plays on Sundays."], "Chess."))
+    client.chat.completions.create(
+        model="demo", user=user2, messages=[{"role": "user", "content": "On Sundays."}]
+    )
+    flushed = mstack.api("POST", "/flush", json={"user": user2, "model": "demo"})
+    assert flushed.status_code == 202, flushed.text
+    mstack.wait_extractions(before + 3, timeout_s=3)
+
+
+def test_pinned_memories_reach_the_model_exactly_and_jobs_never_change_them(
+    mstack: MemoryStack,
+) -> None:
+    """A memory pinned over HTTP reaches the model exactly as typed (as data), is shown to the
+    extractor as fixed, and survives a job whose reply repeats and rewrites it."""
+    client = mstack.client()
+    user = _user()
+    typed = "मेरी बहन का नाम सीमा है — she lives in Pune (since 2019)"
+    created = mstack.api("POST", "/pinned", json={"user": user, "model": "demo", "text": typed})
+    assert created.status_code == 201, created.text
+    item = created.json()
+    mstack.script_extraction(_extraction([typed, "Sister Seema moved to Delhi."], "Family."))
+    before = len(mstack.extraction_requests())
+    client.chat.completions.create(
+        model="demo",
+        user=user,
+        messages=[{"role": "user", "content": "सीमा कहाँ रहती है?"}],
+        extra_body={"metadata": {"memory_flush": True}},
+    )
+    assert typed in _system(mstack.chat_requests()[-1])
+    extraction = mstack.wait_extractions(before + 1)[-1]
+    assert typed in json.dumps(extraction, ensure_ascii=False)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listing = mstack.api("GET", "/memories", params={"user": user, "model": "demo"}).json()
+        if listing["memories"]:
+            break
+        time.sleep(0.1)
+    assert listing["pinned"] == [{**item}] or [p["text"] for p in listing["pinned"]] == [typed]
+    assert [m["text"] for m in listing["memories"]] == ["Sister Seema moved to Delhi."]
+
+
+def test_a_second_tenant_never_reads_or_changes_the_first_tenants_memories(
+    mstack: MemoryStack,
+) -> None:
+    """The same user id under two keys (two tenants by custom_auth): tenant B lists nothing of
+    tenant A's, gets 404 editing or deleting A's ids, and its chat requests carry none of A's
+    memories; a missing or wrong key gets 401, bad input a 4xx naming the problem."""
+    user = _user()
+    pinned = mstack.api("POST", "/pinned", json={"user": user, "model": "demo", "text": "Secret A"})
+    assert pinned.status_code == 201
+    item_id = pinned.json()["id"]
+    listing_b = mstack.api("GET", "/memories", KEY_B, params={"user": user, "model": "demo"})
+    assert listing_b.status_code == 200 and listing_b.json()["pinned"] == []
+    for method, path, body in (
+        ("PATCH", f"/pinned/{item_id}", {"user": user, "model": "demo", "text": "hacked"}),
+        ("DELETE", f"/pinned/{item_id}", None),
+    ):
+        answer = mstack.api(method, path, KEY_B, json=body, params={"user": user, "model": "demo"})
+        assert answer.status_code in (403, 404), answer.text
+    mstack.client(KEY_B).chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "What is my secret?"}]
+    )
+    assert "Secret A" not in _system(mstack.chat_requests()[-1])
+    listing_a = mstack.api("GET", "/memories", params={"user": user, "model": "demo"}).json()
+    assert [p["text"] for p in listing_a["pinned"]] == ["Secret A"]
+    assert (
+        mstack.http.get(
+            f"{mstack.proxy}/memory/v1/memories", params={"user": user, "model": "demo"}
+        ).status_code
+        == 401
+    )
+    assert (
+        mstack.api(
+            "GET", "/memories", "sk-wrong", params={"user": user, "model": "demo"}
+        ).status_code
+        == 401
+    )
+    empty = mstack.api("POST", "/pinned", json={"user": user, "model": "demo", "text": "  "})
+    assert empty.status_code == 400 and "text" in empty.text
+    schema = mstack.http.get(f"{mstack.proxy}/openapi.json").json()
+    assert "/memory/v1/pinned" in schema["paths"]
