@@ -49,12 +49,22 @@ class MemorySettings(BaseSettings):
         redis_url: Redis URL (``redis://``, ``rediss://`` or ``unix://``). Env:
             ``LITELLM_MEMORY_REDIS_URL``, else ``REDIS_URL``. Default
             ``redis://127.0.0.1:6379/0``; ``serve`` points it at an embedded Redis when unset.
+        redis_cluster: ``redis_url`` names a node of a Redis Cluster (any one; the others are
+            discovered); a ``redis://`` or ``rediss://`` URL with database 0. Env:
+            ``LITELLM_MEMORY_REDIS_CLUSTER``. See :mod:`litellm_memory_hook.store.client`.
         key_prefix: first part of every key (``mem`` gives ``mem:{t:u:c}:turns``).
         recent_chars: recent-window budget in characters (DESIGN.md section 5: 8000).
         recent_messages: recent-window budget in messages (DESIGN.md section 5: 40).
         retention_days: TTL of every per-conversation key, refreshed on each write (days).
         user_header: request header that carries the user id when the body has no ``user``
             (lower case, e.g. ``x-end-user-id``); ``None`` reads only the body.
+        conversation_header: request header that carries the conversation id when the body's
+            metadata has none (Open WebUI forwards ``x-openwebui-chat-id``); checked after
+            ``x-litellm-session-id``.
+        side_request_patterns: regular expressions that mark a frontend's side request (title,
+            tags, follow-ups...: no memory, not stored), matched on the last user message;
+            ``None`` uses the defaults of :mod:`litellm_memory_hook.core.side_requests`,
+            ``[]`` turns the check off.
         regenerate_window_s: for clients that send only the new message, the same user text sent
             again within this many seconds of its reply counts as a regenerate (seconds).
         extraction_every: messages since the last extraction that make a conversation due.
@@ -102,11 +112,14 @@ class MemorySettings(BaseSettings):
         # Case-insensitive env lookup: "redis_url" also reads REDIS_URL, after the specific name.
         validation_alias=AliasChoices("LITELLM_MEMORY_REDIS_URL", "redis_url"),
     )
+    redis_cluster: bool = False
     key_prefix: str = Field(default="mem", pattern=_KEY_PREFIX_PATTERN)
     recent_chars: int = Field(default=8000, ge=200, le=2_000_000)
     recent_messages: int = Field(default=40, ge=1, le=1000)
     retention_days: float = Field(default=30.0, gt=0, le=3650)
     user_header: str | None = None
+    conversation_header: str | None = None
+    side_request_patterns: list[str] | None = None
     regenerate_window_s: float = Field(default=300.0, ge=0)
     extraction_every: int = Field(default=12, ge=1)
     extraction_quiet_s: float = Field(default=20.0, ge=0)
@@ -134,7 +147,28 @@ class MemorySettings(BaseSettings):
     extraction_base_url: str = "http://127.0.0.1:4000/v1"
     extraction_api_key: str | None = None
 
-    @field_validator("user_header")
+    @field_validator("side_request_patterns")
+    @classmethod
+    def _valid_patterns(cls, value: list[str] | None) -> list[str] | None:
+        import regex
+
+        for pattern in value or ():
+            try:
+                regex.compile(pattern)
+            except regex.error as exc:
+                raise ValueError(f"side_request_patterns: bad pattern {pattern!r}: {exc}") from exc
+        return value
+
+    @property
+    def side_patterns(self) -> tuple[str, ...]:
+        """The side-request patterns in force (the defaults when not configured)."""
+        from litellm_memory_hook.core.side_requests import DEFAULT_SIDE_REQUEST_PATTERNS
+
+        if self.side_request_patterns is None:
+            return DEFAULT_SIDE_REQUEST_PATTERNS
+        return tuple(self.side_request_patterns)
+
+    @field_validator("user_header", "conversation_header")
     @classmethod
     def _lower_header(cls, value: str | None) -> str | None:
         return value.lower() if value else None

@@ -33,15 +33,18 @@ def test_empty_store_is_seeded_from_the_clients_history() -> None:
     assert [t.text for t in plan.pending] == ["a", "b", "c"]
 
 
-def test_stored_history_wins_over_the_clients_copy() -> None:
-    """A whole-history client: the stored turns are history; only the new message is stored."""
+def test_the_clients_edit_wins_over_the_stored_copy() -> None:
+    """Issue 8: a whole-history client is authoritative for what it sends: an edited first
+    message reaches the model as edited, and the stored turns from the edit on are replaced by
+    the client's (the edited message, the reply after it, then the new message)."""
     state = _state(("user", "a"), ("assistant", "b"))
     plan = plan_turn(
         [_user("a (edited by the app)"), _assistant("b"), _user("c")], state, now_ms=NOW
     )
-    assert plan is not None
-    assert [m["content"] for m in plan.history] == ["a", "b"]
-    assert [t.text for t in plan.pending] == ["c"] and not plan.regenerate
+    assert plan is not None and plan.verbatim
+    assert [m["content"] for m in plan.history] == ["a (edited by the app)", "b"]
+    assert [t.text for t in plan.pending] == ["a (edited by the app)", "b", "c"]
+    assert [t.seq for t in plan.replace] == [1, 2]
 
 
 def test_new_message_only_client() -> None:
@@ -85,8 +88,12 @@ def test_echoed_injected_blocks_are_removed_and_client_prompt_kept() -> None:
 
 
 def test_no_new_user_turn_means_no_plan() -> None:
-    """A request ending with an assistant message (a prefill) is not rebuilt."""
-    assert plan_turn([_user("a"), _assistant("b")], _state(), now_ms=NOW) is None
+    """A request ending with an assistant prefill is planned (D03: the prefill stays last, the
+    user turn is stored); one with no user turn at all, or junk, is not."""
+    plan = plan_turn([_user("a"), _assistant("b")], _state(), now_ms=NOW)
+    assert plan is not None and plan.prefill == "b" and [t.text for t in plan.pending] == ["a"]
+    assert plan.new == (_user("a"), _assistant("b"))
+    assert plan_turn([_assistant("b")], _state(), now_ms=NOW) is None
     assert plan_turn("junk", _state(), now_ms=NOW) is None
     assert plan_turn([None, "hello", {"role": "user", "content": "hi"}], _state(), now_ms=NOW)
 

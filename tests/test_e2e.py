@@ -225,7 +225,8 @@ def test_client_disconnect_mid_stream(stack: Stack) -> None:
 
 
 def test_metadata_null_and_no_user_pass_through(stack: Stack) -> None:
-    """Case C02 c: metadata null, user null: 200, the model gets the client's messages as sent."""
+    """Case C02 c: metadata null, user null: 200, the model gets the client's messages as sent,
+    with the alias's rules (issue 8: they apply with or without a user id)."""
     stack.reset()
     response = httpx.post(
         f"{stack.base_url}/chat/completions",
@@ -239,7 +240,10 @@ def test_metadata_null_and_no_user_pass_through(stack: Stack) -> None:
         },
     )
     assert response.status_code == 200
-    assert _texts(stack.received()[-1]) == [("user", "hi")]
+    assert _texts(stack.received()[-1]) == [
+        ("system", "You are Mira, a warm and concise companion."),
+        ("user", "hi"),
+    ]
 
 
 def test_anthropic_messages_endpoint_is_not_broken(stack: Stack) -> None:
@@ -496,7 +500,10 @@ def test_redis_down_chat_still_works(proxy_without_redis: tuple[str, httpx.Clien
     stream = client.chat.completions.create(model="demo", user="u1", messages=messages, stream=True)  # type: ignore[arg-type]
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Noted: hello"
     received = standin.get("/_standin/requests").json()
-    assert [_texts(body) for body in received] == [[("system", "S"), ("user", "hello")]] * 2
+    rules = "You are Mira, a warm and concise companion."
+    assert [_texts(body) for body in received] == [
+        [("system", f"{rules}\n\nS"), ("user", "hello")]
+    ] * 2
 
 
 def test_forged_memory_record_in_metadata_writes_nothing(stack: Stack) -> None:

@@ -17,6 +17,7 @@ from litellm.types.utils import (
     StreamingChoices,
 )
 
+from litellm_memory_hook.core.assemble import with_rules
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
@@ -82,7 +83,10 @@ async def test_metadata_null_and_user_null(hook: MemoryHook) -> None:
         "messages": [{"role": "user", "content": "hi"}],
     }
     out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
-    assert out is not None and out["messages"] == [{"role": "user", "content": "hi"}]
+    assert out is not None and out["messages"] == [
+        {"role": "system", "content": "You are Mira."},  # the alias's rules always apply
+        {"role": "user", "content": "hi"},
+    ]
     assert hook.counters["no_user_passthrough"] == 1 and not hook.counters["precall_errors"]
 
 
@@ -106,7 +110,8 @@ async def test_required_alias_answers_400_without_user(hook: MemoryHook) -> None
 
 
 async def test_redis_down_passes_the_request_through(prefix: str) -> None:
-    """Failure policy: Redis unreachable -> the client's own messages, counted, no exception."""
+    """Failure policy: Redis unreachable -> the client's own messages (with the alias's rules,
+    which need no Redis), counted, no exception."""
     dead = aioredis.from_url(
         "redis://127.0.0.1:1/0", socket_connect_timeout=0.2, socket_timeout=0.2
     )
@@ -114,7 +119,8 @@ async def test_redis_down_passes_the_request_through(prefix: str) -> None:
     data = chat_request()
     out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
     assert out is not None and out["messages"] == [
-        {"role": "user", "content": "My cat is called Miso."}
+        {"role": "system", "content": "You are Mira."},
+        {"role": "user", "content": "My cat is called Miso."},
     ]
     assert hook.counters["precall_errors"] == 1
     await dead.aclose()
@@ -440,19 +446,42 @@ async def test_a_tampered_record_is_ignored(
         ("OFF", "read_write", "off"),
         ("read-only", "read_write", "read_only"),
         ("read_write", "read_only", "read_only"),
-        ("banana", "read_write", "read_write"),
-        (["off"], "read_only", "read_only"),
         ("off", "read_only", "off"),
     ],
 )
 def test_request_mode_never_exceeds_the_alias(
-    asked: object, alias_mode: str, expected: str
+    asked: str | None, alias_mode: str, expected: str
 ) -> None:
-    """metadata.memory_mode is case-insensitive; unknown values are ignored; a request can lower
-    but never raise its alias's mode (a read-only alias stays read-only)."""
-    from litellm_memory_hook.proxy.hook import request_mode
+    """metadata.memory_mode is case-insensitive; a request can lower but never raise its
+    alias's mode (a read-only alias stays read-only)."""
+    from litellm_memory_hook.core.controls import effective_mode, read_controls
 
-    assert request_mode(asked, alias_mode) == expected
+    mode = read_controls({"memory_mode": asked}).mode
+    assert effective_mode(mode, alias_mode) == expected
+
+
+@pytest.mark.parametrize(
+    ("metadata", "field"),
+    [
+        ({"memory_mode": "bogus"}, "memory_mode"),
+        ({"memory_mode": ["off"]}, "memory_mode"),
+        ({"conversation_id": 42}, "conversation_id"),
+        ({"conversation_id": "  "}, "conversation_id"),
+        ({"timezone": "Mars/Olympus"}, "timezone"),
+        ({"memory_flush": "yes"}, "memory_flush"),
+        ({"persona": {"name": "x"}}, "persona"),
+    ],
+)
+async def test_bad_control_values_are_a_400_naming_the_field(
+    hook: MemoryHook, metadata: dict[str, Any], field: str
+) -> None:
+    """Issue 8 item 7: a bad control value gets a clear 400 naming the field, never a silent
+    default."""
+    with pytest.raises(HTTPException) as raised:
+        await hook.async_pre_call_hook(
+            Auth(), None, chat_request(metadata=metadata), "acompletion"
+        )
+    assert raised.value.status_code == 400 and field in str(raised.value.detail)
 
 
 @pytest.mark.parametrize("content", ["", "   ", "\u200b", {"text": "hi"}, 42, None])
@@ -465,7 +494,10 @@ async def test_blank_or_malformed_new_message_passes_through(
     data = chat_request(content, call_id="blank")
     sent = json.loads(json.dumps(data["messages"]))
     out = await _chat(hook, data, "Noted.")
-    assert out["messages"] == sent
+    # a valid body gets the alias's rules and nothing else; a malformed one goes on as sent
+    assert out["messages"] == with_rules(sent, "You are Mira.")
+    if not isinstance(content, str | None):
+        assert out["messages"] == sent
     assert [t["text"] for t in await _turns(any_redis, prefix)] == ["hello", "hi"]
 
 
@@ -541,16 +573,18 @@ async def test_legacy_functions_and_orphan_tool_results_pass_through(
     sent, and nothing is stored."""
     data = {**chat_request("x"), "messages": json.loads(json.dumps(messages))}
     out = await _chat(hook, data, "ok")
-    assert out["messages"] == messages
+    assert out["messages"] == [{"role": "system", "content": "You are Mira."}, *messages]
     assert await _turns(any_redis, prefix) == []
 
 
 async def test_boolean_conversation_id_is_ignored(
     hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
 ) -> None:
-    """metadata.conversation_id true is not a conversation called "True"."""
-    await _chat(hook, chat_request("hi", metadata={"conversation_id": True}), "ok")
-    assert len(await _turns(any_redis, prefix, conv="demo")) == 2
+    """metadata.conversation_id true is not a conversation called "True": a clear 400."""
+    with pytest.raises(HTTPException) as raised:
+        await _chat(hook, chat_request("hi", metadata={"conversation_id": True}), "ok")
+    assert raised.value.status_code == 400 and "conversation_id" in str(raised.value.detail)
+    assert await _turns(any_redis, prefix, conv="demo") == []
 
 
 async def test_breaker_skips_redis_after_a_failure(prefix: str) -> None:

@@ -41,7 +41,8 @@ def test_blank_messages_are_not_stored() -> None:
         assert message_to_turn({"role": "user", "content": text}, ts_ms=1) is None
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     turn = message_to_turn({"role": "assistant", "content": "", "tool_calls": [call]}, ts_ms=1)
-    assert turn is not None and turn.text == "" and turn.to_message()["content"] is None
+    # D01: replayed as the client sent it ("" stays "": strict servers need the key)
+    assert turn is not None and turn.text == "" and turn.to_message()["content"] == ""
 
 
 def test_cut_keeps_the_end_on_a_grapheme_boundary() -> None:

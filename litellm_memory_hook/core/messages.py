@@ -140,34 +140,186 @@ def message_chars(message: dict[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class SplitRequest:
-    """A request's messages split into parts.
+    """A request's messages split into parts, every message as the client sent it.
 
     Attributes:
-        system_texts: text of every system / developer message, in order.
-        earlier: the conversation messages before the new turn.
+        lead: the leading system / developer messages (they carry the rules; the memory block
+            joins the first of them).
+        earlier: the messages between the lead and the new turn (conversation messages, and
+            any system / developer message the client placed among them, in place).
         new: the new turn: the trailing user / tool messages (with the assistant ``tool_calls``
-            message they answer, when the turn is a tool result).
+            message they answer, when the turn is a tool result), then an assistant prefill
+            when the client ended with one, then system / developer messages the client placed
+            after the conversation.
+        prefill: index in ``new`` of the assistant prefill, or ``None``.
     """
 
-    system_texts: tuple[str, ...]
+    lead: tuple[dict[str, Any], ...]
     earlier: tuple[dict[str, Any], ...]
     new: tuple[dict[str, Any], ...]
+    prefill: int | None = None
+
+    @property
+    def system_texts(self) -> tuple[str, ...]:
+        """Text of every leading system / developer message, in order."""
+        return tuple(content_text(m.get("content")) for m in self.lead)
+
+    @property
+    def new_conversation(self) -> tuple[dict[str, Any], ...]:
+        """The new turn's user / tool messages (and the tool-call message they answer): what
+        is stored before the reply; not the prefill, not trailing system messages."""
+        return tuple(
+            m
+            for i, m in enumerate(self.new)
+            if m.get("role") in _CONVERSATION_ROLES and i != self.prefill
+        )
+
+    @property
+    def prefill_text(self) -> str:
+        """The text of the assistant prefill ("" without one)."""
+        if self.prefill is None:
+            return ""
+        return content_text(self.new[self.prefill].get("content"))
+
+
+def is_system(message: dict[str, Any]) -> bool:
+    """True for a ``system`` or ``developer`` message (``developer`` counts as system)."""
+    return message.get("role") in _SYSTEM_ROLES
 
 
 def split_request(messages: Sequence[dict[str, Any]]) -> SplitRequest:
-    """Split clean messages into system texts, earlier history and the new turn."""
-    system_texts = tuple(
-        content_text(m.get("content")) for m in messages if m.get("role") in _SYSTEM_ROLES
-    )
-    convo = [m for m in messages if m.get("role") in _CONVERSATION_ROLES]
-    cut = len(convo)
-    while cut > 0 and convo[cut - 1].get("role") in ("user", "tool"):
+    """Split clean messages into the leading system messages, earlier history and the new turn.
+
+    Order is the client's: nothing moves. A trailing assistant message without ``tool_calls``
+    right after a user message is a prefill (roleplay frontends end every request with one);
+    system / developer messages after the conversation stay after it, in the new turn.
+    """
+    lead_end = 0
+    while lead_end < len(messages) and is_system(messages[lead_end]):
+        lead_end += 1
+    rest = list(messages[lead_end:])
+    end = len(rest)
+    while end > 0 and is_system(rest[end - 1]):
+        end -= 1
+    prefill_at: int | None = None
+    last = rest[end - 1] if end > 0 else None
+    if (
+        last is not None
+        and last.get("role") == "assistant"
+        and not last.get("tool_calls")
+        and end > 1
+        and rest[end - 2].get("role") == "user"
+    ):
+        prefill_at = end - 1
+        end -= 1
+    cut = end
+    while cut > 0 and rest[cut - 1].get("role") in ("user", "tool"):
         cut -= 1
-    new = convo[cut:]
-    if new and new[0].get("role") == "tool" and cut > 0 and convo[cut - 1].get("tool_calls"):
+    if (
+        cut < end
+        and rest[cut].get("role") == "tool"
+        and cut > 0
+        and rest[cut - 1].get("tool_calls")
+    ):
         cut -= 1
-        new = convo[cut:]
-    return SplitRequest(system_texts, tuple(convo[:cut]), tuple(new))
+    new = rest[cut:]
+    prefill = None if prefill_at is None else prefill_at - cut
+    return SplitRequest(tuple(messages[:lead_end]), tuple(rest[:cut]), tuple(new), prefill)
+
+
+#: longest string kept in any field of a stored message other than its text (characters).
+MAX_FIELD_CHARS = 8000
+#: longest stored message as JSON (characters); a larger one keeps only role, text and name.
+MAX_STORED_MESSAGE_CHARS = 64_000
+#: longest stored ``name`` (characters).
+MAX_NAME_CHARS = 128
+_MEDIA_DATA_KEYS = frozenset({"data", "file_data", "b64_json"})
+
+
+def _placeholder_part(part: dict[str, Any]) -> dict[str, Any]:
+    kind = str(part.get("type") or "")
+    return {"type": "text", "text": PART_PLACEHOLDERS.get(kind, f"[{kind[:24]}]")}
+
+
+def _is_inline_media(part: dict[str, Any]) -> bool:
+    """True for a part that carries media inline (a data: URL or base64 data)."""
+    for value in part.values():
+        if isinstance(value, dict):
+            url = value.get("url")
+            if isinstance(url, str) and url.startswith("data:"):
+                return True
+            if any(k in value for k in _MEDIA_DATA_KEYS):
+                return True
+        elif isinstance(value, str) and value.startswith("data:"):
+            return True
+    return any(k in part for k in _MEDIA_DATA_KEYS)
+
+
+def _bounded(value: Any, limit: int) -> Any:
+    """A JSON value with every string cut to ``limit`` characters (keeping its start)."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else keep_head(value, limit)
+    if isinstance(value, dict):
+        return {str(k)[:128]: _bounded(v, limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_bounded(v, limit) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return str(value)[:limit]
+
+
+def storable_message(message: dict[str, Any], *, max_chars: int = 32_000) -> dict[str, Any]:
+    """The message as stored for replay: every field kept, media and sizes bounded.
+
+    Rules: ``content`` keeps its form (a string, ``None``, ``""`` or a list of parts); a text
+    longer than ``max_chars`` keeps its end (the window's rule); a part that carries media
+    inline (a ``data:`` URL, base64 ``data``) becomes a text placeholder such as
+    ``{"type": "text", "text": "[image]"}`` (case C25: base64 is never stored), a media part by
+    URL is kept; ``name`` is cut to ``MAX_NAME_CHARS``; every other string (tool arguments,
+    reasoning, unknown keys) to ``MAX_FIELD_CHARS``; when the whole message is still longer
+    than ``MAX_STORED_MESSAGE_CHARS`` as JSON, only ``role``, the text and ``name`` are kept.
+
+    Returns:
+        A new JSON-ready dict (the argument is not changed).
+    """
+    stored: dict[str, Any] = {}
+    for key, value in message.items():
+        if key == "content":
+            stored[key] = _storable_content(value, max_chars)
+        elif key == "name":
+            stored[key] = _bounded(value, MAX_NAME_CHARS)
+        else:
+            stored[str(key)[:128]] = _bounded(value, MAX_FIELD_CHARS)
+    size = len(json.dumps(stored, ensure_ascii=False, default=str))
+    if size > MAX_STORED_MESSAGE_CHARS:
+        small: dict[str, Any] = {
+            "role": message.get("role"),
+            "content": keep_tail(content_text(message.get("content")), max_chars // 4) or None,
+        }
+        if isinstance(message.get("name"), str):
+            small["name"] = message["name"][:MAX_NAME_CHARS]
+        return small
+    return stored
+
+
+def _storable_content(content: Any, max_chars: int) -> Any:
+    if isinstance(content, str):
+        return content if len(content) <= max_chars else keep_tail(content, max_chars)
+    if not isinstance(content, list):
+        return _bounded(content, MAX_FIELD_CHARS)
+    parts: list[Any] = []
+    for part in content:
+        if not isinstance(part, dict):
+            parts.append(_bounded(part, MAX_FIELD_CHARS))
+        elif part.get("type") in TEXT_PART_TYPES and isinstance(part.get("text"), str):
+            text = part["text"]
+            cut = text if len(text) <= max_chars else keep_tail(text, max_chars)
+            parts.append({**_bounded(part, MAX_FIELD_CHARS), "text": cut})
+        elif _is_inline_media(part):
+            parts.append(_placeholder_part(part))
+        else:
+            parts.append(_bounded(part, MAX_FIELD_CHARS))
+    return parts
 
 
 def message_to_turn(
@@ -176,7 +328,8 @@ def message_to_turn(
     """The turn stored for a client or model message; ``None`` when nothing is worth storing.
 
     Empty or invisible text (``""``, ``"   "``, ``"\\u200b"``) is never stored, unless the
-    message carries ``tool_calls`` (case C26). Text longer than ``max_chars`` keeps its end.
+    message carries ``tool_calls`` (case C26). Text longer than ``max_chars`` keeps its end. The
+    message itself, every field kept, goes into :attr:`Turn.msg` (:func:`storable_message`).
     """
     role = message.get("role")
     if role not in _CONVERSATION_ROLES:
@@ -198,10 +351,13 @@ def message_to_turn(
         text=keep_tail(text, max_chars) if text else "",
         ts_ms=ts_ms,
         call_id=call_id,
-        name=name if isinstance(name, str) and role == "user" else "",
-        tool_calls=tool_calls,
-        tool_call_id=str(message.get("tool_call_id") or "") if role == "tool" else "",
+        name=name[:MAX_NAME_CHARS] if isinstance(name, str) else "",
+        tool_calls=tuple(_bounded(list(tool_calls), MAX_FIELD_CHARS)),
+        tool_call_id=str(message.get("tool_call_id") or "")[:MAX_NAME_CHARS]
+        if role == "tool"
+        else "",
         fp=content_fingerprint(content) if isinstance(content, list) else "",
+        msg=storable_message(message, max_chars=max_chars),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,12 @@ class Turn:
             before it at write time; kept so that deleting it removes exactly those entries.
         fp: for a message sent as a list of parts, a fingerprint of all its parts (images
             included), so two different photos with the same text are told apart.
+        msg: the message as the client (or the model) sent it, every field kept (``content``
+            as sent, ``name``, ``reasoning_content``, thinking parts, ``cache_control``,
+            ``refusal``, ``audio`` ids, unknown keys), made storable by
+            :func:`litellm_memory_hook.core.messages.storable_message` (base64 media replaced by
+            placeholders, every string bounded); replayed as is. Empty for turns stored before
+            it existed and for imported lines.
     """
 
     role: str
@@ -42,6 +49,7 @@ class Turn:
     partial: bool = False
     ctx: tuple[str, ...] = field(default=())
     fp: str = ""
+    msg: dict[str, Any] | None = field(default=None, compare=False)
 
     def body_json(self) -> str:
         """The JSON object of this turn without ``seq`` and without its opening brace.
@@ -64,6 +72,8 @@ class Turn:
             body["ctx"] = list(self.ctx)
         if self.fp:
             body["fp"] = self.fp
+        if self.msg:
+            body["msg"] = self.msg
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"))[1:]
 
     @classmethod
@@ -92,10 +102,15 @@ class Turn:
             partial=bool(data.get("partial", False)),
             ctx=tuple(str(t) for t in ctx) if ctx else (),
             fp=str(data.get("fp") or ""),
+            msg=data["msg"] if isinstance(data.get("msg"), dict) else None,
         )
 
     def to_message(self) -> dict[str, Any]:
-        """The OpenAI chat message this turn replays as (never with empty text content)."""
+        """The OpenAI chat message this turn replays as: the stored message with every field
+        the client or the model sent (:attr:`msg`), else one rebuilt from the stored text
+        (never with empty text content)."""
+        if self.msg and self.msg.get("role") == self.role:
+            return copy.deepcopy(self.msg)
         message: dict[str, Any] = {"role": self.role}
         if self.role == "assistant" and self.tool_calls:
             message["content"] = self.text or None

@@ -4,8 +4,10 @@
 the reply, and whether the request regenerates the last reply. Clients of both kinds work:
 
 * apps that send only the new message: the stored history is the conversation;
-* apps that send the whole history: the stored history is still the source of truth; the client's
-  earlier messages are used (and stored) only while the store is empty (seeding).
+* apps that send the whole history are authoritative for what they send: the model receives
+  their messages as sent, and the store follows them (an edited or deleted message, a branch,
+  a regenerate), within the stored tail read for the request (:func:`_plan_whole_history`);
+  an empty store is seeded with their history.
 
 A regenerate is the last stored user message sent again as the new turn right after its reply:
 for a whole-history client, one whose history does not end with that reply; for a new-message-only
@@ -27,6 +29,7 @@ from litellm_memory_hook.core.messages import (
     content_text,
     is_blank,
     keep_head,
+    keep_tail,
     messages_to_turns,
     split_request,
 )
@@ -92,17 +95,24 @@ class TurnPlan:
     """What :func:`plan_turn` decided.
 
     Attributes:
-        system_texts: the client's own system texts, with blocks we injected earlier removed.
-        history: earlier messages for the window, oldest first.
-        history_seqs: the seq of each history message (0 for client-sent ones).
-        new: the new turn as the client sent it (parts intact).
+        system_texts: the client's leading system texts, with blocks we injected earlier removed.
+        lead: the client's leading system / developer messages, as sent.
+        history: earlier messages for the window, oldest first: the client's own (``verbatim``)
+            or the stored turns' messages.
+        history_seqs: the seq of each history message (0 for client messages the store does
+            not hold).
+        new: the new turn as the client sent it (parts intact, a prefill and trailing system
+            messages included).
         pending: turns to store after the reply (the new turn; plus the client's history when
-            seeding an empty store).
-        replace: stored turns the reply replaces (a regenerate).
+            seeding an empty store, or the client's version of turns it edited).
+        replace: stored turns the reply replaces (a regenerate, an edit, a branch, a deletion).
         previous_text: text of the stored turn just before the first turn to store (the recall
             index keys a reply by the question before it); "" when seeding.
         seeded: how many of ``pending`` come from the client's history (an empty store); they
             are written only if the conversation is still empty then.
+        verbatim: ``history`` is the client's own and reaches the model as sent.
+        prefill: the assistant prefill the client ended with ("" without one); the stored reply
+            is the prefill followed by the model's continuation.
     """
 
     system_texts: tuple[str, ...]
@@ -113,16 +123,80 @@ class TurnPlan:
     replace: tuple[Turn, ...] = ()
     previous_text: str = ""
     seeded: int = 0
+    lead: tuple[Message, ...] = ()
+    verbatim: bool = False
+    prefill: str = ""
 
     @property
     def regenerate(self) -> bool:
-        """True when the reply replaces the last stored one."""
+        """True when the reply replaces stored turns."""
         return bool(self.replace)
 
 
 def _tool_call_ids(message: Message | Turn) -> set[str]:
     calls = message.tool_calls if isinstance(message, Turn) else message.get("tool_calls")
     return {str(c.get("id")) for c in calls or () if isinstance(c, dict)}
+
+
+def _same(message: Message, turn: Turn, max_chars: int) -> bool:
+    """True when a client message is the stored turn (role, text as stored, tool call ids)."""
+    if message.get("role") != turn.role:
+        return False
+    text = content_text(message.get("content"))
+    if len(text) > max_chars:
+        text = keep_tail(text, max_chars)
+    if text.strip() != turn.text.strip():
+        return False
+    if turn.role == "assistant" and _tool_call_ids(message) != _tool_call_ids(turn):
+        return False
+    return turn.role != "tool" or str(message.get("tool_call_id") or "") == turn.tool_call_id
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Where a whole-history client's messages meet the stored tail.
+
+    ``client_at`` / ``stored_at``: the first client message and stored turn that differ (or
+    the ends); ``matched``: how many matched before them; ``seqs``: for each client message,
+    the seq of the stored turn it matched (0 when none).
+    """
+
+    client_at: int
+    stored_at: int
+    matched: int
+    seqs: tuple[int, ...]
+
+
+def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> Alignment | None:
+    """Align a client's conversation messages with the stored tail (both oldest first).
+
+    Tries every offset of the two lists and keeps the one with the most equal messages in the
+    overlap (ties: the overlap that ends latest in the store). The first difference inside that
+    overlap is where the client's history and the store part (an edit, a deleted message, a
+    branch); clients that trim their own history align on the stored tail's end. ``None`` when
+    no offset has any equal message.
+    """
+    best: tuple[int, int, int, int] | None = None  # (matches, stored end, offset, first diff)
+    n, m = len(client), len(stored)
+    for offset in range(-n + 1, m):
+        ci, si = max(0, -offset), max(0, offset)
+        length = min(n - ci, m - si)
+        same = [_same(client[ci + k], stored[si + k], max_chars) for k in range(length)]
+        matches = sum(same)
+        if not matches:
+            continue
+        first_diff = same.index(False) if False in same else length
+        key = (matches, si + length, offset, first_diff)
+        if best is None or key[:2] > best[:2]:
+            best = key
+    if best is None:
+        return None
+    _, _, offset, first_diff = best
+    ci, si = max(0, -offset), max(0, offset)
+    seqs = [0] * n
+    for k in range(first_diff):
+        seqs[ci + k] = stored[si + k].seq
+    return Alignment(ci + first_diff, si + first_diff, first_diff, tuple(seqs))
 
 
 def plan_turn(
@@ -137,6 +211,10 @@ def plan_turn(
 ) -> TurnPlan | None:
     """Decide history, new turn and writes for one request; ``None`` when there is no new turn.
 
+    Clients of both kinds (the module docstring): a client that sends its history is
+    authoritative for what it sends; one that sends only the new message gets the stored
+    history.
+
     Args:
         raw_messages: the request's ``messages`` as received (malformed entries are skipped).
         state: the stored conversation (its ``tail`` holds the newest turns).
@@ -150,50 +228,71 @@ def plan_turn(
     if any(m.get("role") == "function" or m.get("function_call") for m in messages):
         return None  # legacy function calling: passed through as sent
     split = split_request(messages)
-    if not split.new or split.new[-1].get("role") not in ("user", "tool"):
+    new_convo = split.new_conversation
+    if not new_convo or new_convo[-1].get("role") not in ("user", "tool"):
         return None
-    if _broken_tool_groups(split.new):
+    if _broken_tool_groups(new_convo):
         return None  # tool traffic that is not whole: the client's request, passed through
-    if split.new[-1].get("role") == "user" and is_blank(content_text(split.new[-1].get("content"))):
+    if new_convo[-1].get("role") == "user" and is_blank(content_text(new_convo[-1].get("content"))):
         return None  # nothing to answer from memory; never store a reply without its question
     system_texts = tuple(t for t in (strip_injected(s) for s in split.system_texts) if t)
-    stored = [t for t in state.tail if not t.partial]
-    new = list(split.new)
-    new_turns = messages_to_turns(new, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars)
+    new = tuple(split.new)
+    new_turns = messages_to_turns(
+        new_convo, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars
+    )
+    common: dict[str, Any] = {"lead": split.lead, "prefill": split.prefill_text}
+    client_history = [m for m in split.earlier if m.get("role") in ("user", "assistant", "tool")]
 
     if state.last_seq == 0:
         seed = messages_to_turns(
-            split.earlier, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars
+            client_history, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars
         )
         return TurnPlan(
             system_texts,
             split.earlier,
             (0,) * len(split.earlier),
-            tuple(new),
+            new,
             (*seed, *new_turns),
             seeded=len(seed),
+            verbatim=True,
+            **common,
+        )
+    if client_history:
+        return _plan_whole_history(
+            split.earlier,
+            client_history,
+            new,
+            new_turns,
+            state,
+            system_texts,
+            common,
+            max_stored_chars,
+            call_id,
+            now_ms,
         )
 
     # A tool-result turn carries the assistant tool_calls message it answers. When a stored
     # assistant turn made the same calls, the request continues that group (usually the newest
     # turn) or repeats it (a client retrying, or regenerating the answer to the results): the
     # call is not stored again, and what the store holds after it is replaced.
-    if new and new[0].get("role") == "assistant":
-        group_at = _stored_call(state.tail, _tool_call_ids(new[0]))
+    stored = [t for t in state.tail if not t.partial]
+    if new_convo[0].get("role") == "assistant":
+        group_at = _stored_call(state.tail, _tool_call_ids(new_convo[0]))
         if group_at is not None:
             kept = [t for t in state.tail[:group_at] if not t.partial]
             return TurnPlan(
                 system_texts,
                 tuple(t.to_message() for t in kept),
                 tuple(t.seq for t in kept),
-                tuple(new),
+                new,
                 tuple(t for t in new_turns if not (t.role == "assistant" and t.tool_calls)),
                 tuple(state.tail[group_at + 1 :]),
                 previous_text=state.tail[group_at].text,
+                **common,
             )
 
     retry = _repeated_turn(
-        split.earlier, new, new_turns, state.tail, now_ms, regenerate_window_s, regenerate
+        new_convo, new_turns, state.tail, now_ms, regenerate_window_s, regenerate
     )
     if retry is not None:
         user_at, replace = retry
@@ -202,19 +301,128 @@ def plan_turn(
             system_texts,
             tuple(t.to_message() for t in kept),
             tuple(t.seq for t in kept),
-            tuple(new),
+            new,
             (),
             tuple(replace),
             previous_text=state.tail[user_at].text,
+            **common,
         )
     return TurnPlan(
         system_texts,
         tuple(t.to_message() for t in stored),
         tuple(t.seq for t in stored),
-        tuple(new),
+        new,
         tuple(new_turns),
         previous_text=state.tail[-1].text if state.tail else "",
+        **common,
     )
+
+
+#: stored turns younger than this (ms) are never replaced by an edit or a branch: a client that
+#: does not show them sent its request before they were stored (parallel requests, two tabs).
+BRANCH_GRACE_MS = 5000
+
+
+def _plan_whole_history(
+    earlier: Sequence[Message],
+    client_history: Sequence[Message],
+    new: tuple[Message, ...],
+    new_turns: Sequence[Turn],
+    state: ConversationState,
+    system_texts: tuple[str, ...],
+    common: dict[str, Any],
+    max_chars: int,
+    call_id: str,
+    now_ms: int,
+) -> TurnPlan:
+    """A client that sent its history: the model gets the client's messages as sent; the store
+    follows the client (edits, deletions, branches, regenerates) within the stored tail.
+
+    Rules, with the client's conversation messages aligned to the stored tail (:func:`align`):
+
+    * everything matched up to the end of both: a plain continuation, the new turn is stored;
+    * the client's history matched but the store holds more after it: when the new user message
+      is the next stored user message, it is a regenerate (the replies after it are replaced);
+      otherwise the client deleted or branched: the stored turns from there on are replaced by
+      the new turn;
+    * a difference inside the client's history (an edited or deleted earlier message, a branch
+      from an older reply): the stored turns from the first difference on are replaced by the
+      client's messages from there and the new turn;
+    * nothing aligns (the tail shows another client's turns, or the edit is older than the
+      tail): nothing stored is touched; the new turn is appended;
+    * turns that would be replaced but were stored less than ``BRANCH_GRACE_MS`` ago are kept
+      and the new turn is appended (a parallel request stored them; not an edit).
+    """
+    tail = list(state.tail)
+    stored = [t for t in tail if not t.partial]
+    alignment = align(client_history, stored, max_chars)
+    seq_of: dict[int, int] = {}
+    if alignment is not None:
+        for message, seq in zip(client_history, alignment.seqs, strict=True):
+            seq_of[id(message)] = seq
+    history_seqs = tuple(seq_of.get(id(m), 0) for m in earlier)
+
+    def plan(pending: Sequence[Turn], replace: Sequence[Turn], previous: str) -> TurnPlan:
+        return TurnPlan(
+            system_texts,
+            tuple(earlier),
+            history_seqs,
+            new,
+            tuple(pending),
+            tuple(replace),
+            previous_text=previous,
+            verbatim=True,
+            **common,
+        )
+
+    if alignment is None:
+        return plan(new_turns, (), tail[-1].text if tail else "")
+    from_seq = 0
+    pending: list[Turn] = list(new_turns)
+    if alignment.client_at < len(client_history):
+        # an edit, a deletion or a branch inside the client's history
+        from_seq = stored[alignment.stored_at].seq if alignment.stored_at < len(stored) else 0
+        rewritten = messages_to_turns(
+            client_history[alignment.client_at :],
+            ts_ms=now_ms,
+            call_id=call_id,
+            max_chars=max_chars,
+        )
+        pending = [*rewritten, *new_turns]
+    elif alignment.stored_at < len(stored):
+        nxt = stored[alignment.stored_at]
+        first = new_turns[0] if new_turns else None
+        if (
+            first is not None
+            and first.role == "assistant"
+            and first.tool_calls
+            and _tool_call_ids(first) == _tool_call_ids(nxt)
+        ):
+            # tool results for the stored tool-call reply: it is not stored again
+            replace = [t for t in tail if t.seq > nxt.seq]
+            return plan(new_turns[1:], replace, nxt.text)
+        repeated = (
+            len(new_turns) == 1
+            and new_turns[0].role == "user"
+            and nxt.role == "user"
+            and (nxt.text, nxt.fp) == (new_turns[0].text, new_turns[0].fp)
+        )
+        if repeated:  # a regenerate: the replies after the repeated question go
+            replace = [t for t in tail if t.seq > nxt.seq]
+            return plan((), replace, nxt.text)
+        from_seq = nxt.seq
+    else:
+        # a plain continuation; a partial reply after the matched turns is replaced
+        last = stored[alignment.stored_at - 1].seq if alignment.stored_at else 0
+        partial = [t for t in tail if t.partial and t.seq > last]
+        return plan(new_turns, partial, stored[alignment.stored_at - 1].text if last else "")
+    replace = [t for t in tail if t.seq >= from_seq] if from_seq else []
+    if any(not t.partial and t.ts_ms > now_ms - BRANCH_GRACE_MS for t in replace):
+        # Turns stored moments ago that this client's history does not show are another
+        # request's (two tabs, parallel requests), not an edit: keep them, append.
+        return plan(new_turns, (), tail[-1].text if tail else "")
+    before = [t for t in stored if not from_seq or t.seq < from_seq]
+    return plan(pending, replace, before[-1].text if before else "")
 
 
 def _stored_call(tail: Sequence[Turn], ids: set[str]) -> int | None:
@@ -256,7 +464,6 @@ MIN_REGENERATE_CHARS = 12
 
 
 def _repeated_turn(
-    earlier: Sequence[Message],
     new: Sequence[Message],
     new_turns: Sequence[Turn],
     tail: Sequence[Turn],
@@ -271,9 +478,9 @@ def _repeated_turn(
     reply after that user turn (a stream the client cut, a failed call) it is a retry: the
     partial reply, if any, is replaced and the user turn is not stored twice. With a complete
     reply it is a regenerate when the request says so (``metadata.memory_regenerate``), or when
-    the client's history does not show that reply (a whole-history client), or, for a
-    new-message-only client, when the reply is younger than ``window_s`` seconds and the text
-    has at least ``MIN_REGENERATE_CHARS`` characters.
+    the reply is younger than ``window_s`` seconds and the text has at least
+    ``MIN_REGENERATE_CHARS`` characters. (Clients that send their history are handled by
+    :func:`_plan_whole_history`.)
     """
     if len(new) != 1 or new[0].get("role") != "user" or len(new_turns) != 1:
         return None
@@ -288,12 +495,6 @@ def _repeated_turn(
     complete = [t for t in reply if not t.partial]
     if not complete or explicit:
         return last_user, reply
-    if earlier:
-        previous = earlier[-1]
-        echoed = previous.get("role") == "assistant" and (
-            content_text(previous.get("content")) == complete[-1].text
-        )
-        return None if echoed else (last_user, reply)
     recent = now_ms - complete[-1].ts_ms <= window_s * 1000
     long_enough = len(repeated.text.strip()) >= MIN_REGENERATE_CHARS
     return (last_user, reply) if recent and long_enough else None

@@ -10,8 +10,12 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
 * When the new turn alone is over the budget, its text keeps its end (cut on a grapheme boundary),
   so a question at the end of a long paste survives. Likewise the newest earlier message, when it
   alone does not fit the room left (and at least ``MIN_TAIL_CHARS`` are left), keeps its end.
-* No message with empty text content is ever returned (an assistant message with ``tool_calls``
-  has ``content: None`` instead of ``""``).
+* No stored message with empty text content is ever returned (an assistant message with
+  ``tool_calls`` has ``content: None`` instead of ``""``).
+* The client's own messages (``verbatim``: a whole-history client's history, and the new turn)
+  are never changed or dropped while they fit: the model receives them as the client sent them
+  (``content: ""`` stays ``""``, every field stays). Only trimming drops the oldest of them,
+  whole tool groups at a time, and never leaves a ``tool`` message first.
 """
 
 from __future__ import annotations
@@ -33,12 +37,19 @@ Message = dict[str, Any]
 MIN_TAIL_CHARS = 200
 
 
-def group_units(messages: Sequence[Message]) -> list[list[Message]]:
+def group_units(messages: Sequence[Message], *, verbatim: bool = False) -> list[list[Message]]:
     """Group messages into window units, dropping broken tool groups and empty messages.
+
+    Args:
+        messages: oldest first.
+        verbatim: the client's own messages: nothing is changed or dropped; a broken tool
+            group becomes single-message units.
 
     Returns:
         Units oldest first; each unit is one message or one whole tool-call group.
     """
+    if verbatim:
+        return _verbatim_units(messages)
     units: list[list[Message]] = []
     i = 0
     while i < len(messages):
@@ -65,6 +76,21 @@ def group_units(messages: Sequence[Message]) -> list[list[Message]]:
     return units
 
 
+def _verbatim_units(messages: Sequence[Message]) -> list[list[Message]]:
+    units: list[list[Message]] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        j = i + 1
+        if calls:
+            while j < len(messages) and messages[j].get("role") == "tool":
+                j += 1
+        units.append(list(messages[i:j]))
+        i = j
+    return units
+
+
 def _with_null_content(message: Message) -> Message:
     if is_blank(content_text(message.get("content"))):
         return {**message, "content": None}
@@ -72,17 +98,20 @@ def _with_null_content(message: Message) -> Message:
 
 
 def trim_new_turn(new: Sequence[Message], max_chars: int) -> list[Message]:
-    """The new turn, with the text of its last message cut to keep its end when over budget.
+    """The new turn as sent, with the text of its last user / tool message cut to keep its end
+    when over budget.
 
     A list-of-parts content keeps its non-text parts (the image the user just sent reaches the
     model as sent); its text parts are replaced by one cut text part.
     """
-    units = group_units(new)
-    kept = [m for unit in units for m in unit]
+    kept = list(new)
     if not kept:
         return []
-    last = kept[-1]
-    others = sum(message_chars(m) for m in kept[:-1])
+    at = max(
+        (i for i, m in enumerate(kept) if m.get("role") in ("user", "tool")), default=len(kept) - 1
+    )
+    last = kept[at]
+    others = sum(message_chars(m) for i, m in enumerate(kept) if i != at)
     room = max(max_chars - others, max_chars // 2, 2)
     text = content_text(last.get("content"))
     if len(text) <= room:
@@ -96,7 +125,7 @@ def trim_new_turn(new: Sequence[Message], max_chars: int) -> list[Message]:
         new_content: Any = [{"type": "text", "text": cut}, *media]
     else:
         new_content = cut
-    return [*kept[:-1], {**last, "content": new_content}]
+    return [*kept[:at], {**last, "content": new_content}, *kept[at + 1 :]]
 
 
 def _cut_to(message: Message, room: int) -> Message:
@@ -122,6 +151,7 @@ def build_window(
     *,
     max_chars: int,
     max_messages: int,
+    verbatim: bool = False,
 ) -> list[Message]:
     """The messages sent after the system message: the fitting tail of history, then the new turn.
 
@@ -130,6 +160,7 @@ def build_window(
         new: the new turn (usually one user message).
         max_chars: character budget of the whole window, new turn included.
         max_messages: message budget of the whole window, new turn included.
+        verbatim: ``history`` is the client's own (see the module docstring).
 
     Returns:
         A list of OpenAI messages, oldest first, that a strict provider accepts.
@@ -138,16 +169,19 @@ def build_window(
     used_chars = sum(message_chars(m) for m in current)
     used_messages = len(current)
     picked: list[list[Message]] = []
-    for unit in reversed(group_units(history)):
+    for unit in reversed(group_units(history, verbatim=verbatim)):
         cost = sum(message_chars(m) for m in unit)
         if used_messages + len(unit) > max_messages:
             break
         if used_chars + cost > max_chars:
             room = max_chars - used_chars
-            if not picked and len(unit) == 1 and room >= MIN_TAIL_CHARS:
+            if not picked and len(unit) == 1 and room >= MIN_TAIL_CHARS and not verbatim:
                 picked.append([_cut_to(unit[0], room)])  # the newest message keeps its end
             break
         picked.append(unit)
         used_chars += cost
         used_messages += len(unit)
-    return [m for unit in reversed(picked) for m in unit] + current
+    kept = [m for unit in reversed(picked) for m in unit]
+    while kept and kept[0].get("role") == "tool":
+        kept.pop(0)  # never start with a tool result whose call was trimmed away
+    return kept + current

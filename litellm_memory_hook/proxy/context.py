@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.assemble import assemble
 from litellm_memory_hook.core.messages import clean_messages, content_text
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.plan import (
     Budget,
     TurnPlan,
     cut_start,
-    dedupe_rules,
     fit_items,
     plan_turn,
     speaker_label,
@@ -146,6 +146,7 @@ async def prepare(
         plan.new,
         max_chars=options.budget.chars,
         max_messages=options.budget.messages,
+        verbatim=plan.verbatim,
     )
     in_window = len(window) - len(plan.new)
     window_seqs = [s for s in plan.history_seqs[len(plan.history_seqs) - in_window :] if s]
@@ -162,7 +163,7 @@ async def prepare(
         )
         recalled = await store.fetch_turns(keys, [seq for seq, _ in top])
     layers = PromptLayers(
-        operator_rules=dedupe_rules([options.operator_rules, *plan.system_texts]),
+        operator_rules=(),
         persona=cut_start(options.persona, options.budget.persona_chars),
         custom_instructions=cut_start(options.custom_instructions, options.budget.persona_chars),
         pinned=fit_items(state.pinned, options.budget.pinned_chars),
@@ -176,9 +177,12 @@ async def prepare(
     )
     built = build_system_message(layers, options.wording)
     layer_chars = dict(built.layer_chars)
+    layer_chars["rules"] = len(options.operator_rules.strip())
     layer_chars["window"] = sum(len(content_text(m.get("content"))) for m in window)
     return PreparedRequest(
-        messages=[{"role": "system", "content": built.text}, *window],
+        messages=assemble(
+            plan.lead, window, rules=options.operator_rules.strip(), memory_block=built.text
+        ),
         plan=plan,
         layer_chars=layer_chars,
         recalled=recalled,

@@ -49,9 +49,12 @@ from typing import Any
 import redis.asyncio as aioredis
 from litellm.integrations.custom_logger import CustomLogger
 
+from litellm_memory_hook.core.assemble import with_rules
+from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
 from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.core.side_requests import side_request_pattern
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
 from litellm_memory_hook.extraction.prompt import is_extraction_call
@@ -90,24 +93,6 @@ def _metadata(data: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-MODES = ("off", "read_only", "read_write")  # from least to most a request may do
-
-
-def request_mode(asked: object, alias_mode: str) -> str:
-    """The memory mode of a request: what it asks (``metadata.memory_mode``, case-insensitive,
-    ``-`` or ``_``), but never more than its alias allows (``read_only`` stays read-only).
-
-    An unknown value is ignored (the alias's mode applies) and logged.
-    """
-    if asked is None:
-        return alias_mode
-    wanted = str(asked).strip().lower().replace("-", "_") if isinstance(asked, str) else ""
-    if wanted not in MODES:
-        logger.warning("memory hook: unknown memory_mode %r; using %r", asked, alias_mode)
-        return alias_mode
-    return min(wanted, alias_mode, key=MODES.index)
-
-
 def _drop_client_record(data: dict[str, Any]) -> None:
     """Remove a memory record a client put into its request metadata (only we write it)."""
     for name in ("metadata", "litellm_metadata"):
@@ -132,32 +117,58 @@ def _turn_from_dict(raw: dict[str, Any]) -> Turn:
     return turn
 
 
+#: fields of a model's reply message that are not replayed: LiteLLM's own bookkeeping and
+#: response-only annotations (a provider would reject them in a request).
+_REPLY_DROPPED = frozenset({"provider_specific_fields", "annotations", "function_call"})
+
+
+def _plain(value: Any) -> Any:
+    """A pydantic object (LiteLLM's types) as plain JSON data."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _reply_message(response: Any) -> dict[str, Any] | None:
-    """The assistant message of a non-streaming ModelResponse as a plain dict."""
+    """The assistant message of a non-streaming ModelResponse as a plain dict, every field the
+    model sent kept (``reasoning_content``, ``thinking_blocks``, ``refusal``, ``audio`` id ...:
+    providers reject a replayed tool-call turn without its reasoning), ``None`` values dropped
+    except ``content``."""
     choices = getattr(response, "choices", None)
     if not choices:
         return None
     message = getattr(choices[0], "message", None)
     if message is None:
         return None
-    tool_calls = []
-    for call in getattr(message, "tool_calls", None) or ():
-        function = getattr(call, "function", None)
-        tool_calls.append(
-            {
-                "id": getattr(call, "id", None),
-                "type": "function",
-                "function": {
-                    "name": getattr(function, "name", None),
-                    "arguments": getattr(function, "arguments", None) or "",
-                },
-            }
-        )
-    return {
-        "role": "assistant",
-        "content": getattr(message, "content", None),
-        "tool_calls": tool_calls,
-    }
+    raw = _plain(message)
+    if not isinstance(raw, dict):
+        return None
+    out: dict[str, Any] = {"role": "assistant", "content": raw.get("content")}
+    for key, value in raw.items():
+        if key in ("role", "content") or key in _REPLY_DROPPED or value is None or value == []:
+            continue
+        if key == "tool_calls":
+            value = [
+                {
+                    "id": c.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": (c.get("function") or {}).get("name"),
+                        "arguments": (c.get("function") or {}).get("arguments") or "",
+                    },
+                }
+                for c in value
+                if isinstance(c, dict)
+            ]
+        elif key == "audio" and isinstance(value, dict):
+            value = {"id": value.get("id")}
+        out[key] = value
+    return out
 
 
 class _StreamAccumulator:
@@ -170,6 +181,8 @@ class _StreamAccumulator:
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.thinking: list[Any] = []
         self.calls: list[dict[str, Any]] = []
         self._by_index: dict[int, dict[str, Any]] = {}
         self._by_id: dict[str, dict[str, Any]] = {}
@@ -203,6 +216,12 @@ class _StreamAccumulator:
             content = getattr(delta, "content", None)
             if isinstance(content, str):
                 self.text.append(content)
+            reasoning = getattr(delta, "reasoning_content", None)
+            if isinstance(reasoning, str):
+                self.reasoning.append(reasoning)
+            thinking = getattr(delta, "thinking_blocks", None)
+            if isinstance(thinking, list):
+                self.thinking.extend(_plain(thinking))
             for call in getattr(delta, "tool_calls", None) or ():
                 slot = self._slot(call)
                 ident = getattr(call, "id", None)
@@ -217,7 +236,14 @@ class _StreamAccumulator:
                         slot["function"]["arguments"] += function.arguments
 
     def message(self) -> dict[str, Any]:
-        return {"role": "assistant", "content": "".join(self.text), "tool_calls": self.calls}
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
+        if self.calls:
+            message["tool_calls"] = self.calls
+        if self.reasoning:
+            message["reasoning_content"] = "".join(self.reasoning)
+        if self.thinking:
+            message["thinking_blocks"] = self.thinking
+        return message
 
 
 class MemoryHook(CustomLogger):
@@ -366,6 +392,11 @@ class MemoryHook(CustomLogger):
 
             self.counters["rejected_no_user"] += 1
             raise HTTPException(status_code=400, detail=str(exc)) from exc
+        except ControlError as exc:
+            from fastapi import HTTPException
+
+            self.counters["rejected_controls"] += 1
+            raise HTTPException(status_code=400, detail=str(exc)) from exc
         except ConfigError as exc:
             self.counters["config_errors"] += 1
             logger.error("memory hook: bad configuration for %r: %s", data.get("model"), exc)
@@ -379,9 +410,18 @@ class MemoryHook(CustomLogger):
     ) -> None:
         settings = self.settings
         metadata = _metadata(data)
-        mode = request_mode(metadata.get("memory_mode"), alias.mode)
+        controls = read_controls(metadata)
+        mode = effective_mode(controls.mode, alias.mode)
+        rules = alias.system_prompt.strip()
         if mode == "off":
             self.counters["mode_off"] += 1
+            data["messages"] = with_rules(data.get("messages"), rules)
+            return
+        side = side_request_pattern(data.get("messages"), settings.side_patterns)
+        if side is not None:
+            self.counters["side_requests"] += 1
+            logger.info("memory hook: side request (%s); no memory, not stored", side)
+            data["messages"] = with_rules(data.get("messages"), rules)
             return
         namespace = alias.namespace or str(data.get("model"))
         who = identify(
@@ -392,6 +432,7 @@ class MemoryHook(CustomLogger):
             user_header=settings.user_header,
             memory_scope=alias.memory_scope,
             alias=str(data.get("model")),
+            conversation_header=settings.conversation_header,
         )
         if who is None:
             if alias.required:
@@ -402,33 +443,39 @@ class MemoryHook(CustomLogger):
                 )
             self.counters["no_user_passthrough"] += 1
             logger.info("memory hook: no usable user id for %r; passing through", data.get("model"))
+            data["messages"] = with_rules(data.get("messages"), rules)
             return
         options = ContextOptions.for_alias(
             settings,
             alias,
-            timezone=_str_or_none(metadata.get("timezone")),
-            persona=_str_or_none(metadata.get("persona")) or "",
-            custom_instructions=_str_or_none(metadata.get("custom_instructions")) or "",
-            regenerate=metadata.get("memory_regenerate") is True,
+            timezone=controls.timezone,
+            persona=controls.persona if controls.persona.strip() else "",
+            custom_instructions=controls.custom_instructions
+            if controls.custom_instructions.strip()
+            else "",
+            regenerate=controls.regenerate,
         )
         call_id = str(data.get("litellm_call_id") or "")
         if self._breaker_open():
             self.counters["breaker_passthrough"] += 1
+            data["messages"] = with_rules(data.get("messages"), rules)
             return
         try:
             prepared = await prepare(
                 self.store, who.keys, who.memory, data.get("messages"), options, call_id=call_id
             )
-        except StoreError:
-            self._trip_breaker()
+        except Exception as exc:
+            if isinstance(exc, StoreError):
+                self._trip_breaker()
+            data["messages"] = with_rules(data.get("messages"), rules)
             raise
         if prepared is None:
             self.counters["no_new_turn"] += 1
+            data["messages"] = with_rules(data.get("messages"), rules)
             return
         data["messages"] = prepared.messages
         elapsed_ms = (time.perf_counter() - started) * 1000
-        flush = metadata.get("memory_flush") is True
-        self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
+        self._record(metadata, who, prepared, mode, elapsed_ms, controls.flush, alias.extraction)
 
     def _record(
         self,
@@ -456,6 +503,7 @@ class MemoryHook(CustomLogger):
             "replace": [asdict(t) for t in prepared.plan.replace],
             "previous": prepared.plan.previous_text,
             "seeded": prepared.plan.seeded,
+            "prefill": prepared.plan.prefill,
             "cursor": prepared.cursor,
             "hook_ms": round(elapsed_ms, 3),
             "layers": prepared.layer_chars,
@@ -599,6 +647,9 @@ class MemoryHook(CustomLogger):
         at = now_ms()
         turns = [_turn_from_dict(t) for t in record.get("pending") or ()]
         replace = [_turn_from_dict(t) for t in record.get("replace") or ()]
+        prefill = str(record.get("prefill") or "")
+        if reply is not None and prefill:
+            reply = _with_prefill(reply, prefill)
         if reply is not None:
             reply_turn = message_to_turn(
                 reply, ts_ms=at, call_id=call_id, max_chars=settings.stored_text_chars
@@ -692,8 +743,14 @@ def _header_from_data(data: Any) -> bool:
     return isinstance(data, dict) and bool(request_headers(data).get(DEBUG_HEADER))
 
 
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) and value.strip() else None
+def _with_prefill(reply: dict[str, Any], prefill: str) -> dict[str, Any]:
+    """The reply a prefilled request stored: the prefill, then the model's continuation (a
+    reply that already starts with the prefill is kept as it is)."""
+    content = reply.get("content")
+    text = content if isinstance(content, str) else ""
+    if text.startswith(prefill):
+        return reply
+    return {**reply, "content": prefill + text}
 
 
 def _router_model_info(model: str) -> dict[str, Any] | None:

@@ -87,8 +87,11 @@ def user_from_request(data: Mapping[str, Any], user_header: str | None) -> str |
     return user
 
 
-def conversation_from_request(data: Mapping[str, Any]) -> str | None:
-    """The explicit conversation id of a request, or ``None``."""
+def conversation_from_request(
+    data: Mapping[str, Any], conversation_header: str | None = None
+) -> str | None:
+    """The explicit conversation id of a request, or ``None``: ``metadata.conversation_id``,
+    the ``x-litellm-session-id`` header, else the configured ``conversation_header``."""
     metadata = data.get("metadata")
     if isinstance(metadata, dict):
         for source in (metadata, metadata.get("requester_metadata")):
@@ -98,8 +101,12 @@ def conversation_from_request(data: Mapping[str, Any]) -> str | None:
                     continue
                 if str(value).strip():
                     return str(value).strip()
-    value = request_headers(data).get(SESSION_HEADER)
-    return value.strip() if value and value.strip() else None
+    headers = request_headers(data)
+    for name in (SESSION_HEADER, conversation_header):
+        value = headers.get(name) if name else None
+        if value and value.strip():
+            return value.strip()
+    return None
 
 
 def identify(
@@ -111,6 +118,7 @@ def identify(
     user_header: str | None = None,
     memory_scope: str = "user",
     alias: str = "",
+    conversation_header: str | None = None,
 ) -> Identity | None:
     """Identify a chat request; ``None`` when it has no usable user id.
 
@@ -127,7 +135,7 @@ def identify(
     if user is None:
         return None
     tenant = tenant_from_auth(auth)
-    conversation = conversation_from_request(data) or namespace
+    conversation = conversation_from_request(data, conversation_header) or namespace
     keys = ConversationKeys.for_ids(prefix, tenant, user, conversation)
     scope = (
         conversation_scope(keys.conversation)

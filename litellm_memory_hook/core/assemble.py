@@ -1,0 +1,151 @@
+"""Putting the request back together: the client's messages, in the client's order, plus memory.
+
+Pure functions. The first rule of the hook: for everything the client sent, the model receives
+what it would have received without the hook, plus memory. So:
+
+* the client's leading system / developer messages stay as sent (role, content form, parts and
+  their ``cache_control``, every other field), in place; the alias's rules (``system_prompt``)
+  and the memory block join the FIRST of them: for string content, ``rules`` + the client's
+  text + the memory block, separated by blank lines; for a list of parts, a text part with the
+  rules first, the client's parts as sent, then one text part with the memory block. The
+  rules and the client's prompt form a stable prefix, so a provider's prompt cache of them
+  keeps working; only the memory block after them changes from request to request;
+* with no leading system message, one system message is put first (rules, then memory);
+* system / developer messages placed later stay where the client put them;
+* a block that an earlier request injected and the client echoed back (our ``<memory_context>``
+  and ``<memory_reminder>``) is removed, with the alias rules it repeats (case C23).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from litellm_memory_hook.core.messages import TEXT_PART_TYPES
+from litellm_memory_hook.core.prompt import strip_injected
+
+Message = dict[str, Any]
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+def _without_echo(text: str, known: str) -> str:
+    """``text`` without our injected blocks; when it had one (an echo of what we sent), also
+    without paragraphs that repeat ``known`` (the alias rules, the client's own prompt)."""
+    cleaned = strip_injected(text)
+    if cleaned == text:
+        return text
+    seen = set(_paragraphs(known))
+    kept = [p for p in _paragraphs(cleaned) if p not in seen]
+    return "\n\n".join(kept)
+
+
+def clean_lead(lead: Sequence[Message], rules: str) -> list[Message]:
+    """System messages with echoed blocks removed (and the paragraphs of ``rules`` they echo);
+    a message that held nothing else is dropped, a text part that held nothing else too; other
+    messages are kept as they are."""
+    out: list[Message] = []
+    for message in lead:
+        if message.get("role") not in ("system", "developer"):
+            out.append(message)
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            cleaned = _without_echo(content, rules)
+            if cleaned == content:
+                out.append(message)
+            elif cleaned:
+                out.append({**message, "content": cleaned})
+        elif isinstance(content, list):
+            parts: list[Any] = []
+            for part in content:
+                if isinstance(part, dict) and part.get("type") in TEXT_PART_TYPES:
+                    text = part.get("text")
+                    if isinstance(text, str):
+                        cleaned = _without_echo(text, rules)
+                        if cleaned != text:
+                            if cleaned:
+                                parts.append({**part, "text": cleaned})
+                            continue
+                parts.append(part)
+            if parts:
+                out.append(message if parts == content else {**message, "content": parts})
+        else:
+            out.append(message)
+    return out
+
+
+def _join(*texts: str) -> str:
+    return "\n\n".join(t for t in texts if t.strip())
+
+
+def merge_into_system(lead: Sequence[Message], rules: str, memory_block: str) -> list[Message]:
+    """The leading system messages with the rules and the memory block joined to the first
+    (module docstring); ``[]`` when there is nothing at all to send."""
+    if not lead:
+        text = _join(rules, memory_block)
+        return [{"role": "system", "content": text}] if text else []
+    first, rest = dict(lead[0]), list(lead[1:])
+    content = first.get("content")
+    if isinstance(content, list):
+        parts: list[Any] = []
+        if rules.strip():
+            parts.append({"type": "text", "text": rules})
+        parts.extend(content)
+        if memory_block.strip():
+            parts.append({"type": "text", "text": memory_block})
+        first["content"] = parts
+    else:
+        first["content"] = _join(rules, content if isinstance(content, str) else "", memory_block)
+    return [first, *rest]
+
+
+def assemble(
+    lead: Sequence[Message], window: Sequence[Message], *, rules: str, memory_block: str
+) -> list[Message]:
+    """The messages sent to the model: the lead (rules and memory joined to its first message),
+    then the window as built (history and the new turn, in the client's order).
+
+    Args:
+        lead: the client's leading system / developer messages, as sent.
+        window: the recent window (:func:`litellm_memory_hook.core.window.build_window`).
+        rules: the alias's ``system_prompt`` ("" for none).
+        memory_block: the memory sections and the final reminder
+            (:func:`litellm_memory_hook.core.prompt.build_system_message` without rules).
+    """
+    cleaned_lead = clean_lead(lead, rules)
+    known = "\n\n".join(
+        [rules, *(str(m.get("content")) for m in cleaned_lead if isinstance(m.get("content"), str))]
+    )
+    return [*merge_into_system(cleaned_lead, rules, memory_block), *clean_lead(window, known)]
+
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _well_formed(raw: object) -> bool:
+    """A list of message dicts with a known role and string, null or list content."""
+    return isinstance(raw, list) and all(
+        isinstance(m, dict)
+        and m.get("role") in _ROLES
+        and (m.get("content") is None or isinstance(m.get("content"), str | list))
+        for m in raw
+    )
+
+
+def with_rules(raw_messages: object, rules: str) -> object:
+    """A request's messages with only the alias's rules added (no memory): for requests that get
+    no memory (memory off, no user id, side requests), the alias's rules still apply. A body
+    that is not a well-formed list of messages is returned as it is (the proxy judges it as
+    the client sent it)."""
+    if not rules.strip() or not isinstance(raw_messages, list) or not _well_formed(raw_messages):
+        return raw_messages
+    messages: list[Message] = raw_messages
+    end = 0
+    while end < len(messages) and messages[end].get("role") in ("system", "developer"):
+        end += 1
+    lead = clean_lead(messages[:end], rules)
+    return [*merge_into_system(lead, rules, ""), *messages[end:]]
