@@ -36,8 +36,8 @@ def _without_echo(text: str, known: str) -> str:
     """``text`` without our injected blocks; when it had one (an echo of what we sent), also
     without paragraphs that repeat ``known`` (the alias rules, the client's own prompt)."""
     cleaned = strip_injected(text)
-    if cleaned == text:
-        return text
+    if cleaned.strip() == text.strip():
+        return text  # nothing of ours in it: kept exactly, white space included
     seen = set(_paragraphs(known))
     kept = [p for p in _paragraphs(cleaned) if p not in seen]
     return "\n\n".join(kept)

@@ -58,7 +58,7 @@ def group_units(messages: Sequence[Message], *, verbatim: bool = False) -> list[
         calls = message.get("tool_calls") if role == "assistant" else None
         if calls:
             wanted = {c.get("id") for c in calls if isinstance(c, dict)}
-            group = [_with_null_content(message)]
+            group = [message]  # content as stored: "" stays "" (D01)
             j = i + 1
             answered: set[object] = set()
             while j < len(messages) and messages[j].get("role") == "tool":
@@ -89,12 +89,6 @@ def _verbatim_units(messages: Sequence[Message]) -> list[list[Message]]:
         units.append(list(messages[i:j]))
         i = j
     return units
-
-
-def _with_null_content(message: Message) -> Message:
-    if is_blank(content_text(message.get("content"))):
-        return {**message, "content": None}
-    return message
 
 
 def trim_new_turn(new: Sequence[Message], max_chars: int) -> list[Message]:
