@@ -61,6 +61,9 @@ class MemorySettings(BaseSettings):
         conversation_header: request header that carries the conversation id when the body's
             metadata has none (Open WebUI forwards ``x-openwebui-chat-id``); checked after
             ``x-litellm-session-id``.
+        write_buffer_max: turns held in the proxy while Redis is down (the oldest is dropped
+            past it, counted as ``writes_lost``).
+        write_buffer_max_age_s: a turn waiting longer than this for Redis is dropped (seconds).
         side_request_patterns: regular expressions that mark a frontend's side request (title,
             tags, follow-ups...: no memory, not stored), matched on the last user message;
             ``None`` uses the defaults of :mod:`litellm_memory_hook.core.side_requests`,
@@ -75,7 +78,22 @@ class MemorySettings(BaseSettings):
         stored_text_chars: longest text stored for one message (characters); longer texts keep
             their end, as the window does.
         timezone: IANA name used to date recalled lines when the request gives none.
-        recall_k: old lines recalled per request (DESIGN.md section 6: 4); 0 turns recall off.
+        recall_mode: ``budget`` (default): recall old lines by relevance until ``recall_chars``
+            or ``recall_k_max`` is reached, keeping a line only while it scores at least
+            ``recall_min_share`` of the best; ``fixed``: the best ``recall_k`` lines (the seed's
+            top 4).
+        recall_k: old lines recalled per request in the fixed mode (DESIGN.md section 6: 4);
+            0 turns recall off in both modes.
+        recall_chars: budget of the recalled lines as shown in the prompt (date label, speaker
+            and text; characters), budgeted mode; 0 turns recall off.
+        recall_k_max: most lines recalled in the budgeted mode.
+        recall_min_share: in the budgeted mode, a line must score at least this share of the
+            best line's score (0 to 1).
+        recall_scope: ``conversation`` (default): lines of this conversation only; ``user``:
+            also the lines of the user's other conversations in the same alias namespace
+            (a frontend that opens a new chat id per chat), labelled with their chat.
+        recall_user_chats: with ``recall_scope: user``, the most other conversations read per
+            request (the most recently updated); bounds the cost of a request.
         max_stored_messages: most turns kept per conversation; the oldest beyond it are deleted
             (with their recall-index entries) in batches of about 2%.
         pinned_chars / memory_chars / summary_chars: character budgets of the pinned-memory,
@@ -119,6 +137,8 @@ class MemorySettings(BaseSettings):
     retention_days: float = Field(default=30.0, gt=0, le=3650)
     user_header: str | None = None
     conversation_header: str | None = None
+    write_buffer_max: int = Field(default=10_000, ge=1)
+    write_buffer_max_age_s: float = Field(default=600.0, gt=0)
     side_request_patterns: list[str] | None = None
     regenerate_window_s: float = Field(default=300.0, ge=0)
     extraction_every: int = Field(default=12, ge=1)
@@ -127,7 +147,13 @@ class MemorySettings(BaseSettings):
     redis_breaker_s: float = Field(default=5.0, ge=0, le=3600)
     stored_text_chars: int = Field(default=32_000, ge=1000)
     timezone: str = "UTC"
+    recall_mode: Literal["budget", "fixed"] = "budget"
     recall_k: int = Field(default=4, ge=0, le=20)
+    recall_chars: int = Field(default=2500, ge=0, le=50_000)
+    recall_k_max: int = Field(default=16, ge=1, le=64)
+    recall_min_share: float = Field(default=0.1, ge=0.0, le=1.0)
+    recall_scope: Literal["conversation", "user"] = "conversation"
+    recall_user_chats: int = Field(default=20, ge=1, le=500)
     max_stored_messages: int = Field(default=50_000, ge=50)
     pinned_chars: int = Field(default=2000, ge=0, le=100_000)
     memory_chars: int = Field(default=3000, ge=0, le=100_000)
@@ -187,7 +213,10 @@ class AliasMemoryConfig(BaseModel):
         required: requests without a usable user id get HTTP 400 instead of a pass-through.
         namespace: aliases with the same namespace share memory (default: the alias name).
         system_prompt: the operator's rules, placed first in the system message.
-        recent_chars / recent_messages / recall_k: override the global values.
+        recent_chars / recent_messages: override the global values.
+        recall_mode / recall_k / recall_chars / recall_k_max / recall_min_share /
+            recall_scope / recall_user_chats: override the global values (``recall_scope:
+            user`` is the per-alias opt-in to recall across the user's conversations).
         mode: ``read_only`` answers with memory but never stores (a shared demo alias).
         wording: the operator's own words for the preamble, section notes and the final
             reminder (:class:`litellm_memory_hook.core.prompt.PromptWording`); English defaults.
@@ -209,7 +238,13 @@ class AliasMemoryConfig(BaseModel):
     system_prompt: str = ""
     recent_chars: int | None = Field(default=None, ge=200, le=2_000_000)
     recent_messages: int | None = Field(default=None, ge=1, le=1000)
+    recall_mode: Literal["budget", "fixed"] | None = None
     recall_k: int | None = Field(default=None, ge=0, le=20)
+    recall_chars: int | None = Field(default=None, ge=0, le=50_000)
+    recall_k_max: int | None = Field(default=None, ge=1, le=64)
+    recall_min_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    recall_scope: Literal["conversation", "user"] | None = None
+    recall_user_chats: int | None = Field(default=None, ge=1, le=500)
     mode: Literal["read_write", "read_only"] = "read_write"
     wording: PromptWording | None = None
     memory_scope: Literal["user", "conversation"] = "user"

@@ -150,11 +150,9 @@ async def test_success_hook_returns_none_whatever_redis_answers(
 async def test_failed_write_is_retried_not_dropped(
     hook: MemoryHook, any_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DESIGN.md section 8: a turn that cannot be written is retried in the background."""
+    """DESIGN.md section 8: a turn that cannot be written waits in the outage buffer and is
+    written when Redis answers."""
     from litellm_memory_hook.errors import StoreError
-    from litellm_memory_hook.proxy import hook as hook_module
-
-    monkeypatch.setattr(hook_module, "RETRY_DELAYS_S", (0.01, 0.01))
     data = await hook.async_pre_call_hook(Auth(), None, chat_request(), "acompletion")
     real_append = hook.store.append
     failures = iter([True])

@@ -48,12 +48,16 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from litellm.integrations.custom_logger import CustomLogger
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from litellm_memory_hook.core.assemble import with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
 from litellm_memory_hook.core.messages import message_to_turn
-from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.core.models import ConversationState, Turn
+from litellm_memory_hook.core.plan import plan_turn
 from litellm_memory_hook.core.side_requests import side_request_pattern
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
@@ -61,12 +65,14 @@ from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
 from litellm_memory_hook.proxy.context import ContextOptions, PreparedRequest, prepare
 from litellm_memory_hook.proxy.identity import Identity, identify, request_headers
+from litellm_memory_hook.proxy.write_buffer import PendingWrite, WriteBuffer
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
     MemorySettings,
     load_settings,
     parse_alias_config,
 )
+from litellm_memory_hook.store.client import client_for_settings
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
@@ -77,8 +83,19 @@ logger = logging.getLogger("litellm_memory_hook")
 CHAT_CALL_TYPES = frozenset({"acompletion", "completion"})
 METADATA_KEY = "litellm_memory"
 DEBUG_HEADER = "x-memory-debug"
-RETRY_DELAYS_S = (0.5, 2.0, 8.0)
 _ALIAS_CACHE_S = 30.0
+
+#: a pooled connection that Redis closed (a restart, an idle timeout: case D09) is replaced and
+#: the command sent once more before anything counts as a failure; a real outage still fails
+#: (and opens the breaker) after that one retry. Writes are idempotent on the call id, so a
+#: retried script never stores a turn twice.
+#: while the breaker is open, one request tries Redis this often (seconds).
+BREAKER_PROBE_S = 0.5
+
+RECONNECT_OPTIONS: dict[str, Any] = {
+    "retry": Retry(NoBackoff(), 1),
+    "retry_on_error": [RedisConnectionError],
+}
 
 
 class MemoryRequiredError(MemoryHookError):
@@ -266,6 +283,7 @@ class MemoryHook(CustomLogger):
     ) -> None:
         super().__init__()
         self._model = model
+        self._buffer: WriteBuffer | None = None
         self._queue: ExtractionQueue | None = None
         self._worker: ExtractionWorker | None = None
         self._settings = settings
@@ -277,6 +295,7 @@ class MemoryHook(CustomLogger):
         self.counters: Counter[str] = Counter()
         self._secret = secrets.token_bytes(32)
         self._redis_down_until = 0.0
+        self._next_probe = 0.0
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -294,13 +313,8 @@ class MemoryHook(CustomLogger):
         """The Redis store (the client is created lazily, on the running event loop)."""
         if self._store is None:
             if self._redis is None:
-                self._redis = aioredis.from_url(
-                    self.settings.redis_url,
-                    decode_responses=False,
-                    socket_timeout=self.settings.redis_timeout_s,
-                    socket_connect_timeout=self.settings.redis_timeout_s,
-                )
-            self._store = MemoryStore(self._redis, ttl_s=self.settings.retention_s)
+                self._redis = client_for_settings(self.settings, **RECONNECT_OPTIONS)
+            self._store = MemoryStore.for_settings(self._redis, self.settings)
         return self._store
 
     @property
@@ -458,17 +472,22 @@ class MemoryHook(CustomLogger):
         call_id = str(data.get("litellm_call_id") or "")
         if self._breaker_open():
             self.counters["breaker_passthrough"] += 1
-            data["messages"] = with_rules(data.get("messages"), rules)
+            self._offline(data, metadata, who, options, call_id, mode, rules, controls.flush, alias)
             return
         try:
             prepared = await prepare(
                 self.store, who.keys, who.memory, data.get("messages"), options, call_id=call_id
             )
-        except Exception as exc:
-            if isinstance(exc, StoreError):
-                self._trip_breaker()
+        except StoreError:
+            self._trip_breaker()
+            self.counters["precall_errors"] += 1
+            logger.warning("memory hook: Redis failed in pre-call; this turn waits in the buffer")
+            self._offline(data, metadata, who, options, call_id, mode, rules, controls.flush, alias)
+            return
+        except Exception:
             data["messages"] = with_rules(data.get("messages"), rules)
             raise
+        self._redis_ok()
         if prepared is None:
             self.counters["no_new_turn"] += 1
             data["messages"] = with_rules(data.get("messages"), rules)
@@ -476,6 +495,36 @@ class MemoryHook(CustomLogger):
         data["messages"] = prepared.messages
         elapsed_ms = (time.perf_counter() - started) * 1000
         self._record(metadata, who, prepared, mode, elapsed_ms, controls.flush, alias.extraction)
+
+    def _offline(
+        self,
+        data: dict[str, Any],
+        metadata: dict[str, Any],
+        who: Identity,
+        options: ContextOptions,
+        call_id: str,
+        mode: str,
+        rules: str,
+        flush: bool,
+        alias: AliasMemoryConfig,
+    ) -> None:
+        """Redis is down: the request goes on with the client's messages and the alias's rules,
+        and its turn is still recorded for the post-call hooks, which queue it in the outage
+        buffer. Planned as for an empty store: a client's history is sent as seed turns, which
+        the append script writes only if the conversation is still empty then."""
+        raw = data.get("messages")
+        data["messages"] = with_rules(raw, rules)
+        plan = plan_turn(
+            raw,
+            ConversationState(meta={}, tail=[]),
+            now_ms=now_ms(),
+            call_id=call_id,
+            max_stored_chars=options.max_stored_chars,
+        )
+        if plan is None:
+            return
+        prepared = PreparedRequest(messages=list(data["messages"]), plan=plan, cursor=0)
+        self._record(metadata, who, prepared, mode, 0.0, flush, alias.extraction)
 
     def _record(
         self,
@@ -612,9 +661,11 @@ class MemoryHook(CustomLogger):
         *,
         partial: bool = False,
     ) -> None:
-        """Append pending turns + reply; on a Redis failure, retry in the background."""
-        if self._breaker_open():  # do not hold the response for a Redis that is down
-            self._spawn(self._retry_write(record, reply, call_id, partial))
+        """Append pending turns + reply; on a Redis failure (or while earlier writes wait, or
+        the breaker is open) queue it in the outage buffer (:mod:`.write_buffer`)."""
+        item = PendingWrite(record, reply, call_id, partial)
+        if self._breaker_open() or self.buffer.active:  # keep order; never hold the response
+            self.buffer.add(item)
             return
         try:
             await self._write(record, reply, call_id, partial=partial)
@@ -622,22 +673,27 @@ class MemoryHook(CustomLogger):
             if isinstance(exc, StoreError):
                 self._trip_breaker()
             self.counters["write_failures"] += 1
-            logger.warning("memory hook: write failed (%s); retrying in the background", exc)
-            self._spawn(self._retry_write(record, reply, call_id, partial))
+            logger.warning("memory hook: write failed (%s); queued until Redis answers", exc)
+            self.buffer.add(item)
 
-    async def _retry_write(
-        self, record: dict[str, Any], reply: dict[str, Any] | None, call_id: str, partial: bool
-    ) -> None:
-        for delay in RETRY_DELAYS_S:
-            await asyncio.sleep(delay)
-            try:
-                await self._write(record, reply, call_id, partial=partial)
-                self.counters["write_retried_ok"] += 1
-                return
-            except MemoryHookError as exc:
-                logger.warning("memory hook: retry failed: %s", exc)
-        self.counters["writes_lost"] += 1
-        logger.error("memory hook: turn for %s not stored after retries", record.get("ref"))
+    @property
+    def buffer(self) -> WriteBuffer:
+        """The outage buffer of this process."""
+        if self._buffer is None:
+            self._buffer = WriteBuffer(
+                self._write_pending,
+                max_items=self.settings.write_buffer_max,
+                max_age_s=self.settings.write_buffer_max_age_s,
+                count=self._count,
+            )
+        return self._buffer
+
+    def _count(self, name: str, amount: int) -> None:
+        self.counters[name] += amount
+
+    async def _write_pending(self, item: PendingWrite) -> None:
+        await self._write(item.record, item.reply, item.call_id, partial=item.partial)
+        self._redis_ok()
 
     async def _write(
         self, record: dict[str, Any], reply: dict[str, Any] | None, call_id: str, *, partial: bool
@@ -692,15 +748,32 @@ class MemoryHook(CustomLogger):
             self._worker.wake()
 
     def _breaker_open(self) -> bool:
-        return time.monotonic() < self._redis_down_until
+        """True while requests should skip Redis. Half-open: every ``BREAKER_PROBE_S`` one
+        request tries Redis anyway, so memory is back within that long of Redis answering."""
+        now = time.monotonic()
+        if now >= self._redis_down_until:
+            return False
+        if now >= self._next_probe:
+            self._next_probe = now + BREAKER_PROBE_S
+            return False
+        return True
 
     def _trip_breaker(self) -> None:
-        """After a Redis failure, skip Redis for ``redis_breaker_s`` (a circuit breaker)."""
-        self._redis_down_until = time.monotonic() + self.settings.redis_breaker_s
-        self.counters["breaker_trips"] += 1
-        logger.warning(
-            "memory hook: Redis failed; memory is off for %.1f s", self.settings.redis_breaker_s
-        )
+        """After a Redis failure (one that a reconnect did not mend), skip Redis for up to
+        ``redis_breaker_s`` (a circuit breaker), probing every ``BREAKER_PROBE_S``."""
+        now = time.monotonic()
+        if now >= self._redis_down_until:
+            self.counters["breaker_trips"] += 1
+            logger.warning(
+                "memory hook: Redis failed; memory is off for up to %.1f s",
+                self.settings.redis_breaker_s,
+            )
+        self._redis_down_until = now + self.settings.redis_breaker_s
+        self._next_probe = now + BREAKER_PROBE_S
+
+    def _redis_ok(self) -> None:
+        """Redis answered: close the breaker."""
+        self._redis_down_until = 0.0
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -708,7 +781,9 @@ class MemoryHook(CustomLogger):
         task.add_done_callback(self._background.discard)
 
     async def drain(self) -> None:
-        """Wait for background writes (tests and shutdown)."""
+        """Wait for background writes and the outage buffer (tests and shutdown)."""
+        if self._buffer is not None:
+            await self._buffer.drain()
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 

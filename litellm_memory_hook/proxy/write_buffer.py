@@ -1,0 +1,125 @@
+"""The outage buffer: turns that could not be written wait in the proxy, in order, for Redis.
+
+When a write fails (Redis down, a timeout, the breaker open), the turn goes into a bounded
+in-process FIFO queue; one background task writes the queue out, oldest first, as soon as Redis
+answers again, backing off from ``RETRY_FIRST_S`` to ``RETRY_MAX_S`` between attempts. While the
+queue is not empty, new writes queue behind it, so turns reach Redis in the order they were
+answered. Writes are idempotent on ``litellm_call_id``, so a write that reached Redis before its
+answer was lost is not stored twice.
+
+Limits (settings): ``write_buffer_max`` items (the oldest is dropped when a new one would pass
+it) and ``write_buffer_max_age_s`` seconds (an item older than that is dropped instead of
+written). Drops are counted (``writes_lost``) and logged; the buffer lives in one process, so a
+proxy killed during an outage loses what it held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from litellm_memory_hook.errors import MemoryHookError
+
+logger = logging.getLogger("litellm_memory_hook")
+
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 0.5
+
+
+@dataclass
+class PendingWrite:
+    """One turn waiting to be written: the signed record, the reply, the call id."""
+
+    record: dict[str, Any]
+    reply: dict[str, Any] | None
+    call_id: str
+    partial: bool = False
+    queued_at: float = field(default_factory=time.monotonic)
+
+
+class WriteBuffer:
+    """A bounded FIFO of writes with one flusher task.
+
+    Args:
+        write: writes one item; raises :class:`MemoryHookError` when Redis fails.
+        max_items: most items held (the oldest is dropped past it).
+        max_age_s: an item older than this (seconds) is dropped, not written.
+        count: called with a counter name and an amount (``writes_lost``, ``write_retried_ok``).
+    """
+
+    def __init__(
+        self,
+        write: Callable[[PendingWrite], Awaitable[None]],
+        *,
+        max_items: int,
+        max_age_s: float,
+        count: Callable[[str, int], None],
+    ) -> None:
+        self._write = write
+        self.max_items = max_items
+        self.max_age_s = max_age_s
+        self._count = count
+        self._items: deque[PendingWrite] = deque()
+        self._task: asyncio.Task[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def active(self) -> bool:
+        """True while items wait (new writes must queue behind them)."""
+        return bool(self._items)
+
+    def add(self, item: PendingWrite) -> None:
+        """Queue a write and make sure the flusher runs."""
+        if len(self._items) >= self.max_items:
+            dropped = self._items.popleft()
+            self._count("writes_lost", 1)
+            logger.error(
+                "memory hook: write buffer full (%d); dropped a turn of %s",
+                self.max_items,
+                dropped.record.get("ref"),
+            )
+        self._items.append(item)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        delay = RETRY_FIRST_S
+        while self._items:
+            item = self._items[0]
+            if time.monotonic() - item.queued_at > self.max_age_s:
+                self._items.popleft()
+                self._count("writes_lost", 1)
+                logger.error(
+                    "memory hook: a turn of %s waited over %.0f s for Redis; dropped",
+                    item.record.get("ref"),
+                    self.max_age_s,
+                )
+                continue
+            try:
+                await self._write(item)
+            except MemoryHookError as exc:
+                logger.warning("memory hook: buffered write failed (%s); retrying", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            except Exception:
+                logger.exception("memory hook: buffered write failed; dropped")
+                self._items.popleft()
+                self._count("writes_lost", 1)
+                continue
+            self._items.popleft()
+            self._count("write_retried_ok", 1)
+            delay = RETRY_FIRST_S
+
+    async def drain(self, timeout_s: float | None = None) -> None:
+        """Wait until the queue is written out (or ``timeout_s`` seconds passed)."""
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=timeout_s)
