@@ -108,6 +108,8 @@ def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clients]:
     loaded["callback_settings"]["memory"].update(
         {"user_header": "x-openwebui-user-id", "conversation_header": "x-openwebui-chat-id"}
     )
+    # fuzzed bodies must not put the deployments in cooldown or be retried
+    loaded["router_settings"] = {"num_retries": 0, "disable_cooldowns": True}
     config.write_text(yaml.safe_dump(loaded, allow_unicode=True))
     try:
         proxy = start_proxy(
@@ -574,3 +576,88 @@ def test_any_valid_message_list_reaches_the_model_as_without_the_hook_plus_memor
     ]
     plain, memory = clients.both({"user": user, "messages": follow})
     assert without_memory(memory, client_led=led) == plain
+
+
+# -- bad input never changes the proxy's answer except by adding memory (issue 9 item 4) ------
+
+_json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=12), st.just("")
+)
+_json = st.recursive(
+    _json_leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_role = st.sampled_from(["user", "assistant", "system", "tool", "developer", "function", "bot", 7])
+_part = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.just("text"), "text": st.one_of(st.text(max_size=12), _json)}
+    ),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["image_url", "input_audio", "weird"]), "image_url": _json}
+    ),
+    _json,
+)
+_fuzz_message = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "role": _role,
+            "content": st.one_of(
+                st.text(max_size=20), st.none(), st.lists(_part, max_size=2), _json
+            ),
+        },
+        optional={
+            "name": _json,
+            "tool_calls": st.one_of(
+                st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "id": _json,
+                            "type": st.just("function"),
+                            "function": st.one_of(
+                                _json, st.fixed_dictionaries({"name": _json, "arguments": _json})
+                            ),
+                        }
+                    ),
+                    max_size=2,
+                ),
+                _json,
+            ),
+            "tool_call_id": _json,
+        },
+    ),
+    _json,
+)
+
+
+def _status_class(code: int) -> int:
+    return code // 100
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(messages=st.one_of(st.lists(_fuzz_message, max_size=4), _json))
+def test_fuzzed_bodies_get_the_same_status_with_and_without_the_hook(
+    clients: Clients, messages: Any
+) -> None:
+    """Issue 9 item 4: arbitrary bodies sent to a memory alias and to a plain alias get the same
+    status class; a body the proxy would reject reaches it untouched and is not stored; our code
+    logs no exception."""
+    user = _user()
+    size_before = clients.log.stat().st_size
+    answers = []
+    for model in ("plain", "demo"):
+        answer = clients.chat({"model": model, "user": user, "messages": messages})
+        answers.append(_status_class(answer.status_code))
+    assert answers[0] == answers[1], (messages, answers)
+    with clients.log.open("rb") as log:
+        log.seek(size_before)
+        tail = log.read().decode("utf-8", "replace")
+    assert (
+        "memory hook: pre-call failed" not in tail and "memory hook: post-call failed" not in tail
+    )
+    if answers[0] != 2:
+        assert clients.turns(user) == []

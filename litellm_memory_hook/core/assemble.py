@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from litellm_memory_hook.core.messages import TEXT_PART_TYPES
+from litellm_memory_hook.core.messages import TEXT_PART_TYPES, is_valid_request
 from litellm_memory_hook.core.prompt import strip_injected
 
 Message = dict[str, Any]
@@ -123,25 +123,12 @@ def assemble(
     return [*merge_into_system(cleaned_lead, rules, memory_block), *clean_lead(window, known)]
 
 
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-
-
-def _well_formed(raw: object) -> bool:
-    """A list of message dicts with a known role and string, null or list content."""
-    return isinstance(raw, list) and all(
-        isinstance(m, dict)
-        and m.get("role") in _ROLES
-        and (m.get("content") is None or isinstance(m.get("content"), str | list))
-        for m in raw
-    )
-
-
 def with_rules(raw_messages: object, rules: str) -> object:
     """A request's messages with only the alias's rules added (no memory): for requests that get
     no memory (memory off, no user id, side requests), the alias's rules still apply. A body
-    that is not a well-formed list of messages is returned as it is (the proxy judges it as
-    the client sent it)."""
-    if not rules.strip() or not isinstance(raw_messages, list) or not _well_formed(raw_messages):
+    that is not a valid list of messages (:func:`is_valid_request`) is returned as it is (the
+    proxy judges it as the client sent it)."""
+    if not (rules.strip() and isinstance(raw_messages, list) and is_valid_request(raw_messages)):
         return raw_messages
     messages: list[Message] = raw_messages
     end = 0

@@ -369,3 +369,66 @@ def messages_to_turns(
         message_to_turn(m, ts_ms=ts_ms, call_id=call_id, max_chars=max_chars) for m in messages
     )
     return [t for t in turns if t is not None]
+
+
+_VALID_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _valid_part(part: object) -> bool:
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+        return False
+    kind = part["type"]
+    if kind in TEXT_PART_TYPES:
+        return isinstance(part.get("text"), str)
+    if kind == "image_url":
+        image = part.get("image_url")
+        return isinstance(image, str) or (
+            isinstance(image, dict) and isinstance(image.get("url"), str)
+        )
+    return True
+
+
+def _valid_call(call: object) -> bool:
+    if not isinstance(call, dict):
+        return False
+    function = call.get("function")
+    return (
+        isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and isinstance(function.get("arguments", ""), str)
+        and isinstance(call.get("id", ""), str)
+    )
+
+
+def _valid_message(message: object) -> bool:
+    if not isinstance(message, dict) or message.get("role") not in _VALID_ROLES:
+        return False
+    role, content = message["role"], message.get("content")
+    if isinstance(content, list):
+        if not all(_valid_part(p) for p in content):
+            return False
+    elif content is None:
+        if role not in ("assistant", "function"):
+            return False
+    elif not isinstance(content, str):
+        return False
+    if "name" in message and not isinstance(message["name"], str):
+        return False
+    calls = message.get("tool_calls")
+    if calls is not None and (
+        role != "assistant" or not isinstance(calls, list) or not all(_valid_call(c) for c in calls)
+    ):
+        return False
+    return role != "tool" or isinstance(message.get("tool_call_id"), str)
+
+
+def is_valid_request(raw: object) -> bool:
+    """True when a request's ``messages`` has the OpenAI shape: a non-empty list of message
+    dicts with a known role, string / parts / (for assistant) null content, string names, well
+    formed ``tool_calls`` and ``tool_call_id``.
+
+    The hook rebuilds only such requests; any other body reaches the proxy exactly as the
+    client sent it (untouched, not stored), so the proxy answers it as it would without the
+    hook (issue 9 item 4).
+    """
+    return isinstance(raw, list) and bool(raw) and all(_valid_message(m) for m in raw)

@@ -55,7 +55,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from litellm_memory_hook.core.assemble import with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
-from litellm_memory_hook.core.messages import message_to_turn
+from litellm_memory_hook.core.messages import is_valid_request, message_to_turn
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn
 from litellm_memory_hook.core.side_requests import side_request_pattern
@@ -399,6 +399,9 @@ class MemoryHook(CustomLogger):
             if is_extraction_call(data.get("messages")):
                 self.counters["extraction_calls_passed"] += 1
                 return data
+            if not is_valid_request(data.get("messages")):
+                self.counters["invalid_passthrough"] += 1
+                return data  # the proxy judges it as the client sent it
             self.ensure_worker()
             await self._rebuild(data, user_api_key_dict, alias, started)
         except MemoryRequiredError as exc:
