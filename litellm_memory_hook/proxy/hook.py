@@ -743,7 +743,8 @@ class MemoryHook(CustomLogger):
         await self.store.touch_user_index(keys, memory)
         if not record.get("extract", True):
             return
-        since_cursor = result.last_seq - int(record.get("cursor") or 0)
+        # the cursor as it is now: a job may have committed since this request's pre-call
+        since_cursor = result.last_seq - await self.store.cursor(keys)
         quiet_ms = int(settings.extraction_quiet_s * 1000)
         now_due = record.get("flush") or since_cursor >= settings.extraction_every
         await self.queue.schedule(keys, at if now_due else at + quiet_ms)

@@ -1,9 +1,9 @@
 """Reads and writes of memory sets: pinned and extracted memories, tombstones, the version.
 
 Key names come from :mod:`litellm_memory_hook.store.keys` (:class:`MemoryKeys`). Every change of a
-memory set bumps ``mstate.version`` in the same script or transaction, so the extraction job can
-commit only if nothing changed since it read (a compare-and-set on the version). All keys of a
-set, and the conversation keys the job commits with them, share the user's hash tag.
+memory set bumps ``mstate.version`` in the same script, so the extraction job can commit only if
+nothing changed since it read (a compare-and-set on the version and the cursor, in Lua). All keys
+of a set, and the conversation keys the job commits with them, share the user's hash tag.
 
 Values are plain text (readable with ``HGETALL``); field names are creation-ordered ids
 (``<epoch ms, 13 digits>-<6 hex>``), so sorting the fields gives the oldest first.
@@ -14,9 +14,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
@@ -55,6 +56,31 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[2], ARGV[3]) end
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[4]) end
 return v
+"""
+
+
+COMMIT = """
+-- Replace extracted memories, summary and cursor if nothing changed them since the job read.
+-- KEYS[1] mstate hash, KEYS[2] conversation meta hash, KEYS[3] memories hash,
+-- KEYS[4] pinned hash, KEYS[5] tombs hash (the last two only get the TTL again)
+-- ARGV[1] version read, ARGV[2] cursor read, ARGV[3] TTL seconds, ARGV[4] new cursor,
+-- ARGV[5] now (epoch ms), ARGV[6] "1" to write the summary, ARGV[7] the summary,
+-- then the number of ids to delete and the ids, then the number of items to add and for each
+-- its id and text.
+-- Returns 1 when written, 0 when the version or the cursor changed (nothing written).
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+local cursor = tonumber(redis.call('HGET', KEYS[2], 'cursor') or '0')
+if version ~= tonumber(ARGV[1]) or cursor ~= tonumber(ARGV[2]) then return 0 end
+local i = 8
+local n_delete = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_delete do redis.call('HDEL', KEYS[3], ARGV[i]); i = i + 1 end
+local n_add = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_add do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2 end
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[2], 'cursor', ARGV[4], 'extracted_ms', ARGV[5])
+if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'summary', ARGV[7]) end
+for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+return 1
 """
 
 
@@ -138,6 +164,7 @@ class MemorySetStore:
         self._pin = redis.register_script(PIN)
         self._edit = redis.register_script(EDIT)
         self._delete = redis.register_script(DELETE)
+        self._commit = redis.register_script(COMMIT)
 
     async def read(self, memory: MemoryKeys) -> MemorySetState:
         """The whole memory set in one round trip."""
@@ -202,35 +229,41 @@ class MemorySetStore:
         *,
         now_ms: int,
     ) -> bool:
-        """Replace memories, summary and cursor in one transaction, only if the memory set's
-        version and the conversation's cursor are still those the job read.
+        """Replace memories, summary and cursor atomically, only if the memory set's ``version``
+        and the conversation's ``cursor`` are still those the job read.
 
-        WATCH/MULTI on one connection (``async with pipeline``; case C29); all keys are in the
-        user's slot. Returns False when another writer changed them (the caller re-reads once
-        or gives up); nothing is written then.
+        One Lua script (:data:`COMMIT`) compares the two field values and writes; all keys are
+        in the user's slot. Comparing the values, not WATCHing whole keys, means that turns
+        stored meanwhile (they write the meta hash and refresh TTLs) do not void the job; only a
+        real change of the memories (a user's edit, another job) or of the cursor does. Returns
+        False when one of them changed (the caller re-reads once or gives up); nothing is
+        written then.
         """
+        args: list[Any] = [
+            commit.read_version,
+            commit.read_cursor,
+            self.ttl_s,
+            commit.cursor,
+            now_ms,
+            "1" if commit.summary is not None else "0",
+            commit.summary or "",
+            len(commit.delete_ids),
+            *commit.delete_ids,
+            len(commit.add),
+        ]
+        for offset, text in enumerate(commit.add):
+            args.extend((new_item_id(now_ms + offset), text))
         try:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                await pipe.watch(memory.state, conversation.meta)
-                version = int(await pipe.hget(memory.state, "version") or 0)
-                cursor = int(await pipe.hget(conversation.meta, "cursor") or 0)
-                if version != commit.read_version or cursor != commit.read_cursor:
-                    return False  # leaving the block resets the connection (UNWATCH)
-                pipe.multi()  # type: ignore[no-untyped-call]
-                if commit.delete_ids:
-                    pipe.hdel(memory.memories, *commit.delete_ids)
-                for offset, text in enumerate(commit.add):
-                    pipe.hset(memory.memories, new_item_id(now_ms + offset), text)
-                pipe.hincrby(memory.state, "version", 1)
-                pipe.hset(conversation.meta, "cursor", commit.cursor)
-                pipe.hset(conversation.meta, "extracted_ms", now_ms)
-                if commit.summary is not None:
-                    pipe.hset(conversation.meta, "summary", commit.summary)
-                for key in (*memory.all(), conversation.meta):
-                    pipe.expire(key, self.ttl_s)
-                await pipe.execute()
-        except WatchError:
-            return False
+            done = await self._commit(
+                keys=[
+                    memory.state,
+                    conversation.meta,
+                    memory.memories,
+                    memory.pinned,
+                    memory.tombs,
+                ],
+                args=args,
+            )
         except RedisError as exc:
             raise StoreError(f"commit extraction {conversation.ref}: {exc}") from exc
-        return True
+        return bool(int(done))
