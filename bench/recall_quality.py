@@ -47,6 +47,13 @@ tuned              0.555 / 0.636    0.663 / 0.745    0.316 / 0.447
 
 Evidence ids that name no line of the conversation (3 malformed LoCoMo labels) count as not
 found.
+
+This tool measures term schemes at a fixed 4 lines, in memory (no dates: they need the store's
+lookup by time). The product's default, budgeted recall (``recall_chars``), the dates in
+questions and the cover curve against recalled characters are measured on Redis by
+``litellm-memory bench recall ../shared/data/locomo/locomo-dev.json
+../shared/data/multiling/multiling-dev.json``. Scripts without spaces (now segmented with ICU)
+do not occur in these data sets; ``tests/test_false_recall.py`` covers them.
 """
 
 from __future__ import annotations

@@ -13,6 +13,34 @@ tenant's memories: an id of another tenant's memory is simply not found (404).
 Pinned memories are stored exactly as the user typed them (trimmed at the ends) and reach the
 model escaped as data; the model never changes them. Deleting an extracted memory leaves a
 tombstone (its fact hash), so the same fact is not extracted again from old messages (case C19).
+
+Forget and export work through the user's index (no ``KEYS``/``SCAN``): the whole user (every
+conversation and memory set, whatever the alias) or one conversation. The export format
+(:class:`ExportDocument`, JSON, ``"format": "litellm-memory-export"``, ``"version": 1``)::
+
+    {"format": "litellm-memory-export", "version": 1, "exported_ms": 1718000000000,
+     "key_prefix": "mem", "tenant": "master", "user": "alice", "conversation": null,
+     "conversations": [
+       {"id": "demo", "key": "demo", "alias": "demo", "namespace": "demo",
+        "memory_set": "ns:demo", "summary": "...", "cursor": 12, "seq": 14,
+        "created_ms": ..., "updated_ms": ..., "due_ms": null,
+        "meta": {"tenant": "master", "user": "alice", "extracted_ms": "..."},
+        "turns": [{"seq": 1, "role": "user", "text": "My cat is called Miso.",
+                   "ts": 1718000000000, "call_id": "..."}, ...],
+        "calls": {"<litellm_call_id>": 2}}],
+     "memory_sets": [
+       {"scope": "ns:demo", "version": 3,
+        "pinned": [{"id": "1718000000000-a1b2c3", "text": "My daughter is Asha."}],
+        "memories": [{"id": "...", "text": "User: has a cat called Miso."}],
+        "tombstones": {"<fact hash>": 1718000000000}}]}
+
+``conversation`` is set when one conversation was exported; each turn is the stored JSON object
+(``seq``, ``role``, ``text``, ``ts`` in epoch ms, and when set ``name``, ``call_id``,
+``tool_calls``, ``tool_call_id``, ``partial``, ``ctx``, ``fp`` ...); ``meta`` holds the
+conversation's other meta fields. Importing a document (:meth:`MemoryAPI.import_export`)
+writes everything back as it was (turn seqs, item ids, summary, cursor, version, due time) and
+rebuilds the recall index, so export, forget, import, export gives the same document (apart from
+``exported_ms``).
 """
 
 from __future__ import annotations
@@ -20,22 +48,27 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import redis.asyncio as aioredis
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import MemoryHookError, StoreError
 from litellm_memory_hook.extraction.parse import fact_hash
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.store import transfer
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
     MemoryKeys,
+    UserKeys,
     conversation_scope,
     normalize_user_id,
     user_scope,
 )
 from litellm_memory_hook.store.memory_sets import MemoryItem, MemorySetStore
 from litellm_memory_hook.store.queue import ExtractionQueue
+from litellm_memory_hook.store.redis_store import MemoryStore
 
 
 class MemoryInputError(MemoryHookError):
@@ -111,6 +144,204 @@ def resolve_target(
         else user_scope(namespace)
     )
     return MemoryTarget(tenant, user_id, model, namespace, keys, keys.user_keys.memory_set(scope))
+
+
+# -- the export format ----------------------------------------------------------------------------
+
+EXPORT_FORMAT = "litellm-memory-export"
+EXPORT_VERSION = 1
+_KEY_FORM = r"^[A-Za-z0-9_.@-]{1,64}$"
+_SCOPE_FORM = r"^(ns|c):[A-Za-z0-9_.@-]{1,64}$"
+#: meta fields shown as their own fields of an exported conversation (JSON name -> meta field).
+_META_FIELDS = {
+    "id": "conversation",
+    "alias": "alias",
+    "namespace": "namespace",
+    "memory_set": "mscope",
+    "summary": "summary",
+    "cursor": "cursor",
+    "seq": "seq",
+    "created_ms": "created_ms",
+    "updated_ms": "updated_ms",
+}
+_INT_FIELDS = ("cursor", "seq", "created_ms", "updated_ms")
+
+
+class ExportItem(BaseModel):
+    """A memory: its creation-ordered id and its text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=128, description="e.g. 1718000000000-a1b2c3")
+    text: str
+
+
+class ExportMemorySet(BaseModel):
+    """A memory set: pinned (user-written) and extracted memories, tombstones, version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: str = Field(
+        pattern=_SCOPE_FORM,
+        description="ns:<namespace> (shared by the user's conversations) or c:<conversation>.",
+    )
+    version: int = Field(ge=0, description="Bumped by every change of the set.")
+    pinned: list[ExportItem] = Field(default_factory=list, description="Oldest first.")
+    memories: list[ExportItem] = Field(default_factory=list, description="Oldest first.")
+    tombstones: dict[str, int] = Field(
+        default_factory=dict,
+        description="Deleted extracted memories: fact hash -> deletion time (epoch ms).",
+    )
+
+
+class ExportConversation(BaseModel):
+    """A conversation: ids, summary and extraction state, every stored turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="The conversation id as the client sent it.")
+    key: str = Field(pattern=_KEY_FORM, description="The id as it appears in key names.")
+    alias: str = ""
+    namespace: str = ""
+    memory_set: str = Field(default="", description="The memory set it uses (its scope).")
+    summary: str = ""
+    cursor: int = Field(default=0, ge=0, description="Extracted through this seq.")
+    seq: int = Field(default=0, ge=0, description="The last seq given out.")
+    created_ms: int | None = None
+    updated_ms: int | None = None
+    due_ms: int | None = Field(default=None, description="Due for extraction (epoch ms).")
+    meta: dict[str, str] = Field(default_factory=dict, description="Other meta fields.")
+    turns: list[dict[str, Any]] = Field(
+        default_factory=list, description="Stored turns, oldest first (seq, role, text, ts...)."
+    )
+    calls: dict[str, int] = Field(
+        default_factory=dict, description="litellm_call_id -> seq of the stored reply."
+    )
+
+
+class ExportDocument(BaseModel):
+    """Everything stored for a user (or one conversation of theirs), version 1."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["litellm-memory-export"] = "litellm-memory-export"
+    version: Literal[1] = 1
+    exported_ms: int = Field(description="When it was exported (epoch ms).")
+    key_prefix: str = Field(description="The key prefix it was read from (information only).")
+    tenant: str = Field(description="The tenant it was read from (master, team-<id> ...).")
+    user: str = Field(description="The user id, as chat requests send it.")
+    conversation: str | None = Field(
+        default=None, description="Set when one conversation was exported."
+    )
+    conversations: list[ExportConversation] = Field(default_factory=list)
+    memory_sets: list[ExportMemorySet] = Field(default_factory=list)
+
+    @classmethod
+    def parse(cls, data: object) -> ExportDocument:
+        """Validate a decoded JSON document.
+
+        Raises:
+            MemoryInputError: not an export of a version this code reads, or malformed (the
+                message names the first problem).
+        """
+        if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+            raise MemoryInputError(
+                f"not a litellm-memory export ('format' is not {EXPORT_FORMAT!r})"
+            )
+        if data.get("version") != EXPORT_VERSION:
+            raise MemoryInputError(
+                f"export version {data.get('version')!r} is not supported (this version reads "
+                f"{EXPORT_VERSION})"
+            )
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise MemoryInputError(f"bad export at {where}: {first['msg']}") from exc
+
+
+def _export_conversation(dump: transfer.ConversationDump) -> ExportConversation:
+    meta = dict(dump.meta)
+    fields: dict[str, Any] = {}
+    for name, meta_name in _META_FIELDS.items():
+        if meta_name in meta:
+            value = meta.pop(meta_name)
+            fields[name] = int(value or 0) if name in _INT_FIELDS else value
+    fields.setdefault("id", dump.key)
+    return ExportConversation(
+        key=dump.key,
+        due_ms=dump.due_ms,
+        meta=meta,
+        turns=dump.turns,
+        calls=dump.calls,
+        **fields,
+    )
+
+
+def _conversation_dump(
+    conversation: ExportConversation, *, tenant: str, user: str
+) -> transfer.ConversationDump:
+    meta = dict(conversation.meta)
+    present = conversation.model_fields_set
+    for name, meta_name in _META_FIELDS.items():
+        value = getattr(conversation, name)
+        if value is None or (name not in present and name not in ("id", "cursor", "seq")):
+            continue
+        meta[meta_name] = str(value)
+    if "tenant" in meta:
+        meta["tenant"] = tenant
+    if "user" in meta:
+        meta["user"] = user
+    return transfer.ConversationDump(
+        key=conversation.key,
+        meta=meta,
+        turns=list(conversation.turns),
+        calls=dict(conversation.calls),
+        due_ms=conversation.due_ms,
+    )
+
+
+def _export_memory_set(dump: transfer.MemorySetDump) -> ExportMemorySet:
+    return ExportMemorySet(
+        scope=dump.scope,
+        version=dump.version,
+        pinned=[ExportItem(id=k, text=v) for k, v in dump.pinned.items()],
+        memories=[ExportItem(id=k, text=v) for k, v in dump.memories.items()],
+        tombstones=dump.tombs,
+    )
+
+
+def _memory_set_dump(memory_set: ExportMemorySet) -> transfer.MemorySetDump:
+    return transfer.MemorySetDump(
+        scope=memory_set.scope,
+        pinned={i.id: i.text for i in memory_set.pinned},
+        memories={i.id: i.text for i in memory_set.memories},
+        tombs=dict(memory_set.tombstones),
+        version=memory_set.version,
+    )
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    """What a forget deleted: keys, and the conversations and memory sets they held."""
+
+    deleted_keys: int
+    conversations: int
+    memory_sets: int
+
+
+@dataclass(frozen=True)
+class ImportExportResult:
+    """What importing an export wrote."""
+
+    conversations: int
+    turns: int
+    memory_sets: int
+    memories: int
+
+
+Progress = Callable[[int, int], None]
 
 
 def _now_ms() -> int:
@@ -232,6 +463,171 @@ class MemoryAPI:
         await self.queue.schedule(target.conversation, now, earlier_only=True)
         return now
 
+    # -- forget, export, import -------------------------------------------------------------
+
+    async def forget(self, target: MemoryTarget, *, whole_user: bool) -> ForgetResult:
+        """Delete every key of the target's user (``whole_user``: every conversation and memory
+        set, whatever the alias; through the index, never KEYS) or of the target's conversation
+        (its keys, a conversation-scoped memory set; memories shared by the user's other
+        conversations stay), and their entries in the index and the due set. Deleting nothing
+        is not an error."""
+        user = target.conversation.user_keys
+        if not whole_user:
+            keys = target.conversation
+            existed = await transfer.has_data(self.redis, (keys.meta, keys.turns))
+            own_set = await transfer.has_data(self.redis, user.memory_set(keys.index_member).all())
+            deleted = await transfer.delete_conversation(self.redis, keys)
+            return ForgetResult(deleted, int(existed), int(own_set))
+        members = await transfer.index_members(self.redis, user)
+        conversations = sum(1 for m in members if m.startswith("c:"))
+        memory_sets = 0
+        for member in members:
+            memory_sets += await transfer.has_data(self.redis, user.memory_set(member).all())
+        deleted = await MemoryStore.for_settings(self.redis, self.settings).forget_user(user)
+        await transfer.drop_due_refs(self.redis, user)
+        return ForgetResult(deleted, conversations, memory_sets)
+
+    async def export(
+        self, target: MemoryTarget, *, whole_user: bool, progress: Progress | None = None
+    ) -> ExportDocument:
+        """Everything stored for the target's user (``whole_user``) or the target's
+        conversation (with the memory set it uses), as an :class:`ExportDocument`.
+
+        Raises:
+            MemoryNotFoundError: one conversation was asked for and nothing is stored there.
+        """
+        user = target.conversation.user_keys
+        conversations: list[transfer.ConversationDump] = []
+        sets: dict[str, transfer.MemorySetDump] = {}
+        if whole_user:
+            members = await transfer.index_members(self.redis, user)
+        else:
+            members = [target.conversation.index_member]
+        names = [m for m in members if m.startswith("c:")]
+        for done, member in enumerate(names):
+            dump = await transfer.read_conversation(self.redis, user.conversation(member[2:]))
+            if progress is not None:
+                progress(done + 1, len(names))
+            if dump.empty:
+                continue
+            conversations.append(dump)
+            scopes = [member]
+            if not whole_user:
+                scopes.append(dump.meta.get("mscope") or target.memory.scope)
+            for scope in scopes:
+                if scope not in sets:
+                    sets[scope] = await transfer.read_memory_set(self.redis, user.memory_set(scope))
+        if not whole_user and not conversations:
+            raise MemoryNotFoundError(
+                f"no conversation {target.conversation.conversation!r} for user {target.user!r}"
+            )
+        for member in members:
+            if member.startswith("ns:") and member not in sets:
+                sets[member] = await transfer.read_memory_set(self.redis, user.memory_set(member))
+        return ExportDocument(
+            exported_ms=_now_ms(),
+            key_prefix=self.settings.key_prefix,
+            tenant=target.tenant,
+            user=target.user,
+            conversation=None if whole_user else target.conversation.conversation,
+            conversations=[_export_conversation(c) for c in conversations],
+            memory_sets=[_export_memory_set(m) for m in sets.values() if not m.empty],
+        )
+
+    async def import_export(
+        self,
+        document: ExportDocument,
+        *,
+        tenant: str,
+        user: object,
+        fresh: bool = False,
+        progress: Progress | None = None,
+    ) -> ImportExportResult:
+        """Write an export back, for ``user`` of ``tenant`` (the document's or others).
+
+        Without ``fresh``, nothing is written when any of the document's conversations or
+        memory sets already holds data for that user; with ``fresh`` they are deleted first.
+
+        Args:
+            document: a validated export (:meth:`ExportDocument.parse`).
+            tenant: the tenant to write under.
+            user: the user id to write under.
+            fresh: replace what is stored under the document's conversations and memory sets.
+            progress: called with (turns written, turns in the document).
+
+        Raises:
+            MemoryInputError: bad user id, data already there (without ``fresh``), a malformed
+                turn. StoreError: Redis failed.
+        """
+        user_id = normalize_user_id(user)
+        if user_id is None:
+            raise MemoryInputError("'user' must be a non-empty user id")
+        keys = UserKeys.for_ids(self.settings.key_prefix, tenant, user_id)
+        conversations = [keys.conversation(c.key) for c in document.conversations]
+        sets = [keys.memory_set(m.scope) for m in document.memory_sets]
+        taken = [c.conversation for c in conversations if await self._has(c.meta, c.turns)]
+        taken += [m.scope for m in sets if await self._has(*m.all())]
+        if taken and not fresh:
+            raise MemoryInputError(
+                f"user {user_id!r} of tenant {tenant!r} already has data in {', '.join(taken)}; "
+                "forget it first, or import with --fresh to replace it"
+            )
+        for conversation_keys in conversations:
+            await transfer.delete_conversation(self.redis, conversation_keys)
+        for memory in sets:
+            await self._delete(memory.all())
+        store = MemoryStore.for_settings(self.redis, self.settings)
+        for memory, memory_set in zip(sets, document.memory_sets, strict=True):
+            await transfer.restore_memory_set(
+                self.redis, memory, _memory_set_dump(memory_set), ttl_s=store.ttl_s
+            )
+            await self._index(keys, memory.scope)
+        total = sum(len(c.turns) for c in document.conversations)
+        done = 0
+        for conversation_keys, conversation in zip(
+            conversations, document.conversations, strict=True
+        ):
+            dump = _conversation_dump(conversation, tenant=tenant, user=user_id)
+            scope = conversation.memory_set or conversation_keys.index_member
+            base = done
+
+            def step(written: int, base: int = base) -> None:
+                if progress is not None:
+                    progress(base + written, total)
+
+            try:
+                done += await transfer.restore_conversation(
+                    store, conversation_keys, dump, memory_scope=scope, progress=step
+                )
+            except ValueError as exc:
+                raise MemoryInputError(f"conversation {conversation.id!r}: {exc}") from exc
+        if progress is not None:
+            progress(done, total)
+        return ImportExportResult(
+            conversations=len(conversations),
+            turns=done,
+            memory_sets=len(sets),
+            memories=sum(len(m.pinned) + len(m.memories) for m in document.memory_sets),
+        )
+
+    async def _has(self, *names: str) -> bool:
+        return await transfer.has_data(self.redis, names)
+
+    async def _delete(self, names: tuple[str, ...]) -> None:
+        try:
+            await self.redis.delete(*names)
+        except RedisError as exc:
+            raise StoreError(f"delete: {exc}") from exc
+
+    async def _index(self, keys: UserKeys, member: str) -> None:
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.sadd(keys.index, member)
+                pipe.expire(keys.index, self.settings.retention_s)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"user index {keys.index}: {exc}") from exc
+
     async def _touch_index(self, target: MemoryTarget) -> None:
         index = target.conversation.user_keys.index
         try:
@@ -244,6 +640,14 @@ class MemoryAPI:
 
 
 __all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "ExportConversation",
+    "ExportDocument",
+    "ExportItem",
+    "ExportMemorySet",
+    "ForgetResult",
+    "ImportExportResult",
     "MemoryAPI",
     "MemoryInputError",
     "MemoryListing",

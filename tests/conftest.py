@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,28 @@ import redis.asyncio as aioredis
 
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store.client import redis_client
 from litellm_memory_hook.store.redis_store import MemoryStore
+
+from .redis_servers import RedisCluster, redis_binaries
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
 MULTILING = SHARED / "data" / "multiling" / "multiling-dev.json"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "cluster: runs against a 3-master Redis Cluster the tests start (MEMORY_TEST_CLUSTER)",
+    )
+
+
+def cluster_mode() -> str:
+    """``MEMORY_TEST_CLUSTER``: ``auto`` (default: run the cluster tests when ``redis-server``
+    and ``redis-cli`` are installed, else skip them), ``1`` (run them; missing binaries fail),
+    ``0`` (skip them)."""
+    return os.environ.get("MEMORY_TEST_CLUSTER", "auto").strip().lower()
 
 
 def real_redis_url() -> str:
@@ -75,15 +92,50 @@ async def fake_redis() -> AsyncIterator[aioredis.Redis]:
     await client.aclose()
 
 
-@pytest.fixture(params=["fake", "real"])
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """A real Redis Cluster (3 masters, no replicas) started once for the session: ``redis-server
+    --cluster-enabled yes`` on free ports, ``redis-cli --cluster create``, ``cluster_state:ok``
+    on every node; stopped at the end. Skipped (or failed) as :func:`cluster_mode` says."""
+    mode = cluster_mode()
+    if mode in ("0", "no", "off", "false"):
+        pytest.skip("MEMORY_TEST_CLUSTER=0")
+    if redis_binaries() is None:
+        if mode in ("1", "yes", "on", "true"):
+            pytest.fail("MEMORY_TEST_CLUSTER=1 but redis-server / redis-cli are not installed")
+        pytest.skip("redis-server / redis-cli not installed: no Redis Cluster tests")
+    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
+    try:
+        cluster.start()
+    except Exception:
+        cluster.stop()
+        raise
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+async def cluster_redis(redis_cluster: RedisCluster, prefix: str) -> AsyncIterator[aioredis.Redis]:
+    """A cluster client (the package's own :func:`redis_client`); the test's keys are deleted
+    afterwards (SCAN on every node)."""
+    client = redis_client(redis_cluster.url, cluster=True)
+    yield client
+    await _cleanup(client, prefix)
+    await client.aclose()
+
+
+@pytest.fixture(params=["fake", "real", pytest.param("cluster", marks=pytest.mark.cluster)])
 async def any_redis(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[aioredis.Redis]:
-    """The same test on fakeredis and on the real Redis."""
+    """The same test on fakeredis, on the real Redis and on a real Redis Cluster."""
     if request.param == "fake":
         client: aioredis.Redis = fakeredis.FakeAsyncRedis(decode_responses=False)
+    elif request.param == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        client = redis_client(cluster.url, cluster=True)
     else:
         client = aioredis.from_url(real_redis_url(), decode_responses=False)
     yield client
-    if request.param == "real":
+    if request.param != "fake":
         await _cleanup(client, prefix)
     await client.aclose()
 

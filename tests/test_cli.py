@@ -136,7 +136,11 @@ def test_readme_curl_pair_shows_memory(served: Served) -> None:
     """The README's two requests: the second reaches the model with the first turn before it."""
     assert _chat(served, "alice", "My cat is called Miso.") == "Noted: My cat is called Miso."
     _chat(served, "alice", "What is my cat called?")
-    records = httpx.get(f"http://127.0.0.1:{STANDIN_PORT}/_standin/requests").json()
+    records = [
+        body
+        for body in httpx.get(f"http://127.0.0.1:{STANDIN_PORT}/_standin/requests").json()
+        if "[memory-extraction]" not in json.dumps(body.get("messages", [])[:1])
+    ]
     last = [(m["role"], m["content"]) for m in records[-1]["messages"][1:]]
     assert last == [
         ("user", "My cat is called Miso."),
@@ -198,9 +202,12 @@ def test_import_then_replay_through_the_running_proxy(served: Served, tmp_path: 
 @pytest.mark.skipif(not LOCOMO.exists(), reason="shared/data/locomo is not beside the checkout")
 def test_locomo_conv26_replay(served: Served, tmp_path: Path) -> None:
     """Issue 2's main job on real data: conv-26 imported and replayed through the proxy; the
-    prompt stays near the window budget while the full history is several times larger."""
+    prompt stays within the sum of the layer budgets (window 8,000, memories 3,000, summary
+    2,000, recall and the fixed text) while the full history is several times larger. The
+    import schedules extraction, so the stand-in's extractor fills the memory layers too."""
     served.import_locomo(LOCOMO, "conv-26", "caroline")
     result = served.replay(LOCOMO, "conv-26", "caroline", tmp_path / "conv26.json")
     assert result["questions"] > 150
-    assert result["median_prompt_chars"] < 11_000 < result["median_full_history_chars"]
+    assert result["median_prompt_chars"] < 16_000
+    assert result["median_full_history_chars"] > 3 * result["median_prompt_chars"]
     assert result["evidence_cover"] > 0.3

@@ -33,8 +33,13 @@ class Stack:
     log: Path
 
     def received(self) -> list[dict[str, Any]]:
-        """Request bodies the stand-in model received, oldest first."""
-        return list(self.standin.get("/_standin/requests").json())
+        """Chat request bodies the stand-in model received, oldest first (the background
+        extraction calls, marked by their first line, are left out)."""
+        return [
+            body
+            for body in self.standin.get("/_standin/requests").json()
+            if "[memory-extraction]" not in json.dumps(body.get("messages", [])[:1])
+        ]
 
     def reset(self) -> None:
         """Forget the stand-in's records and queued replies."""

@@ -52,12 +52,12 @@ class MemoryStack:
         return list(self.standin.get("/_standin/extraction_requests").json())
 
     def chat_requests(self) -> list[dict[str, Any]]:
-        """Chat calls (not extraction) the stand-in received, oldest first."""
-        extraction = {json.dumps(b, sort_keys=True) for b in self.extraction_requests()}
+        """Chat calls (not extraction: those start with the marker) the stand-in received,
+        oldest first."""
         return [
             b
             for b in self.standin.get("/_standin/requests").json()
-            if json.dumps(b, sort_keys=True) not in extraction
+            if "[memory-extraction]" not in json.dumps(b.get("messages", [])[:1])
         ]
 
     def script_extraction(self, *replies: Any) -> None:
@@ -272,3 +272,57 @@ def test_a_second_tenant_never_reads_or_changes_the_first_tenants_memories(
     assert empty.status_code == 400 and "text" in empty.text
     schema = mstack.http.get(f"{mstack.proxy}/openapi.json").json()
     assert "/memory/v1/pinned" in schema["paths"]
+
+
+def test_the_same_user_under_two_tenants_never_shares_chat_or_recall(mstack: MemoryStack) -> None:
+    """Issue 9 item 9: one ``user`` id under two keys that custom_auth maps to two tenants.
+    Tenant A's history (seeded by a whole-history request, long enough that the secret line is
+    only reachable by recall) is recalled for A, and for B never: not in the window, not
+    recalled, not as a memory; B's turns and pinned memories stay B's; neither tenant's writes
+    change the other's keys."""
+    user = _user()
+    filler = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"we talked about trains {i}"}
+        for i in range(60)
+    ]
+    history = [
+        {"role": "user", "content": "My locker code is 4711 and my dog is Bruno."},
+        {"role": "assistant", "content": "Noted."},
+        *filler,
+        {"role": "user", "content": "Tell me about trains."},
+    ]
+    client_a, client_b = mstack.client(KEY_A), mstack.client(KEY_B)
+    client_a.chat.completions.create(model="demo", user=user, messages=history)  # type: ignore[arg-type]
+    client_a.chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "What is my locker code?"}]
+    )
+    seen_by_a = json.dumps(mstack.chat_requests()[-1], ensure_ascii=False)
+    assert "4711" in seen_by_a.split("<earlier_lines>")[1]  # recalled, outside the window
+
+    pinned = mstack.api(
+        "POST", "/pinned", KEY_B, json={"user": user, "model": "demo", "text": "B likes jazz."}
+    )
+    assert pinned.status_code == 201, pinned.text
+    for text in ("What is my locker code?", "What is my dog called?"):
+        client_b.chat.completions.create(
+            model="demo", user=user, messages=[{"role": "user", "content": text}]
+        )
+        seen_by_b = json.dumps(mstack.chat_requests()[-1], ensure_ascii=False)
+        assert "4711" not in seen_by_b and "Bruno" not in seen_by_b and "trains" not in seen_by_b
+        assert "B likes jazz." in seen_by_b
+    client_a.chat.completions.create(
+        model="demo", user=user, messages=[{"role": "user", "content": "Any music for me?"}]
+    )
+    assert "B likes jazz." not in json.dumps(mstack.chat_requests()[-1], ensure_ascii=False)
+
+    turns_a = mstack.redis.zrange(f"{mstack.prefix}:{{team-a:{user}}}:c:demo:turns", 0, -1)
+    turns_b = mstack.redis.zrange(f"{mstack.prefix}:{{team-b:{user}}}:c:demo:turns", 0, -1)
+    assert len(turns_a) == len(history) + 1 + 2 + 2  # the seed, its reply, two more pairs
+    assert [json.loads(t)["text"] for t in turns_b] == [
+        "What is my locker code?",
+        "Noted: What is my locker code?",
+        "What is my dog called?",
+        "Noted: What is my dog called?",
+    ]
+    summary_b = mstack.api("GET", "/summary", KEY_B, params={"user": user, "model": "demo"})
+    assert summary_b.status_code == 200 and summary_b.json()["seq"] == 4

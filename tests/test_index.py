@@ -503,6 +503,33 @@ async def test_recall_benchmark_on_a_tiny_locomo_file(tmp_path: Path, prefix: st
     assert await _leftover_keys(prefix) == []
 
 
+async def test_recall_benchmark_budget_and_curve(tmp_path: Path, prefix: str) -> None:
+    """The budgeted mode labels its figures ``@budget``; the curve has tuned and plain-idf at
+    each point, with medians of recalled and sent characters, and more lines give more cover."""
+    from litellm_memory_hook.proxy.recall_step import RecallOptions
+    from litellm_memory_hook.tools.bench_recall import curve_points
+
+    histories = load_histories(_tiny_locomo(tmp_path))
+    points = curve_points((1, 2), (100, 2000))
+    report = await run_recall(
+        real_redis_url(), histories, recall_options=RecallOptions(), points=points, prefix=prefix
+    )
+    payload = report.as_json()
+    assert payload["protocol"]["k"] == "budget" and payload["protocol"]["recall"]["chars"] > 0
+    assert payload["results"]["tuned"]["all"]["cover@budget"] == 1.0
+    curve = {(p["point"], p["method"]): p for p in payload["curve"]}
+    assert set(curve) == {
+        (label, method)
+        for label in ("k=1", "k=2", "100 chars", "2000 chars")
+        for method in ("tuned", "plain-idf")
+    }
+    assert curve[("k=2", "tuned")]["cover"] >= curve[("k=1", "tuned")]["cover"]
+    assert curve[("100 chars", "tuned")]["recalled_chars_median"] <= 100
+    assert all(p["prompt_chars_median"] > 0 for p in curve.values())
+    assert report.median_prompt_chars() > 0
+    assert await _leftover_keys(prefix) == []
+
+
 def test_bench_recall_command_prints_and_writes_json(tmp_path: Path) -> None:
     """`litellm-memory bench recall FILE --format locomo --json OUT` prints the table and writes
     the figures of the three methods with the LoCoMo citation."""
@@ -519,6 +546,9 @@ def test_bench_recall_command_prints_and_writes_json(tmp_path: Path) -> None:
             "locomo",
             "--sample-id",
             "tiny-1",
+            "--mode",
+            "fixed",
+            "--no-curve",
             "--json",
             str(out),
             "--redis-url",
@@ -636,3 +666,23 @@ async def test_overlapping_requests_then_trim_keep_the_index_exact(
     store = MemoryStore(any_redis, ttl_s=TTL_S)
     assert await trim_oldest(store, keys, 50) == 16
     await _assert_index_exact(any_redis, keys)
+
+
+def test_bench_recall_command_curve_for_several_files(tmp_path: Path) -> None:
+    """`litellm-memory bench recall A B --json OUT.json` (budgeted by default) prints the cover
+    curve of each file and writes OUT-<stem>.json for each."""
+    from litellm_memory_hook.tools.cli import app
+
+    first = _tiny_locomo(tmp_path)
+    second = first.with_name("other.json")
+    second.write_text(first.read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "out" / "recall.json"
+    args = ["bench", "recall", str(first), str(second), "--ks", "2", "--budgets", "500"]
+    args += ["--json", str(out), "--redis-url", real_redis_url()]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "cover curve" in result.output and "500 chars" in result.output
+    for stem in ("tiny", "other"):
+        report = json.loads((tmp_path / "out" / f"recall-{stem}.json").read_text("utf-8"))
+        assert report["protocol"]["k"] == "budget"
+        assert {p["point"] for p in report["curve"]} == {"k=2", "500 chars"}

@@ -80,11 +80,28 @@ def test_placeholder_user_ids_never_get_memory(value: object) -> None:
 
 
 def test_numeric_and_padded_user_ids() -> None:
-    """A numeric id is its decimal text; padding is stripped, so the CLI and the proxy agree."""
+    """A numeric id is its decimal text; padding is kept (an id is used exactly as sent, issue 9
+    item 6), so "  alice  " is not "alice"; the CLI and the proxy use the same function."""
     from litellm_memory_hook.store.keys import normalize_user_id
 
     assert normalize_user_id(12345) == "12345"
-    assert normalize_user_id("  alice  ") == "alice"
+    assert normalize_user_id("  alice  ") == "  alice  "
+    assert key_id("  alice  ") != key_id("alice")
+
+
+def test_global_keys_carry_no_user_tag_and_users_spread_over_slots() -> None:
+    """The global keys (due set, counters, sweep lease) are never in a user's slot by
+    construction (no hash tag), and different users land in different slots, so a Cluster
+    spreads them (case C28: global keys are never in a transaction with a user's keys)."""
+    from litellm_memory_hook.store.keys import due_key, stats_key, sweep_key
+
+    for name in (due_key("mem"), stats_key("mem"), sweep_key("mem")):
+        assert "{" not in name and "}" not in name
+    slots = {
+        key_slot(ConversationKeys.for_ids("mem", "master", f"u{i}", "c").turns.encode())
+        for i in range(200)
+    }
+    assert len(slots) > 150
 
 
 def test_bad_tags_are_rejected() -> None:

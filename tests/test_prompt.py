@@ -175,9 +175,10 @@ def test_earlier_line_labels_and_timezone() -> None:
     an unknown zone falls back to UTC and a bad timestamp is labelled, never raised."""
     lines = [EarlierLine(TS, "Caroline", "first"), EarlierLine(TS - 86_400_000, "Mel\n", "second")]
     kolkata = build_system_message(PromptLayers(earlier_lines=lines, timezone="Asia/Kolkata"))
-    assert "- [2023-05-08 19:26 IST] Caroline: first\n- [2023-05-07 19:26 IST] Mel: second" in (
-        kolkata.text
+    expected = (
+        "- [2023-05-08 19:26 +05:30] Caroline: first\n- [2023-05-07 19:26 +05:30] Mel: second"
     )
+    assert expected in kolkata.text
     for zone in (None, "", "Not/AZone", "../etc/passwd"):
         text = build_system_message(PromptLayers(earlier_lines=lines, timezone=zone)).text
         assert "- [2023-05-08 13:56 UTC] Caroline: first" in text
@@ -187,7 +188,7 @@ def test_earlier_line_labels_and_timezone() -> None:
             timezone="America/Sao_Paulo",
         )
     )
-    assert "- [time unknown] x: far\n- [2023-05-08 10:56 UTC-03] nobody" in odd.text
+    assert "- [time unknown] x: far\n- [2023-05-08 10:56 -03:00] nobody" in odd.text
 
 
 def test_wording_overrides() -> None:

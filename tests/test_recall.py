@@ -54,11 +54,13 @@ def assert_one(found: list[tuple[int, float]], seq: int, value: float) -> None:
 # C14: scripts without spaces, and queries that yield zero tokens
 
 
-def test_c14_cjk_line_recalled_through_character_bigrams() -> None:
-    """A Chinese query recalls the Chinese line it shares character bigrams with (C14)."""
+def test_c14_cjk_line_recalled_through_whole_words() -> None:
+    """A Chinese query recalls the Chinese line it shares a word with (C14); words come from
+    ICU's dictionary segmentation, function words go by the packaged zh list."""
     texts = ["我的猫叫小米", "明天去北京开会"]
-    assert tokenize("我的猫叫小米") == ["我的", "的猫", "猫叫", "叫小", "小米"]
-    assert recall_seqs(texts, "我的猫叫什么？") == [0]
+    assert tokenize("我的猫叫小米") == ["猫叫", "小米"]
+    assert recall_seqs(texts, "小米是谁？") == [0]
+    assert recall_seqs(texts, "北京的会议怎么样？") == [1]
 
 
 @pytest.mark.parametrize("query", ["🐱?", "what is it?", "kya hai?", "", "  ...!!  ", "है कि"])
@@ -74,10 +76,12 @@ def test_lone_cjk_character_is_its_own_term() -> None:
     assert tokenize("猫!") == ["猫"]
 
 
-def test_japanese_and_thai_runs_become_bigrams() -> None:
-    """Kana and Thai runs give bigrams; Thai vowel signs stay with their consonant."""
-    assert tokenize("ネコが好き") == ["ネコ", "コが", "が好", "好き"]
-    assert all(len(gram) >= 2 for gram in tokenize("แมวของฉัน"))
+def test_japanese_and_thai_runs_become_words() -> None:
+    """Kana and Thai runs are segmented into words; particles and short kana go, and Thai
+    vowel signs stay with their consonant."""
+    assert tokenize("ネコが好き") == ["ネコ", "好き"]
+    assert tokenize("ミケとトムはパソコンで遊ぶ") == ["ミケ", "トム", "パソコン", "遊ぶ"]
+    assert tokenize("แมวของฉัน") == ["แมว"]
 
 
 # C12: the same fact in two scripts

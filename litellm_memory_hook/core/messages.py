@@ -16,6 +16,7 @@ from typing import Any
 
 import regex
 
+from litellm_memory_hook.core.bounds import TurnLimits, bound_id, bound_tool_calls, bound_turn
 from litellm_memory_hook.core.models import Turn
 
 #: placeholders stored instead of non-text parts (never base64; case C25).
@@ -288,6 +289,10 @@ def storable_message(message: dict[str, Any], *, max_chars: int = 32_000) -> dic
             stored[key] = _storable_content(value, max_chars)
         elif key == "name":
             stored[key] = _bounded(value, MAX_NAME_CHARS)
+        elif key == "tool_calls" and isinstance(value, list):
+            stored[key] = list(bound_tool_calls(value))  # arguments stay valid JSON
+        elif key == "tool_call_id" and isinstance(value, str):
+            stored[key] = bound_id(value)  # cut as the ids of the calls are
         else:
             stored[str(key)[:128]] = _bounded(value, MAX_FIELD_CHARS)
     size = len(json.dumps(stored, ensure_ascii=False, default=str))
@@ -346,19 +351,18 @@ def message_to_turn(
         text = ""
     name = message.get("name")
     content = message.get("content")
-    return Turn(
+    turn = Turn(
         role=str(role),
         text=keep_tail(text, max_chars) if text else "",
         ts_ms=ts_ms,
         call_id=call_id,
-        name=name[:MAX_NAME_CHARS] if isinstance(name, str) else "",
-        tool_calls=tuple(_bounded(list(tool_calls), MAX_FIELD_CHARS)),
-        tool_call_id=str(message.get("tool_call_id") or "")[:MAX_NAME_CHARS]
-        if role == "tool"
-        else "",
+        name=name if isinstance(name, str) else "",
+        tool_calls=tool_calls,
+        tool_call_id=str(message.get("tool_call_id") or "") if role == "tool" else "",
         fp=content_fingerprint(content) if isinstance(content, list) else "",
         msg=storable_message(message, max_chars=max_chars),
     )
+    return bound_turn(turn, TurnLimits(text_chars=max(max_chars, 2)))
 
 
 def messages_to_turns(

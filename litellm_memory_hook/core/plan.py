@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from litellm_memory_hook.core.bounds import bound_id
 from litellm_memory_hook.core.messages import (
     clean_messages,
     content_text,
@@ -134,8 +135,9 @@ class TurnPlan:
 
 
 def _tool_call_ids(message: Message | Turn) -> set[str]:
+    """The ids of a message's tool calls, in their stored (bounded) form."""
     calls = message.tool_calls if isinstance(message, Turn) else message.get("tool_calls")
-    return {str(c.get("id")) for c in calls or () if isinstance(c, dict)}
+    return {bound_id(str(c.get("id"))) for c in calls or () if isinstance(c, dict)}
 
 
 def _same(message: Message, turn: Turn, max_chars: int) -> bool:
@@ -149,7 +151,9 @@ def _same(message: Message, turn: Turn, max_chars: int) -> bool:
         return False
     if turn.role == "assistant" and _tool_call_ids(message) != _tool_call_ids(turn):
         return False
-    return turn.role != "tool" or str(message.get("tool_call_id") or "") == turn.tool_call_id
+    return (
+        turn.role != "tool" or bound_id(str(message.get("tool_call_id") or "")) == turn.tool_call_id
+    )
 
 
 @dataclass(frozen=True)

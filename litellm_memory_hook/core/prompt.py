@@ -24,6 +24,7 @@ and empty parts are left out entirely::
     <earlier_lines>
     <optional note>
     - [2023-05-08 13:56 UTC] Caroline: <line, escaped>
+    - [2023-05-09 01:26 +05:30, other chat "trip"] user: <line of another chat, escaped>
     </earlier_lines>
     </memory_context>
 
@@ -43,9 +44,11 @@ last.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final
 from zoneinfo import ZoneInfo
@@ -76,7 +79,9 @@ __all__ = [
     "PromptLayers",
     "PromptWording",
     "build_system_message",
+    "earlier_line_chars",
     "strip_injected",
+    "time_label",
 ]
 
 SECTION_ORDER: Final[tuple[str, ...]] = (
@@ -133,11 +138,15 @@ class EarlierLine:
         ts_ms: When it was said, epoch milliseconds (UTC).
         speaker: Who said it, e.g. ``"user"``, ``"assistant"`` or a name; escaped on output.
         text: What was said; escaped on output.
+        chat: The name of the user's other chat it comes from (``recall_scope: user``), shown
+            in its label; ``""`` for a line of this chat. Escaped, and cut to
+            ``CHAT_LABEL_CHARS``.
     """
 
     ts_ms: int
     speaker: str
     text: str
+    chat: str = ""
 
 
 @dataclass(frozen=True)
@@ -276,37 +285,109 @@ def _zone(name: str | None) -> tzinfo:
         return UTC
 
 
-def _zone_label(moment: datetime) -> str:
-    abbreviation = moment.tzname() or ""
-    if abbreviation.isascii() and abbreviation.isalpha():
-        return abbreviation
-    offset = moment.utcoffset() or timedelta(0)
-    minutes = int(offset.total_seconds()) // 60
-    sign = "+" if minutes >= 0 else "-"
-    hours, rest = divmod(abs(minutes), 60)
-    return f"UTC{sign}{hours:02d}:{rest:02d}" if rest else f"UTC{sign}{hours:02d}"
+CHAT_LABEL_CHARS: Final = 40
+"""Longest chat name shown in the label of a line recalled from another chat."""
 
 
-def _time_label(ts_ms: int, zone: tzinfo) -> str:
+def _offset_label(offset: timedelta) -> str:
+    """``+05:30``, ``-03:00``, ``+00:00``; seconds only when the offset has them (``+05:21:10``,
+    the local mean time some zones used before standard time)."""
+    seconds = int(offset.total_seconds())
+    sign = "+" if seconds >= 0 else "-"
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    label = f"{sign}{hours:02d}:{minutes:02d}"
+    return f"{label}:{secs:02d}" if secs else label
+
+
+def time_label(ts_ms: int, timezone: str | None = None) -> str:
+    """The date label of a recalled line: unambiguous in every zone a user can set.
+
+    ISO order (year-month-day, 24-hour clock) in the user's zone, then ``UTC`` for UTC or the
+    numeric UTC offset in force at that moment (``+05:30``, ``-03:00``, ``+00:00``), never a zone
+    abbreviation: "IST" is India, Israel or Ireland, "CST" China or the US, and a repeated hour at
+    the end of summer time gets two different offsets. The same form as the extraction prompt's
+    line times.
+
+    Args:
+        ts_ms: epoch milliseconds.
+        timezone: IANA zone; ``None``, ``""`` or an unknown name gives UTC.
+
+    Returns:
+        ``"2023-05-08 19:26 +05:30"``; ``"2023-05-08 13:56 UTC"`` whenever the offset is zero;
+        ``"time unknown"`` for a timestamp out of range.
+    """
+    return _time_label(ts_ms, timezone)
+
+
+@lru_cache(maxsize=8192)
+def _time_label(ts_ms: int, timezone: str | None) -> str:
+    # Cached: a request sizes and then shows each recalled line, and lines recur from request
+    # to request.
+    zone = _zone(timezone)
     try:
         moment = datetime.fromtimestamp(ts_ms / 1000, zone)
     except (OverflowError, OSError, ValueError):
-        return "[time unknown]"
-    label = "UTC" if zone is UTC else _zone_label(moment)
-    return f"[{moment:%Y-%m-%d %H:%M} {label}]"
+        return "time unknown"
+    offset = moment.utcoffset() or timedelta(0)
+    if not offset:
+        return f"{moment:%Y-%m-%d %H:%M} UTC"  # UTC itself, or a zone at +00:00 at that moment
+    return f"{moment:%Y-%m-%d %H:%M} {_offset_label(offset)}"
+
+
+# Printable characters that escape_data changes: the angle brackets and their look-alikes, and
+# the default-ignorable characters that are letters or marks (tests/test_recall_scope.py checks
+# this set against escape_data's own patterns over every code point).
+_UNSAFE_PRINTABLE: Final = re.compile(
+    "[<>\uff1c\ufe64\u02c2\u2329\u27e8\uff1e\ufe65\u02c3\u232a\u27e9"
+    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0]"
+)
+
+
+def _escape_line_piece(text: str) -> str:
+    """:func:`escape_data`, with a fast path for text it would leave as it is (printable, none of
+    ``_UNSAFE_PRINTABLE``, no run of spaces, no space at either end): budgeted recall shows a
+    dozen lines or more per request, and the full escape costs ~25 us per line."""
+    if (
+        text.isprintable()
+        and "  " not in text
+        and text[:1] != " "
+        and text[-1:] != " "
+        and _UNSAFE_PRINTABLE.search(text) is None
+    ):
+        return text
+    return escape_data(text)
+
+
+def _earlier_item(line: EarlierLine, timezone: str | None) -> str:
+    """One ``<earlier_lines>`` item without its bullet; ``""`` when the text escapes to nothing."""
+    text = _escape_line_piece(line.text)
+    if not text:
+        return ""
+    label = time_label(line.ts_ms, timezone)
+    chat = _escape_line_piece(line.chat)[:CHAT_LABEL_CHARS].strip() if line.chat else ""
+    if chat:
+        label += f', other chat "{chat}"'
+    speaker = _escape_line_piece(line.speaker)
+    return f"[{label}] {speaker}: {text}" if speaker else f"[{label}] {text}"
+
+
+def earlier_line_chars(line: EarlierLine, timezone: str | None = None) -> int:
+    """Characters one recalled line takes at most in the system message (bullet, label, chat,
+    speaker, text and line break): what budgeted recall counts against ``recall_chars``.
+
+    Computed without escaping (a request sizes every candidate line): escaping only removes or
+    replaces one for one, so the line as shown is never longer; it is shorter only when the text
+    held control characters, runs of white space or white space at its ends.
+    """
+    size = len(time_label(line.ts_ms, timezone)) + len(line.speaker) + len(line.text) + 8
+    if line.chat:
+        size += len(', other chat ""') + min(len(line.chat), CHAT_LABEL_CHARS)
+    return size
 
 
 def _earlier_items(lines: Sequence[EarlierLine], timezone: str | None) -> list[str]:
-    zone = _zone(timezone)
-    items: list[str] = []
-    for line in lines:
-        text = escape_data(line.text)
-        if not text:
-            continue
-        speaker = escape_data(line.speaker)
-        head = _time_label(line.ts_ms, zone)
-        items.append(f"{head} {speaker}: {text}" if speaker else f"{head} {text}")
-    return items
+    return [item for item in (_earlier_item(line, timezone) for line in lines) if item]
 
 
 def _escaped_items(pieces: Sequence[str]) -> list[str]:

@@ -1,8 +1,13 @@
 r"""Recall of older conversation lines by rare shared words (DESIGN.md section 6). Pure functions.
 
-For every new user message the hook recalls up to 4 lines of the conversation that lie before the
-recent window: the lines sharing the rarest terms with the message, scored by the sum of
-``log(1 + N / (1 + df))`` over the distinct shared terms (:func:`score`), in time order.
+For every new user message the hook recalls lines of the conversation that lie before the recent
+window: the lines sharing the rarest terms with the message, scored by the sum of
+``weight(kind) * log(1 + N / (1 + df))`` over the distinct shared terms (:func:`rank`, the one
+scorer of the package: recall of lines, recall across a user's chats (:func:`rank_collections`)
+and the choice of stored memories (:func:`rank_texts`) all use it), then shown in time order.
+How many: by default as many of the best as fit in a character budget (:func:`fill_budget`:
+``recall_chars``, at most ``recall_k_max`` lines, each scoring at least ``recall_min_share`` of
+the best), or a fixed ``recall_k`` (the seed's top 4).
 
 Terms:
 
@@ -10,8 +15,12 @@ Terms:
   ``[\p{L}\p{M}\p{N}]+``, so a Devanagari vowel sign stays inside its word: सीमा, इंटरव्यू),
   after NFKC and case folding, without short words and without the stopwords of the packaged
   lists (``stopwords/en.txt``; ``hi-latn.txt``, romanised Hindi / Hinglish; ``hi.txt``, Hindi in
-  Devanagari). Scripts written without spaces (Han, Hiragana, Katakana, Thai, Lao, Khmer,
-  Myanmar) give overlapping bigrams of grapheme clusters.
+  Devanagari; ``th``, ``lo``, ``km``, ``my``, ``zh``, ``ja``). Scripts written without spaces
+  (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar) are split into words by ICU's
+  dictionary-based word segmentation (``icu4py``), so lines meet on whole words only: character
+  bigrams made fragments that straddle two words match unrelated lines (the false-recall set,
+  ``test_false_recall.py``, holds unrelated queries in each of these scripts that must recall
+  nothing).
 * Extra keys (:func:`index_terms`, :func:`query_terms`), namespaced by a first character that
   no plain word can start with (plain words start with a letter, mark or digit):
 
@@ -24,55 +33,78 @@ Terms:
     of that question (the store passes the previous message's text as ``previous``), and a query
     looks for each of its words there too, so a reply that answers a question without repeating
     it is found. Weight 1.0.
+  - ``@`` date terms, query side only (:func:`query_dates`): a day or month the message names
+    ("8 May 2023", "May 2023"), in the user's zone; the store finds the lines said then by time
+    and :func:`date_postings` makes them postings. They only lift lines that words matched
+    (``BOOST_KINDS``). Weight 2.0.
 
-Every key and weight was kept because it raised evidence recall in ``bench/recall_quality.py``
-(LoCoMo, Maharana et al., ACL 2024, and the project's multilingual chats); that command prints
-the ablation of each. On LoCoMo dev, window + top 4 holds 63.6% of the evidence lines (plain IDF:
-54.0%); on the multilingual chats 74.5% (plain: 64.3%), 44.7% of the hard ones (plain: 18.4%).
+Every key and weight was kept because it raised evidence cover in ``bench/recall_quality.py`` or
+``litellm-memory bench recall`` (LoCoMo, Maharana et al., ACL 2024, and the project's
+multilingual chats). On LoCoMo dev, window + top 4 holds 64.7% of the evidence lines (plain IDF:
+53.8%), window + the default budget of 2,500 characters 74.4% (plain IDF: 63.3%) in a median
+prompt of 7,579 characters; on the multilingual chats 87.8% (plain: 69.4%), 68.4% of the hard
+ones (plain: 21.0%). Date terms: +1.2 points of LoCoMo cover at 4 lines and +1.5 at 2,500
+characters (123 of the 1,155 questions name a date).
 
 Bounds, so that the store's work per message is bounded: at most ``MAX_TERMS_PER_MESSAGE`` terms
-per message or query (plain words first), each at most ``MAX_TERM_CHARS`` code points.
+per message or query (plain words first), each at most ``MAX_TERM_CHARS`` code points; at most
+``MAX_DATES_PER_QUERY`` dates.
 """
 
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import numpy.typing as npt
 import regex
+from icu4py.breakers import WordBreaker
 from indic_transliteration import sanscript
 
 __all__ = [
+    "BOOST_KINDS",
     "CONTEXT_PREFIX",
+    "DATE_PREFIX",
     "DEFAULT_TERM_OPTIONS",
     "DEFAULT_TERM_WEIGHTS",
+    "MAX_DATES_PER_QUERY",
     "MAX_TERMS_PER_MESSAGE",
     "MAX_TERM_CHARS",
+    "MIN_KANA_CHARS",
     "MIN_SKELETON_CHARS",
+    "MIN_SPACELESS_LETTERS",
     "MIN_WORD_CHARS",
     "MIN_WORD_SYLLABLES",
     "PACKAGED_STOPWORD_LISTS",
     "PHONETIC_PREFIX",
     "PLAIN_TERM_OPTIONS",
+    "Collection",
+    "DateSpan",
     "TermOptions",
+    "date_postings",
     "default_stopwords",
     "english_stem",
+    "fill_budget",
     "idf",
     "index_terms",
     "is_question",
     "load_stopwords",
     "phonetic_key",
+    "query_dates",
     "query_terms",
+    "rank",
+    "rank_collections",
+    "rank_texts",
     "score",
     "term_kind",
     "tokenize",
@@ -107,14 +139,35 @@ PHONETIC_PREFIX = "~"
 CONTEXT_PREFIX = "^"
 """Prefix of context keys: the plain words of the question a message answers."""
 
-DEFAULT_TERM_WEIGHTS: Mapping[str, float] = {"": 1.0, PHONETIC_PREFIX: 0.5, CONTEXT_PREFIX: 1.0}
+DATE_PREFIX = "@"
+"""Prefix of date terms: a date named in the query (:func:`query_dates`). They are never stored:
+the store finds the lines of that day or month by time, and :func:`date_postings` turns them into
+postings for the scorer."""
+
+DEFAULT_TERM_WEIGHTS: Mapping[str, float] = {
+    "": 1.0,
+    PHONETIC_PREFIX: 0.5,
+    CONTEXT_PREFIX: 1.0,
+    DATE_PREFIX: 2.0,
+}
 """Weight per term kind (the prefix, "" for plain words) multiplying the IDF in :func:`score`.
 Phonetic keys count half of a plain word, context keys as much as one: the best of
-0.25 / 0.5 / 0.75 / 1.0 measured by ``bench/recall_quality.py``."""
+0.25 / 0.5 / 0.75 / 1.0 measured by ``bench/recall_quality.py``. Date terms count twice: weights
+1 / 2 / 3 / 4 gave LoCoMo dev cover 0.733 / 0.736 / 0.738 / 0.736 at 2,500 characters (in
+memory), against 0.722 without dates; 2 and 3 are within noise."""
+
+BOOST_KINDS: frozenset[str] = frozenset({DATE_PREFIX})
+"""Term kinds that only add to lines some other term matched: a date alone recalls nothing (it
+would recall every line of a busy day, tool traffic included), it lifts that day's matches."""
 
 _SPACELESS = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\u30fc\u3005"
 _RUN = regex.compile(rf"([{_SPACELESS}]+)|([\p{{L}}\p{{M}}\p{{N}}--[{_SPACELESS}]]+)", regex.V1)
 _GRAPHEME = regex.compile(r"\X")
+_HAN = regex.compile(r"[\p{Han}\u3005]")
+_LETTER = regex.compile(r"\p{L}")
+_HIRAGANA_ONLY = regex.compile(r"[\p{Hiragana}\u30fc]+")
+_KATAKANA_ONLY = regex.compile(r"[\p{Katakana}\u30fc]+")
+_ICU_LOCALE = "und"  # ICU picks the dictionary by script (Thai, Lao, Khmer, Burmese, CJ)
 # Format characters that hide inside words: soft hyphen, ZWNJ, ZWJ, word joiner, BOM.
 _IGNORABLE = regex.compile(r"[\u00ad\u200b-\u200d\u2060\ufeff]")
 _BRAHMIC = regex.compile(
@@ -131,8 +184,18 @@ _LATIN_WORD = regex.compile(r"\p{Latin}[\p{Latin}\p{M}]*")
 
 _PLAIN_START = regex.compile(r"[\p{L}\p{M}\p{N}]")
 
-PACKAGED_STOPWORD_LISTS = ("en", "hi-latn", "hi")
+PACKAGED_STOPWORD_LISTS = ("en", "hi-latn", "hi", "th", "lo", "km", "my", "zh", "ja")
 """The stopword lists shipped in ``litellm_memory_hook/core/stopwords/`` (``<name>.txt``)."""
+
+MIN_KANA_CHARS = 3
+"""Shortest kept word written in hiragana only: shorter ones are particles and inflections
+(は, が, を, に, の, んで, ます)."""
+
+MIN_SPACELESS_LETTERS = 2
+"""Shortest kept word of Thai, Lao, Khmer and Myanmar, in letters (vowel signs and other
+combining marks not counted): one-letter particles go (ก็, ရ), one-syllable words of two letters
+stay (Khmer ឆ្មា "cat" is one grapheme cluster of two letters). Han words of one character stay
+(猫, 书): the stopword lists hold the common ones."""
 
 
 @dataclass(frozen=True)
@@ -252,17 +315,55 @@ def _long_enough(word: str) -> bool:
     return len(word) >= MIN_WORD_CHARS
 
 
+def _spaceless_words(run: str) -> list[str]:
+    """The words of a run of a script written without spaces, by ICU's word segmentation.
+
+    ICU (through ``icu4py``) splits Thai, Lao, Khmer and Myanmar with its dictionaries of those
+    languages, and Han and kana with its Chinese-Japanese dictionary, the segmentation that
+    Lucene's ICU tokenizer and the browsers use. A name that is not in a dictionary comes out as
+    single characters or syllables; consecutive single katakana characters are joined again
+    (ミ + ケ -> ミケ). Filters: hiragana-only words shorter than ``MIN_KANA_CHARS``, Thai, Lao,
+    Khmer and Myanmar words of fewer than ``MIN_SPACELESS_LETTERS`` letters, and a lone kana
+    character go; stopwords are left to the caller.
+    """
+    words: list[str] = []
+    joined = False  # the last word is a run of single katakana characters
+    for piece in WordBreaker(run, _ICU_LOCALE):
+        single_kana = len(piece) == 1 and _KATAKANA_ONLY.fullmatch(piece) is not None
+        if single_kana and joined:
+            words[-1] += piece
+            continue
+        words.append(piece)
+        joined = single_kana
+    kept: list[str] = []
+    for word in words:
+        if _HAN.search(word) is not None:
+            kept.append(word)
+        elif _HIRAGANA_ONLY.fullmatch(word) is not None:
+            if len(word) >= MIN_KANA_CHARS:
+                kept.append(word)
+        elif _KATAKANA_ONLY.fullmatch(word) is not None:
+            if len(word) >= 2:
+                kept.append(word)
+        elif len(_LETTER.findall(word)) >= MIN_SPACELESS_LETTERS:
+            kept.append(word)
+    return kept
+
+
 def tokenize(text: str, stopwords: frozenset[str] | None = None) -> list[str]:
     r"""Split a message into the words recall matches on, in text order, repeats kept.
 
     Steps: drop invisible format characters (soft hyphen, zero-width joiners), NFKC, case fold,
     NFKC and case fold again; take runs of ``[\p{L}\p{M}\p{N}]`` (combining marks stay inside
     words, unlike Python's ``\w``). A run of a script written without spaces (Han, Hiragana,
-    Katakana, Thai, Lao, Khmer, Myanmar) gives its overlapping bigrams of grapheme clusters
-    ("我的猫" -> "我的", "的猫"); a lone character gives itself (a one-character word such as 猫
-    meets only itself). Other runs are words, kept if long enough (``MIN_WORD_CHARS`` code points
-    in alphabetic scripts, ``MIN_WORD_SYLLABLES`` syllables in Brahmic scripts and Hangul) and
-    not stopwords. Terms longer than ``MAX_TERM_CHARS`` code points are cut to that length.
+    Katakana, Thai, Lao, Khmer, Myanmar) is split into words by ICU's dictionary-based word
+    segmentation (:func:`_spaceless_words`: "我的猫叫小米" -> "我的", "猫叫", "小米"), so two
+    lines meet only on a whole word, never on a fragment that straddles two words (character
+    bigrams did: "说明天气" shared "明天" with "明天去北京"). Other runs are words, kept if long
+    enough (``MIN_WORD_CHARS`` code points in alphabetic scripts, ``MIN_WORD_SYLLABLES``
+    syllables in Brahmic scripts and Hangul). Stopwords go in every script (the packaged lists
+    include Thai, Lao, Khmer, Myanmar, Chinese and Japanese function words). Terms longer than
+    ``MAX_TERM_CHARS`` code points are cut to that length.
 
     Args:
         text: any string (emoji, punctuation and control characters are simply skipped).
@@ -277,9 +378,7 @@ def tokenize(text: str, stopwords: frozenset[str] | None = None) -> list[str]:
     for match in _RUN.finditer(folded):
         spaceless, word = match.group(1), match.group(2)
         if spaceless is not None:
-            chars = _GRAPHEME.findall(spaceless)
-            grams = chars if len(chars) == 1 else [a + b for a, b in itertools.pairwise(chars)]
-            out.extend(g[:MAX_TERM_CHARS] for g in grams if g not in stop)
+            out.extend(w[:MAX_TERM_CHARS] for w in _spaceless_words(spaceless) if w not in stop)
         elif _long_enough(word) and word not in stop:
             out.append(word[:MAX_TERM_CHARS])
     return out
@@ -554,9 +653,46 @@ def idf(n_docs: int, df: int) -> float:
     return math.log1p(n_docs / (1 + max(df, 0)))
 
 
-def score(
+Postings = Mapping[str, Sequence[int] | npt.NDArray[Any]]
+"""term -> ascending sequence numbers of the lines holding it (may be only the newest ones)."""
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def _weights(term_weights: Mapping[str, float] | None) -> dict[str, float]:
+    weights = dict(DEFAULT_TERM_WEIGHTS)
+    if term_weights is not None:
+        weights.update(term_weights)
+    return weights
+
+
+def _flatten(
+    segments: Sequence[Sequence[int] | npt.NDArray[Any]],
+    segment_weights: Sequence[float],
+    exclude_from_seq: int | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """All postings of the segments as (seq, weight) arrays; repeats within a term count once."""
+    lengths = np.fromiter((len(x) for x in segments), dtype=np.int64, count=len(segments))
+    every = np.concatenate([np.asarray(x, dtype=np.int64) for x in segments])
+    weight_of = np.repeat(np.asarray(segment_weights, dtype=np.float64), lengths)
+    # The store's postings are strictly ascending; anything else (hand-made input) is
+    # de-duplicated per term.
+    starts = np.cumsum(lengths) - lengths
+    steps = np.diff(every) > 0
+    steps[starts[1:] - 1] = True  # a new term may start anywhere
+    if not bool(np.all(steps)):
+        pairs = np.unique(np.stack([np.repeat(np.arange(len(segments)), lengths), every]), axis=1)
+        every = pairs[1]
+        weight_of = np.asarray(segment_weights, dtype=np.float64)[pairs[0]]
+    if exclude_from_seq is not None:
+        keep = every < exclude_from_seq
+        every, weight_of = every[keep], weight_of[keep]
+    return every, weight_of
+
+
+def rank(
     query: Sequence[str],
-    postings: Mapping[str, Sequence[int] | npt.NDArray[Any]],
+    postings: Postings,
     df: Mapping[str, int],
     n_docs: int,
     *,
@@ -564,13 +700,17 @@ def score(
     k: int = 4,
     term_weights: Mapping[str, float] | None = None,
 ) -> list[tuple[int, float]]:
-    """The top ``k`` older messages for a query, by the summed IDF of distinct shared terms.
+    """The ``k`` best older messages for a query, best first: the one scorer of the package.
 
     A candidate's score is ``sum(weight(kind(t)) * idf(n_docs, df[t]))`` over the distinct query
-    terms ``t`` whose postings hold it (DESIGN.md section 6, with a weight per term kind).
+    terms ``t`` whose postings hold it (DESIGN.md section 6, with a weight per term kind). Terms
+    of a kind in ``BOOST_KINDS`` (dates) add only to candidates that another term matched.
+    Recall of conversation lines (:func:`score`, :func:`rank_collections`) and the choice of
+    stored memories (:func:`rank_texts`, used by
+    :func:`litellm_memory_hook.core.selection.select_items`) all go through here.
 
     Args:
-        query: the query's terms (:func:`query_terms`); repeats count once. Empty -> ``[]``.
+        query: the query's terms (:func:`query_terms`, plus date terms); repeats count once.
         postings: term -> sequence numbers of the messages holding it (ascending; may be only
             the newest postings of a term). Terms missing here match nothing.
         df: term -> exact document frequency; a term missing here uses ``len(postings[t])``.
@@ -582,53 +722,341 @@ def score(
             words); kinds missing from it use ``DEFAULT_TERM_WEIGHTS``, then 1.0.
 
     Returns:
-        Up to ``k`` pairs ``(seq, score)`` in ascending ``seq`` (time order): the best scores,
-        ties going to the newer message. Messages scoring 0 are never returned.
+        Up to ``k`` pairs ``(seq, score)``, highest score first, ties to the newer message.
+        Messages scoring 0 are never returned.
     """
     if k <= 0 or n_docs <= 0:
         return []
-    weights = dict(DEFAULT_TERM_WEIGHTS)
-    if term_weights is not None:
-        weights.update(term_weights)
-    segments: list[Sequence[int] | npt.NDArray[Any]] = []
-    segment_weights: list[float] = []
+    weights = _weights(term_weights)
+    main: tuple[list[Sequence[int] | npt.NDArray[Any]], list[float]] = ([], [])
+    boost: tuple[list[Sequence[int] | npt.NDArray[Any]], list[float]] = ([], [])
     for term in sorted(set(query)):
         seqs = postings.get(term)
         if seqs is None or len(seqs) == 0:
             continue
-        weight = weights.get(term_kind(term), 1.0) * idf(n_docs, df.get(term, len(seqs)))
+        kind = term_kind(term)
+        weight = weights.get(kind, 1.0) * idf(n_docs, df.get(term, len(seqs)))
         if weight > 0.0:
-            segments.append(seqs)
-            segment_weights.append(weight)
-    if not segments:
+            target = boost if kind in BOOST_KINDS else main
+            target[0].append(seqs)
+            target[1].append(weight)
+    if not main[0]:
         return []
-    lengths = np.fromiter((len(x) for x in segments), dtype=np.int64, count=len(segments))
-    every = np.concatenate([np.asarray(x, dtype=np.int64) for x in segments])
-    weight_of = np.repeat(np.asarray(segment_weights), lengths)
-    # Repeats of one message within a term count once. The store's postings are strictly
-    # ascending; anything else (hand-made input) is de-duplicated per term.
-    starts = np.cumsum(lengths) - lengths
-    steps = np.diff(every) > 0
-    steps[starts[1:] - 1] = True  # a new term may start anywhere
-    if not bool(np.all(steps)):
-        pairs = np.unique(np.stack([np.repeat(np.arange(len(segments)), lengths), every]), axis=1)
-        every = pairs[1]
-        weight_of = np.asarray(segment_weights)[pairs[0]]
-    if exclude_from_seq is not None:
-        keep = every < exclude_from_seq
-        every, weight_of = every[keep], weight_of[keep]
+    every, weight_of = _flatten(main[0], main[1], exclude_from_seq)
     if every.size == 0:
         return []
     # Sum per message with one bincount over all postings (vectorised: the cost is linear in
     # the postings read, which the store caps per term), then keep the k best.
-    base = int(every.min())
+    base, top = int(every.min()), int(every.max())
     totals = np.bincount(every - base, weights=weight_of)
+    if boost[0]:
+        extra, extra_weight = _flatten(boost[0], boost[1], exclude_from_seq)
+        inside = (extra >= base) & (extra <= top)
+        lift = np.bincount(
+            extra[inside] - base, weights=extra_weight[inside], minlength=totals.size
+        )
+        totals = totals + np.where(totals > 0.0, lift, 0.0)
     candidates = np.flatnonzero(totals > 0.0)
     if candidates.size > k:
         cut = candidates.size - k
         kth = np.partition(totals[candidates], cut)[cut]
         candidates = candidates[totals[candidates] >= kth]
-    best = heapq.nlargest(
+    return heapq.nlargest(
         k, ((int(c) + base, float(totals[c])) for c in candidates), key=lambda i: (i[1], i[0])
     )
-    return sorted(best)
+
+
+def score(
+    query: Sequence[str],
+    postings: Postings,
+    df: Mapping[str, int],
+    n_docs: int,
+    *,
+    exclude_from_seq: int | None = None,
+    k: int = 4,
+    term_weights: Mapping[str, float] | None = None,
+) -> list[tuple[int, float]]:
+    """The top ``k`` older messages for a query, in time order (:func:`rank`, re-sorted).
+
+    Returns:
+        Up to ``k`` pairs ``(seq, score)`` in ascending ``seq`` (time order): the best scores,
+        ties going to the newer message. Messages scoring 0 are never returned.
+    """
+    return sorted(
+        rank(
+            query,
+            postings,
+            df,
+            n_docs,
+            exclude_from_seq=exclude_from_seq,
+            k=k,
+            term_weights=term_weights,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Collection:
+    """The index entries of one conversation read for a query (see :func:`rank_collections`).
+
+    Attributes:
+        postings: term -> ascending seqs (the query's terms only, date terms included).
+        df: term -> document frequency.
+        n_docs: indexed messages of the conversation.
+        exclude_from_seq: seqs from here on are never recalled (the recent window).
+    """
+
+    postings: Postings
+    df: Mapping[str, int]
+    n_docs: int
+    exclude_from_seq: int | None = None
+
+
+def rank_collections(
+    query: Sequence[str],
+    collections: Sequence[Collection],
+    *,
+    k: int,
+    term_weights: Mapping[str, float] | None = None,
+) -> list[tuple[tuple[int, int], float]]:
+    """Rank the lines of several conversations (a user's chats) as one collection, best first.
+
+    N is the sum of the conversations' N and a term's df the sum of its dfs, so a word common in
+    one chat and rare in the others weighs what it weighs in the union; each conversation keeps
+    its own window excluded. One conversation gives exactly :func:`rank`'s result.
+
+    Returns:
+        Up to ``k`` pairs ``((collection index, seq), score)``, highest score first, ties to the
+        later collection, then the newer line.
+    """
+    if len(collections) == 1:  # the usual request: no copies
+        only = collections[0]
+        found = rank(
+            query,
+            only.postings,
+            only.df,
+            only.n_docs,
+            exclude_from_seq=only.exclude_from_seq,
+            k=k,
+            term_weights=term_weights,
+        )
+        return [((0, seq), value) for seq, value in found]
+    merged: dict[str, list[npt.NDArray[np.int64]]] = {}
+    df: dict[str, int] = {}
+    offsets: list[int] = []
+    offset = 0
+    for collection in collections:
+        offsets.append(offset)
+        top = 0
+        for term, seqs in collection.postings.items():
+            if len(seqs) == 0:
+                continue
+            array = np.asarray(seqs, dtype=np.int64)
+            top = max(top, int(array.max()))
+            if collection.exclude_from_seq is not None:
+                array = array[array < collection.exclude_from_seq]
+            merged.setdefault(term, []).append(array + offset)
+            df[term] = df.get(term, 0) + collection.df.get(term, len(seqs))
+        offset += top + 1
+    n_docs = sum(c.n_docs for c in collections)
+    postings = {term: np.concatenate(parts) for term, parts in merged.items()}
+    found = rank(query, postings, df, n_docs, k=k, term_weights=term_weights)
+    bounds = np.asarray(offsets, dtype=np.int64)
+    out: list[tuple[tuple[int, int], float]] = []
+    for ident, value in found:
+        index = int(np.searchsorted(bounds, ident, side="right")) - 1
+        out.append(((index, ident - offsets[index]), value))
+    return out
+
+
+def rank_texts(
+    texts: Sequence[str], query: str, *, options: TermOptions = DEFAULT_TERM_OPTIONS
+) -> list[float]:
+    """The score of each text against a query, the texts themselves being the collection.
+
+    For short stored texts (memories): each is indexed with :func:`index_terms` (no context
+    keys), the query gets :func:`query_terms`, and :func:`rank` scores them with the same
+    weights as recall.
+
+    Returns:
+        One score per text (0.0 for a text sharing no term with the query).
+    """
+    scores = [0.0] * len(texts)
+    wanted = set(query_terms(query, options=options)) if query else set()
+    if not wanted or not texts:
+        return scores
+    postings: dict[str, list[int]] = {}
+    for number, text in enumerate(texts):
+        for term in index_terms(text, options=options):
+            if term in wanted:
+                postings.setdefault(term, []).append(number)
+    for number, value in rank(list(wanted), postings, {}, len(texts), k=len(texts)):
+        scores[number] = value
+    return scores
+
+
+def fill_budget(
+    ranked: Sequence[tuple[Key, float]],
+    size: Callable[[Key], int],
+    *,
+    chars: int,
+    k_max: int,
+    min_share: float = 0.0,
+) -> list[Key]:
+    """Budgeted recall: the best lines that fit in ``chars`` characters, at most ``k_max``.
+
+    Walks ``ranked`` best first; a line scoring below ``min_share`` times the best score ends
+    the walk (a query with one strong match does not drag in weak ones); a line that does not
+    fit in what is left is skipped and a shorter one after it may still fit.
+
+    Args:
+        ranked: ``(key, score)`` pairs, best first (:func:`rank`, :func:`rank_collections`).
+        size: the characters a line takes in the prompt.
+        chars: the budget; ``<= 0`` gives ``[]``.
+        k_max: most lines.
+        min_share: in ``[0, 1]``.
+
+    Returns:
+        The chosen keys, best first.
+    """
+    if chars <= 0 or k_max <= 0 or not ranked:
+        return []
+    floor = min_share * ranked[0][1]
+    chosen: list[Key] = []
+    used = 0
+    for key, value in ranked:
+        if len(chosen) >= k_max or value < floor:
+            break
+        cost = size(key)
+        if used + cost <= chars:
+            chosen.append(key)
+            used += cost
+    return chosen
+
+
+# -- dates named in a query ------------------------------------------------------------------
+
+MAX_DATES_PER_QUERY = 4
+"""Most dates taken from one query (each costs the store one lookup by time)."""
+
+_MONTHS: dict[str, int] = {}
+for _number, _name in enumerate(
+    (
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ),
+    start=1,
+):
+    _MONTHS[_name] = _number
+    _MONTHS[_name[:3]] = _number
+_MONTHS["sept"] = 9
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_DATE_FORMS = (
+    # 8 May 2023, 8th of May, 2023
+    regex.compile(rf"\b{_DAY}\s+(?:of\s+)?(?P<month>{_MONTH})\.?,?\s+{_YEAR}\b", regex.I),
+    # May 8, 2023
+    regex.compile(rf"\b(?P<month>{_MONTH})\.?\s+{_DAY},?\s+{_YEAR}\b", regex.I),
+    # 2023-05-08
+    regex.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]\d)-(?P<day>[0-3]\d)\b"),
+)
+_MONTH_FORM = regex.compile(rf"\b(?P<month>{_MONTH})\.?,?\s+{_YEAR}\b", regex.I)
+_ANY_YEAR = regex.compile(r"(?:19|20)\d\d")  # every form has one: a cheap test first
+
+
+@dataclass(frozen=True)
+class DateSpan:
+    """A day or a month named in a query, as a span of time in the user's zone.
+
+    Attributes:
+        term: its term, ``"@2023-05-08"`` or ``"@2023-05"`` (kind ``DATE_PREFIX``).
+        start_ms / end_ms: the span, epoch ms, end excluded: local midnight to midnight.
+    """
+
+    term: str
+    start_ms: int
+    end_ms: int
+
+
+def _zone(name: str | None) -> tzinfo:
+    if not name:
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        return UTC
+
+
+def _local_ms(day: date, zone: tzinfo) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=zone).timestamp() * 1000)
+
+
+def query_dates(text: str, timezone: str | None = None) -> list[DateSpan]:
+    """The days and months a query names, as spans of time in the user's zone.
+
+    English month names (full or three letters, any case) with a four-digit year: "8 May 2023",
+    "8th of May, 2023", "May 8, 2023", "May 2023", and ISO "2023-05-08". A day is the local day
+    in ``timezone`` (midnight to midnight, so a line is matched by the date the user saw on it
+    in any zone); a month is the local month. Forms without a year and relative dates
+    ("yesterday", "last week") are not read: the benchmark has none to measure them on.
+    An impossible day ("31 June 2023") counts as its month. At most ``MAX_DATES_PER_QUERY``, in
+    text order.
+
+    Args:
+        text: the new user message.
+        timezone: IANA zone of the user; ``None`` or an unknown name gives UTC.
+
+    Returns:
+        The spans, distinct.
+    """
+    if _ANY_YEAR.search(text) is None:
+        return []
+    zone = _zone(timezone)
+    found: list[tuple[int, DateSpan]] = []
+    taken: list[tuple[int, int]] = []
+    for form in _DATE_FORMS:
+        for match in form.finditer(text):
+            groups = match.groupdict()
+            month = _MONTHS[groups["month"].lower()] if groups.get("month") else 0
+            try:
+                day = date(int(groups["year"]), month or int(groups["mnum"]), int(groups["day"]))
+            except ValueError:
+                continue
+            start = _local_ms(day, zone)
+            end = _local_ms(day + timedelta(days=1), zone)
+            found.append((match.start(), DateSpan(f"{DATE_PREFIX}{day.isoformat()}", start, end)))
+            taken.append(match.span())
+    for match in _MONTH_FORM.finditer(text):
+        if any(a <= match.start() < b for a, b in taken):
+            continue
+        year, month = int(match.group("year")), _MONTHS[match.group("month").lower()]
+        first = date(year, month, 1)
+        after = date(year + month // 12, month % 12 + 1, 1)
+        span = DateSpan(
+            f"{DATE_PREFIX}{year:04d}-{month:02d}", _local_ms(first, zone), _local_ms(after, zone)
+        )
+        found.append((match.start(), span))
+    spans = list(dict.fromkeys(span for _, span in sorted(found, key=lambda x: x[0])))
+    return spans[:MAX_DATES_PER_QUERY]
+
+
+def date_postings(first_seq: int, end_seq: int, cap: int) -> npt.NDArray[np.int64]:
+    """The postings of a date term: the seqs of the lines in its span (the store finds
+    ``first_seq`` and ``end_seq`` by time), the newest ``cap`` of them.
+
+    Returns:
+        ``seq`` in ``[max(first_seq, end_seq - cap), end_seq)``, ascending; empty if none.
+    """
+    start = max(first_seq, end_seq - cap, 0)
+    return np.arange(start, max(end_seq, start), dtype=np.int64)

@@ -2,11 +2,14 @@
 
 More memories are kept in Redis than fit in the ``<memories>`` section (a cap of a few hundred).
 When they do not all fit, the ones that share rare words with the new message come first, scored
-by the recall scorer's IDF (:func:`litellm_memory_hook.core.recall.idf`, DESIGN.md section 6)
-with the memory set itself as the collection: ``score(m) = sum over terms t shared by m and the
-query of log(1 + N / (1 + df(t)))``, N = the number of memories, df(t) = the memories holding t.
-The remaining budget goes to the newest memories. The chosen ones keep their stored order
-(oldest first), so the section reads the same from request to request.
+by the recall scorer itself (:func:`litellm_memory_hook.core.recall.rank_texts`, which runs
+:func:`~litellm_memory_hook.core.recall.rank`, DESIGN.md section 6) with the memory set as the
+collection: ``score(m) = sum over terms t shared by m and the query of
+weight(kind(t)) * log(1 + N / (1 + df(t)))``, N = the number of memories, df(t) = the memories
+holding t; the same terms (words, segmentation of scripts without spaces, phonetic keys) and the
+same weights as recall of old lines. The remaining budget goes to the newest memories. The chosen
+ones keep their stored order (oldest first), so the section reads the same from request to
+request.
 
 Measured on LoCoMo dev with an oracle extractor (issue 7): a newest-first list lifts evidence
 cover from 0.635 to 0.649; choosing by shared rare words lifts it to 0.766.
@@ -14,7 +17,6 @@ cover from 0.635 to 0.649; choosing by shared rare words lifts it to 0.766.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from litellm_memory_hook.core import recall
@@ -64,13 +66,5 @@ def select_items(
 
 
 def _scores(texts: Sequence[str], query: str) -> list[float]:
-    """IDF score of each text against the query's terms, the texts being the collection."""
-    wanted = set(recall.query_terms(query)) if query else set()
-    if not wanted:
-        return [0.0] * len(texts)
-    term_sets = [set(recall.index_terms(t)) & wanted for t in texts]
-    df: Counter[str] = Counter()
-    for terms in term_sets:
-        df.update(terms)
-    n = len(texts)
-    return [sum(recall.idf(n, df[t]) for t in terms) for terms in term_sets]
+    """Score of each text against the query: the recall scorer, the texts being the collection."""
+    return recall.rank_texts(texts, query)

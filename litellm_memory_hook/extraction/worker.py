@@ -62,6 +62,9 @@ from litellm_memory_hook.store.queue import ExtractionQueue
 
 logger = logging.getLogger("litellm_memory_hook")
 
+#: a job that finds a batched write under way runs again this much later (ms).
+DEFER_MS = 1000
+
 #: most stored turns one job reads past the cursor (the character budget usually ends it first).
 MAX_TURNS_PER_JOB = 400
 
@@ -73,7 +76,8 @@ def _now_ms() -> int:
 @dataclass(frozen=True)
 class JobOutcome:
     """What one job did: ``status`` is ``committed``, ``nothing_new``, ``busy`` (another worker
-    holds the lease), ``failed`` (the model's reply was unusable twice, or the call failed),
+    holds the lease), ``deferred`` (a batched write is under way: runs again in ``DEFER_MS``),
+    ``failed`` (the model's reply was unusable twice, or the call failed),
     ``conflict`` (lost the compare-and-set twice) or ``discarded`` (expired conversation, no
     user, unknown alias or extraction off)."""
 
@@ -246,6 +250,8 @@ class ExtractionWorker:
         again = _now_ms() if outcome.more else None
         if outcome.status == "conflict":
             again = _now_ms() + lease_ms // 4
+        if outcome.status == "deferred":
+            again = _now_ms() + DEFER_MS
         await self.queue.finish(keys, self.worker_id, claim, again_ms=again)
         return outcome
 
@@ -299,6 +305,10 @@ class ExtractionWorker:
             logger.warning("memory worker: %s has no stored user or scope; dropped", keys.ref)
             await self.queue.count(jobs_discarded=1)
             return JobOutcome("discarded")
+        if any(name.startswith("writing:") for name in meta):
+            # a batched write (a long seed or import) is under way: its turns have seqs
+            # reserved but not all stored yet; extracting now could move the cursor past them
+            return JobOutcome("deferred")
         alias_name = meta.get("alias", "")
         alias = self.alias_lookup(alias_name) if alias_name else None
         if alias is None or not alias.extraction or not self.settings.extraction_enabled:

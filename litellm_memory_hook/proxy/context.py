@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.assemble import assemble
 from litellm_memory_hook.core.messages import clean_messages, content_text
 from litellm_memory_hook.core.models import Turn
@@ -22,16 +21,20 @@ from litellm_memory_hook.core.plan import (
     cut_start,
     fit_items,
     plan_turn,
-    speaker_label,
 )
 from litellm_memory_hook.core.prompt import (
-    EarlierLine,
     PromptLayers,
     PromptWording,
     build_system_message,
 )
 from litellm_memory_hook.core.selection import select_items
 from litellm_memory_hook.core.window import build_window
+from litellm_memory_hook.proxy.recall_step import (
+    RecallOptions,
+    exclusion_start,
+    recall_lines,
+    recall_query,
+)
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
@@ -64,7 +67,7 @@ class ContextOptions:
 
     budget: Budget = Budget()  # noqa: RUF009 (frozen, so one shared default is safe)
     operator_rules: str = ""
-    recall_k: int = 4
+    recall: RecallOptions = RecallOptions()  # noqa: RUF009 (frozen, so one shared default is safe)
     regenerate_window_s: float = 300.0
     max_stored_chars: int = 32_000
     timezone: str | None = None
@@ -94,7 +97,7 @@ class ContextOptions:
                 summary_chars=settings.summary_chars,
             ),
             operator_rules=alias.system_prompt,
-            recall_k=settings.recall_k if alias.recall_k is None else alias.recall_k,
+            recall=RecallOptions.for_alias(settings, alias),
             regenerate_window_s=settings.regenerate_window_s,
             max_stored_chars=settings.stored_text_chars,
             timezone=timezone or settings.timezone,
@@ -126,9 +129,14 @@ async def prepare(
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     last_text = _last_user_text(raw_messages)
     # With recall off, no postings are read at all.
-    terms = recall.query_terms(last_text) if last_text and options.recall_k > 0 else []
+    query = recall_query(last_text, options.recall, options.timezone)
     state, postings = await store.load(
-        keys, memory, tail=options.budget.messages + 4, query_terms=terms
+        keys,
+        memory,
+        tail=options.budget.messages + 4,
+        query_terms=query.terms,
+        date_spans=query.spans,
+        list_chats=query.user_scope,
     )
     plan = plan_turn(
         raw_messages,
@@ -150,18 +158,17 @@ async def prepare(
     )
     in_window = len(window) - len(plan.new)
     window_seqs = [s for s in plan.history_seqs[len(plan.history_seqs) - in_window :] if s]
-    recalled: list[Turn] = []
-    if terms and postings.n_docs and plan.history_seqs:
-        exclude_from = min(window_seqs) if window_seqs else state.last_seq + 1
-        top = recall.score(
-            terms,
-            postings.seqs,
-            postings.df,
-            postings.n_docs,
-            exclude_from_seq=exclude_from,
-            k=options.recall_k,
-        )
-        recalled = await store.fetch_turns(keys, [seq for seq, _ in top])
+    found = await recall_lines(
+        store,
+        keys,
+        memory,
+        state,
+        postings,
+        query,
+        options.recall,
+        exclude_from=exclusion_start(window_seqs, state.last_seq),
+        timezone=options.timezone,
+    )
     layers = PromptLayers(
         operator_rules=(),
         persona=cut_start(options.persona, options.budget.persona_chars),
@@ -169,9 +176,7 @@ async def prepare(
         pinned=fit_items(state.pinned, options.budget.pinned_chars),
         memories=select_items(state.memories, last_text, options.budget.memory_chars),
         summary=cut_start(state.summary, options.budget.summary_chars),
-        earlier_lines=tuple(
-            EarlierLine(ts_ms=t.ts_ms, speaker=speaker_label(t), text=t.text) for t in recalled
-        ),
+        earlier_lines=found.lines,
         last_user_text=last_text,
         timezone=options.timezone,
     )
@@ -185,7 +190,7 @@ async def prepare(
         ),
         plan=plan,
         layer_chars=layer_chars,
-        recalled=recalled,
+        recalled=list(found.turns),
         cursor=int(state.meta.get("cursor", "0") or 0),
     )
 

@@ -43,9 +43,10 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 from litellm.integrations.custom_logger import CustomLogger
 from redis.asyncio.retry import Retry
@@ -56,7 +57,7 @@ from litellm_memory_hook.core.assemble import with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
 from litellm_memory_hook.core.messages import is_valid_request, message_to_turn
-from litellm_memory_hook.core.models import ConversationState, Turn
+from litellm_memory_hook.core.models import ConversationState, Turn, copy_json
 from litellm_memory_hook.core.plan import plan_turn
 from litellm_memory_hook.core.side_requests import side_request_pattern
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
@@ -65,6 +66,7 @@ from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
 from litellm_memory_hook.proxy.context import ContextOptions, PreparedRequest, prepare
 from litellm_memory_hook.proxy.identity import Identity, identify, request_headers
+from litellm_memory_hook.proxy.metrics import HookMetrics, log_event
 from litellm_memory_hook.proxy.write_buffer import PendingWrite, WriteBuffer
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
@@ -119,6 +121,19 @@ def _drop_client_record(data: dict[str, Any]) -> None:
             requester = metadata.get("requester_metadata")
             if isinstance(requester, dict):
                 requester.pop(METADATA_KEY, None)
+
+
+_TURN_FIELDS = tuple(f.name for f in fields(Turn))
+
+
+def _turn_dict(turn: Turn) -> dict[str, Any]:
+    """``dataclasses.asdict(turn)`` (nested values deep-copied, tuples kept as tuples), without
+    its generic recursion (~10x faster; it runs for every stored turn of every request)."""
+    values = turn.__dict__
+    out = {name: values[name] for name in _TURN_FIELDS}
+    out["tool_calls"] = tuple(copy_json(c) for c in turn.tool_calls)
+    out["msg"] = copy_json(turn.msg)
+    return out
 
 
 def _turn_from_dict(raw: dict[str, Any]) -> Turn:
@@ -293,6 +308,7 @@ class MemoryHook(CustomLogger):
         self._alias_cache: dict[str, tuple[float, AliasMemoryConfig | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.counters: Counter[str] = Counter()
+        self.metrics = HookMetrics(self.counters)
         self._secret = secrets.token_bytes(32)
         self._redis_down_until = 0.0
         self._next_probe = 0.0
@@ -417,9 +433,11 @@ class MemoryHook(CustomLogger):
         except ConfigError as exc:
             self.counters["config_errors"] += 1
             logger.error("memory hook: bad configuration for %r: %s", data.get("model"), exc)
+            log_event("fail_open", logging.WARNING, reason="config", model=str(data.get("model")))
         except Exception:
             self.counters["precall_errors"] += 1
             logger.exception("memory hook: pre-call failed; passing the request through")
+            log_event("fail_open", logging.WARNING, reason="error", model=str(data.get("model")))
         return data
 
     async def _rebuild(
@@ -475,6 +493,7 @@ class MemoryHook(CustomLogger):
         call_id = str(data.get("litellm_call_id") or "")
         if self._breaker_open():
             self.counters["breaker_passthrough"] += 1
+            log_event("fail_open", logging.INFO, reason="breaker", model=str(data.get("model")))
             self._offline(data, metadata, who, options, call_id, mode, rules, controls.flush, alias)
             return
         try:
@@ -498,6 +517,9 @@ class MemoryHook(CustomLogger):
         data["messages"] = prepared.messages
         elapsed_ms = (time.perf_counter() - started) * 1000
         self._record(metadata, who, prepared, mode, elapsed_ms, controls.flush, alias.extraction)
+        self.metrics.observe_rebuild(
+            who.keys.ref, prepared.layer_chars, elapsed_ms, recalled=len(prepared.recalled)
+        )
 
     def _offline(
         self,
@@ -551,8 +573,8 @@ class MemoryHook(CustomLogger):
             "flush": flush,
             "extract": extract,
             "write": mode == "read_write",
-            "pending": [asdict(t) for t in prepared.plan.pending],
-            "replace": [asdict(t) for t in prepared.plan.replace],
+            "pending": [_turn_dict(t) for t in prepared.plan.pending],
+            "replace": [_turn_dict(t) for t in prepared.plan.replace],
             "previous": prepared.plan.previous_text,
             "seeded": prepared.plan.seeded,
             "prefill": prepared.plan.prefill,
@@ -562,12 +584,6 @@ class MemoryHook(CustomLogger):
         }
         record["sig"] = self._sign(record)
         metadata[METADATA_KEY] = record
-        logger.debug(
-            "memory hook: %s rebuilt in %.2f ms, layers %s",
-            who.keys.ref,
-            elapsed_ms,
-            json.dumps(prepared.layer_chars),
-        )
 
     # -- post-call -----------------------------------------------------------------------------
 
@@ -622,15 +638,21 @@ class MemoryHook(CustomLogger):
                     self._spawn(self._commit(record, accumulator.message(), call_id, partial=True))
 
     def _sign(self, record: dict[str, Any]) -> str:
-        """HMAC-SHA256 of the record (without ``sig``) under this process's random key."""
-        body = json.dumps(
-            {k: v for k, v in record.items() if k != "sig"},
-            sort_keys=True,
-            ensure_ascii=False,
-            separators=(",", ":"),
-            default=list,
-        )
-        return hmac.new(self._secret, body.encode("utf-8"), hashlib.sha256).hexdigest()
+        """HMAC-SHA256 of the record (without ``sig``) under this process's random key.
+
+        The record is serialised with orjson (sorted keys; ~3x faster than :mod:`json`, and it
+        runs for every request in pre-call and again in post-call); a record orjson refuses
+        (a set, an integer over 64 bits) falls back to :mod:`json`. Sign and check go through
+        the same path for the same record, so only this process's own checks compare them.
+        """
+        unsigned = {k: v for k, v in record.items() if k != "sig"}
+        try:
+            body = orjson.dumps(unsigned, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # orjson.JSONEncodeError is a TypeError
+            body = json.dumps(
+                unsigned, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=list
+            ).encode("utf-8")
+        return hmac.new(self._secret, body, hashlib.sha256).hexdigest()
 
     def _pending_record(self, data: Any) -> dict[str, Any] | None:
         """The write instructions the pre-call hook left in ``metadata``, if genuine.

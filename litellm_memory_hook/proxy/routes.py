@@ -20,6 +20,14 @@ GET         /memory/v1/summary?user&model         200 ``{"summary", "cursor", "s
 POST        /memory/v1/flush                      202 ``{"due_ms": int}``: the conversation is due
                                                   for extraction now; body ``{"user", "model"
                                                   [, "conversation"]}``
+DELETE      /memory/v1/users/{user}?model         200 ``{"user", "conversation", "deleted_keys",
+            [&conversation]                       "conversations", "memory_sets"}``: forget the
+                                                  user (every conversation and memory set in the
+                                                  caller's tenant), or one conversation
+GET         /memory/v1/export?user&model          200 the export document (``ExportDocument``,
+            [&conversation]                       ``"format": "litellm-memory-export"``,
+                                                  ``"version": 1``): the user, or one
+                                                  conversation (404 when it holds nothing)
 ==========  ====================================  ==================================================
 
 Configuration: none of its own. It uses the memory hook's settings (``callback_settings.memory``:
@@ -59,6 +67,14 @@ Examples (the demo config's master key)::
     curl -s -H "$H" 'http://127.0.0.1:4000/memory/v1/summary?user=alice&model=demo'
     curl -s -H "$H" -H 'content-type: application/json' http://127.0.0.1:4000/memory/v1/flush \\
       -d '{"user": "alice", "model": "demo"}'
+    curl -s -H "$H" 'http://127.0.0.1:4000/memory/v1/export?user=alice&model=demo' > alice.json
+    curl -s -X DELETE -H "$H" 'http://127.0.0.1:4000/memory/v1/users/alice?model=demo'
+
+Forget and export: ``model`` names a memory-enabled alias as on every route (it resolves
+``conversation``); without ``conversation`` they cover everything of the user in the caller's
+tenant, whatever the alias. Forgetting one conversation keeps the memories the user's other
+conversations share. Both go through the user's index (no ``KEYS``); forgetting twice answers
+200 with zero counts.
 """
 
 from __future__ import annotations
@@ -79,6 +95,7 @@ from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import ConfigError, InvalidIdError, StoreError
 from litellm_memory_hook.memory_api import (
+    ExportDocument,
     MemoryAPI,
     MemoryInputError,
     MemoryNotFoundError,
@@ -136,6 +153,18 @@ class FlushOut(BaseModel):
     """When the flushed conversation is due for extraction."""
 
     due_ms: int = Field(description="Epoch milliseconds (now).")
+
+
+class ForgetOut(BaseModel):
+    """What a forget deleted."""
+
+    user: str = Field(description="The user id.")
+    conversation: str | None = Field(
+        description="The conversation forgotten; null when the whole user was."
+    )
+    deleted_keys: int = Field(description="Redis keys deleted.")
+    conversations: int = Field(description="Conversations that held data.")
+    memory_sets: int = Field(description="Memory sets (pinned and extracted memories) deleted.")
 
 
 class ErrorOut(BaseModel):
@@ -202,6 +231,9 @@ ConversationQuery = Annotated[
     str | None, Query(description="Conversation id (default: the alias's default conversation).")
 ]
 ItemId = Annotated[str, Path(alias="id", max_length=128, description="The memory's id.")]
+UserPath = Annotated[
+    str, Path(max_length=512, description="The user id, as chat requests send it in 'user'.")
+]
 
 
 # -- auth ---------------------------------------------------------------------------------------
@@ -479,6 +511,52 @@ async def flush(hook: Hook, auth: Auth, body: FlushIn) -> FlushOut:
     return FlushOut(due_ms=due_ms)
 
 
+@router.delete("/users/{user:path}", response_model=ForgetOut, responses=_ERRORS)
+async def forget(
+    hook: Hook,
+    auth: Auth,
+    user: UserPath,
+    model: ModelQuery,
+    conversation: ConversationQuery = None,
+) -> ForgetOut:
+    """Forget a user: delete every conversation (turns, summary, recall index) and memory set
+    of theirs in the caller's tenant, whatever the alias; with ``conversation``, only that
+    conversation (memories shared with the user's other conversations stay). Idempotent."""
+    with _answers(hook):
+        target = _target(hook, auth, user, model, conversation)
+        whole_user = not (conversation and conversation.strip())
+        result = await memory_api(hook).forget(target, whole_user=whole_user)
+    logger.info(
+        "memory API: forgot %s (%d keys)",
+        target.conversation.user_keys.hash_tag if whole_user else target.conversation.ref,
+        result.deleted_keys,
+    )
+    return ForgetOut(
+        user=target.user,
+        conversation=None if whole_user else target.conversation.conversation,
+        deleted_keys=result.deleted_keys,
+        conversations=result.conversations,
+        memory_sets=result.memory_sets,
+    )
+
+
+@router.get("/export", response_model=ExportDocument, responses=_NOT_FOUND)
+async def export(
+    hook: Hook,
+    auth: Auth,
+    user: UserQuery,
+    model: ModelQuery,
+    conversation: ConversationQuery = None,
+) -> ExportDocument:
+    """Everything stored for a user in the caller's tenant (or one ``conversation``): turns,
+    summaries, pinned and extracted memories, as a versioned JSON document that
+    ``litellm-memory import --format export`` reads back."""
+    with _answers(hook):
+        target = _target(hook, auth, user, model, conversation)
+        whole_user = not (conversation and conversation.strip())
+        return await memory_api(hook).export(target, whole_user=whole_user)
+
+
 # -- mounting on the proxy ----------------------------------------------------------------------
 
 
@@ -516,6 +594,10 @@ def mount(hook: MemoryHook) -> bool:
         app.include_router(router)
         app.openapi_schema = None  # rebuilt on the next /openapi.json, with our routes
         logger.info("memory API: routes mounted under %s", PREFIX)
+    from litellm_memory_hook.proxy import ui  # here: ui imports this module
+
+    if ui.include_once(app, ui.router):
+        logger.info("memory API: inspector %s, preview and metrics mounted", ui.UI_PATH)
     install_shutdown(proxy_server, hook)
     return True
 
@@ -560,6 +642,7 @@ __all__ = [
     "EditIn",
     "FlushIn",
     "FlushOut",
+    "ForgetOut",
     "MemoryItemOut",
     "MemoryListOut",
     "PinIn",

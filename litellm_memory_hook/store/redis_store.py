@@ -1,8 +1,12 @@
 """All Redis reads and writes of the package.
 
-Key names come from :mod:`litellm_memory_hook.store.keys`. Per-conversation writes are one Lua
-script each (atomic, one Cluster slot); global keys (due set, user index) are written by separate
-commands, never in the same script or transaction.
+Key names come from :mod:`litellm_memory_hook.store.keys`. Per-conversation writes are Lua
+scripts on the keys of one user (one Cluster slot); global keys (due set, counters) are written
+by separate commands, never in the same script or transaction. A request's own write is one
+atomic script; a larger write (a long history seeding a new conversation, an import) and a trim
+run as batches of at most ``BATCH_TURNS`` turns and ``BATCH_TERMS`` index terms, a few ms each
+(issue 9 item 7; :meth:`MemoryStore.append`). Every turn is held to the bounds of
+:mod:`litellm_memory_hook.core.bounds` before it is stored.
 
 The recall index is the ``postings`` hash of a conversation: field = term, value = packed
 big-endian uint32s: the term's document frequency, then the seqs of the newest messages containing
@@ -13,26 +17,43 @@ indexed messages (the N of the IDF formula).
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError, RedisError
 
+from litellm_memory_hook.core.bounds import TurnLimits, bound_id, bound_meta_value, bound_turn
+from litellm_memory_hook.core.indexing import stored_terms
 from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, UserKeys, due_key
+
+if TYPE_CHECKING:
+    from litellm_memory_hook.settings import MemorySettings
 
 #: default number of newest postings kept per term (DESIGN.md section 6: K=1024 gave the exact
 #: top 4 on 90-99% of queries at 100,000 messages).
 POSTINGS_CAP = 1024
 
+#: most turns one script writes or deletes: a larger write (a client's long history seeding a new
+#: conversation, an import) or trim runs as several scripts (issue 9 item 7: no script holds
+#: Redis for more than a few ms).
+BATCH_TURNS = 100
+#: most distinct index terms one script updates (one read and one write of the term's postings
+#: field each, ~5-10 us): ~300 keep a script at ~1-3 ms (LoCoMo text: ~20 turns per script;
+#: a request's own turn pair, at most 64 terms a turn, stays one script).
+BATCH_TERMS = 300
+
 _POSTINGS_LUA = """
--- Shared by the scripts below: the packed postings value (big-endian uint32s: df, then seqs).
+-- Shared by the scripts below: the packed postings value (big-endian uint32s: df, then seqs,
+-- strictly ascending, at most cap of them: the newest).
 local function enc(n)
   return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
                      math.floor(n / 256) % 256, n % 256)
@@ -41,41 +62,104 @@ local function dec(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
--- One message (packed seq) leaves a term: df - 1, its seq dropped from the list when there,
--- the field deleted when df reaches 0.
-local function unindex(postings, term, packed)
+-- Binary search of a seq in a packed list: its byte offset, or nil and the offset where it
+-- would be inserted.
+local function find(list, seq)
+  local lo, hi = 0, math.floor(#list / 4) - 1
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    local v = dec(list, mid * 4 + 1)
+    if v == seq then return mid * 4 + 1 end
+    if v < seq then lo = mid + 1 else hi = mid - 1 end
+  end
+  return nil, lo * 4 + 1
+end
+-- Messages (seqs, ascending) join a term: one read and one write of its field whatever their
+-- number. df grows by the seqs not listed yet; they are appended (the usual case) or inserted
+-- in order (a batched write landing after a newer writer's); the list keeps the newest cap.
+local function add_postings(postings, term, seqs, cap)
+  local v = redis.call('HGET', postings, term)
+  local df, list = 0, ''
+  if v then df = dec(v, 1); list = string.sub(v, 5) end
+  local tail = {}
+  for _, seq in ipairs(seqs) do
+    local n = #list
+    if #tail == 0 and n > 0 and dec(list, n - 3) >= seq then
+      local at, ins = find(list, seq)
+      if not at then
+        list = string.sub(list, 1, ins - 1) .. enc(seq) .. string.sub(list, ins)
+        df = df + 1
+      end
+    else
+      tail[#tail + 1] = enc(seq)
+      df = df + 1
+    end
+  end
+  if #tail > 0 then list = list .. table.concat(tail) end
+  if #list > cap * 4 then list = string.sub(list, #list - cap * 4 + 1) end
+  redis.call('HSET', postings, term, enc(df) .. list)
+end
+-- Messages (seqs) leave a term: df drops by their number, their seqs leave the list where
+-- listed, the field goes when df reaches 0.
+local function remove_postings(postings, term, seqs)
   local v = redis.call('HGET', postings, term)
   if not v then return end
-  local df = dec(v, 1) - 1
+  local df = dec(v, 1) - #seqs
   local list = string.sub(v, 5)
-  for p = 1, #list - 3, 4 do
-    if string.sub(list, p, p + 3) == packed then
-      list = string.sub(list, 1, p - 1) .. string.sub(list, p + 4)
-      break
-    end
+  for _, seq in ipairs(seqs) do
+    local at = find(list, seq)
+    if at then list = string.sub(list, 1, at - 1) .. string.sub(list, at + 4) end
   end
   if df <= 0 then redis.call('HDEL', postings, term)
   else redis.call('HSET', postings, term, enc(df) .. list) end
 end
--- Remove listed turns, reading ARGV from position i: the count, then for each turn its seq,
--- its number of terms and the terms. Only turns still stored are removed, and only they leave
--- the index (KEYS[1] meta, KEYS[2] turns, KEYS[4] postings). Returns the next position and the
--- number of turns removed.
+-- Remove listed turns, reading ARGV from position i: the number of turns, then for each its
+-- seq and 1 when it is indexed (has terms); then the number of terms, then for each the term,
+-- a count k and k seqs of listed turns holding it. Only turns still stored are removed, and
+-- only they leave the index (KEYS[1] meta, KEYS[2] turns, KEYS[4] postings). Returns the next
+-- position and the number of turns removed.
 local function remove_turns(i)
-  local removed = 0
+  local removed, gone = 0, {}
   local n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
     local seq = tonumber(ARGV[i])
-    local n_terms = tonumber(ARGV[i + 1]); i = i + 2
     if redis.call('ZREMRANGEBYSCORE', KEYS[2], seq, seq) > 0 then
       removed = removed + 1
-      local packed = enc(seq)
-      for t = i, i + n_terms - 1 do unindex(KEYS[4], ARGV[t], packed) end
-      if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
+      gone[seq] = true
+      if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
     end
-    i = i + n_terms
+    i = i + 2
+  end
+  local n_terms = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, n_terms do
+    local term, k = ARGV[i], tonumber(ARGV[i + 1]); i = i + 2
+    local seqs = {}
+    for t = i, i + k - 1 do
+      local seq = tonumber(ARGV[t])
+      if gone[seq] then seqs[#seqs + 1] = seq end
+    end
+    if #seqs > 0 then remove_postings(KEYS[4], term, seqs) end
+    i = i + k
   end
   return i, removed
+end
+-- Index new turns, reading ARGV from position i: the number of terms, then for each the term,
+-- a count k and k positions (1-based, ascending) of turns in this script holding it; seqs[p]
+-- is the seq the turn at position p was written with (nil: not written). Returns the next
+-- position.
+local function index_turns(i, seqs, cap)
+  local n_terms = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, n_terms do
+    local term, k = ARGV[i], tonumber(ARGV[i + 1]); i = i + 2
+    local add = {}
+    for t = i, i + k - 1 do
+      local seq = seqs[tonumber(ARGV[t])]
+      if seq then add[#add + 1] = seq end
+    end
+    if #add > 0 then add_postings(KEYS[4], term, add, cap) end
+    i = i + k
+  end
+  return i
 end
 """
 
@@ -88,11 +172,12 @@ APPEND_TURNS = (
 -- ARGV[3] now, epoch ms (meta.updated_ms)
 -- ARGV[4] postings cap per term
 -- ARGV[5] number of meta fields written only if absent; then that many field, value pairs
--- then: number of turns to remove first (a regenerate replaces its old reply); for each: seq,
---   number of terms, the terms; exactly these seqs go, and only if still stored
+-- then: turns to remove first (a regenerate replaces its old reply), as remove_turns reads
+--   them; exactly these seqs go, and only if still stored
 -- then: number of seed turns: the first new turns, written only while the conversation is empty
 --   (a client's own history seeding a new conversation: concurrent first requests seed it once)
--- then: number of new turns; for each: body (turn JSON without "{"), number of terms, the terms
+-- then: number of new turns; for each: body (turn JSON without "{"), 1 when indexed
+-- then: their terms, as index_turns reads them (positions in the new turns)
 -- Returns {1, first_seq, last_seq} when written, {0, seq, seq} when call_id was already stored.
 """
     + _POSTINGS_LUA
@@ -102,7 +187,6 @@ if call_id ~= '' then
   local seen = redis.call('HGET', KEYS[3], call_id)
   if seen then return {0, tonumber(seen), tonumber(seen)} end
 end
-local cap = tonumber(ARGV[4])
 local i = 6
 for _ = 1, tonumber(ARGV[5]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
@@ -112,28 +196,18 @@ i = remove_turns(i)
 local n_seed = tonumber(ARGV[i]); i = i + 1
 local n_new = tonumber(ARGV[i]); i = i + 1
 local skip_seed = n_seed > 0 and tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') > 0
-local first, last = 0, 0
+local first, last, seqs = 0, 0, {}
 for j = 1, n_new do
- if skip_seed and j <= n_seed then
-  i = i + 2 + tonumber(ARGV[i + 1])
- else
-  last = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-  if first == 0 then first = last end
-  redis.call('ZADD', KEYS[2], last, '{"seq":' .. last .. ',' .. ARGV[i])
-  local n_terms = tonumber(ARGV[i + 1]); i = i + 2
-  local packed = enc(last)
-  for t = i, i + n_terms - 1 do
-    local v = redis.call('HGET', KEYS[4], ARGV[t])
-    local df, list = 0, ''
-    if v then df = dec(v, 1); list = string.sub(v, 5) end
-    list = list .. packed
-    if #list > cap * 4 then list = string.sub(list, #list - cap * 4 + 1) end
-    redis.call('HSET', KEYS[4], ARGV[t], enc(df + 1) .. list)
+  if not (skip_seed and j <= n_seed) then
+    last = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+    if first == 0 then first = last end
+    seqs[j] = last
+    redis.call('ZADD', KEYS[2], last, '{"seq":' .. last .. ',' .. ARGV[i])
+    if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   end
-  if n_terms > 0 then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
-  i = i + n_terms
- end
+  i = i + 2
 end
+index_turns(i, seqs, tonumber(ARGV[4]))
 if call_id ~= '' and last > 0 then redis.call('HSET', KEYS[3], call_id, last) end
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
@@ -146,7 +220,7 @@ DELETE_TURNS = (
 -- Delete stored turns of a conversation by seq, with their recall-index entries.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
 -- ARGV[1] TTL in seconds, set on every key of the conversation that exists
--- ARGV[2] number of turns; for each: seq, number of terms, the terms it was appended with
+-- then: the turns, as remove_turns reads them (each with the terms it was appended with)
 -- A seq that is not stored (never, or already deleted) is skipped: its terms are not touched.
 -- Returns the number of turns removed.
 """
@@ -157,6 +231,140 @@ for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
 return removed
 """
 )
+
+BEGIN_WRITE = (
+    """
+-- Start a write too large for one script (issue 9 item 7): decide, reserve and mark; the turns
+-- follow in bounded batches (WRITE_TURNS), so no script holds Redis for long.
+-- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
+-- ARGV[1] call_id ("" = no idempotency check)
+-- ARGV[2] progress field of meta ("writing:<call id or token>")
+-- ARGV[3] TTL in seconds, ARGV[4] now, epoch ms
+-- ARGV[5] number of meta fields written only if absent; then that many field, value pairs
+-- then: turns to remove first, as remove_turns reads them
+-- then: number of seed turns, number of turns in all (seed turns first)
+-- The seed is skipped unless the conversation is empty now (seq 0). The seqs of every turn
+-- to write are reserved here (seq += count), so concurrent first requests seed once, and turns
+-- that other requests store meanwhile come after the reserved ones.
+-- The progress field holds "<first seq> <seed skipped 0|1> <next turn to write>".
+-- Returns {status, first_seq, last_seq, seed_skipped, next}: status 1 = reserved, write turns
+-- from next (0); 2 = this call id's write was begun and not finished: write from next; 0 = this
+-- call id is stored already (nothing to do).
+"""
+    + _POSTINGS_LUA
+    + """
+local call_id = ARGV[1]
+if call_id ~= '' then
+  local seen = redis.call('HGET', KEYS[3], call_id)
+  if seen then
+    local progress = redis.call('HGET', KEYS[1], ARGV[2])
+    if progress then
+      local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)$')
+      return {2, tonumber(first), tonumber(seen), tonumber(skipped), tonumber(nxt)}
+    end
+    return {0, tonumber(seen), tonumber(seen), 0, 0}
+  end
+end
+local i = 6
+for _ = 1, tonumber(ARGV[5]) do
+  redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+i = remove_turns(i)
+local n_seed = tonumber(ARGV[i])
+local n_all = tonumber(ARGV[i + 1])
+local skipped = 0
+if n_seed > 0 and tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') > 0 then skipped = 1 end
+local count = n_all - skipped * n_seed
+redis.call('HSET', KEYS[1], 'updated_ms', ARGV[4])
+if count <= 0 then
+  for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+  return {1, 0, 0, skipped, 0}
+end
+local last = redis.call('HINCRBY', KEYS[1], 'seq', count)
+local first = last - count + 1
+if call_id ~= '' then redis.call('HSET', KEYS[3], call_id, last) end
+redis.call('HSET', KEYS[1], ARGV[2], first .. ' ' .. skipped .. ' 0')
+for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+return {1, first, last, skipped, 0}
+"""
+)
+
+WRITE_TURNS = (
+    """
+-- One batch of a write begun by BEGIN_WRITE: turns with their reserved seqs, and their index.
+-- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
+-- ARGV[1] progress field, ARGV[2] TTL in seconds, ARGV[3] now, epoch ms, ARGV[4] postings cap
+-- ARGV[5] index of the first turn of this batch, ARGV[6] index after its last turn
+-- ARGV[7] 1 when this batch ends the write (the progress field is deleted)
+-- ARGV[8] number of turns; for each: seq, body (turn JSON without "{"), 1 when indexed
+-- then: their terms, as index_turns reads them (positions in this batch)
+-- Runs only when the progress field says the write continues at ARGV[5], so a batch repeated
+-- (a retry) or a write whose conversation was deleted meanwhile writes nothing.
+-- Returns 1 when written, 0 when skipped.
+"""
+    + _POSTINGS_LUA
+    + """
+local progress = redis.call('HGET', KEYS[1], ARGV[1])
+if not progress then return 0 end
+local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)$')
+if tonumber(nxt) ~= tonumber(ARGV[5]) then return 0 end
+local i, seqs = 9, {}
+for j = 1, tonumber(ARGV[8]) do
+  local seq = tonumber(ARGV[i])
+  seqs[j] = seq
+  redis.call('ZADD', KEYS[2], seq, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
+  if ARGV[i + 2] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
+  i = i + 3
+end
+index_turns(i, seqs, tonumber(ARGV[4]))
+if ARGV[7] == '1' then redis.call('HDEL', KEYS[1], ARGV[1])
+else redis.call('HSET', KEYS[1], ARGV[1], first .. ' ' .. skipped .. ' ' .. ARGV[6]) end
+redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
+for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
+return 1
+"""
+)
+
+
+SEQ_SPANS = """
+-- The seqs of the turns said within spans of time, by binary search on the turns' timestamps
+-- (turns are stored in time order; a conversation seeded with one request time is flat there).
+-- Read-only; its cost is O(log n) per span, flat in the length of the conversation.
+-- KEYS[1] turns zset (member '{"seq":<n>,...,"ts":<epoch ms>,...}', score = seq)
+-- ARGV pairs: start ms, end ms (end excluded)
+-- Returns for each pair: the seq of the first turn at or after start, and of the first turn at
+-- or after end (the last seq + 1 when there is none): the span's turns are [first, end).
+local n = redis.call('ZCARD', KEYS[1])
+local function at(rank)
+  local found = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
+  -- '"ts":' cannot occur inside a JSON string (its quotes are escaped), so the first match
+  -- is the turn's own field.
+  return tonumber(string.match(found[1], '"ts":(%-?%d+)')) or 0, tonumber(found[2])
+end
+local last = 0
+if n > 0 then local _, seq = at(n - 1); last = seq end
+local function first_at(t)
+  local lo, hi = 0, n
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local ts = at(mid)
+    if ts < t then lo = mid + 1 else hi = mid end
+  end
+  if lo >= n then return last + 1 end
+  local _, seq = at(lo)
+  return seq
+end
+local out = {}
+for i = 1, #ARGV - 1, 2 do
+  out[#out + 1] = first_at(tonumber(ARGV[i]))
+  out[#out + 1] = first_at(tonumber(ARGV[i + 1]))
+end
+return out
+"""
+
+#: meta fields read of each of the user's other conversations (``recall_scope: user``).
+CHAT_META_FIELDS = ("updated_ms", "namespace", "conversation", "idx_n")
 
 
 FETCH_TURNS = """
@@ -184,11 +392,34 @@ class AppendResult:
 
 @dataclass
 class Postings:
-    """The index entries read for one query: term -> (df, newest seqs) and N."""
+    """The index entries read for one query: term -> (df, newest seqs) and N.
+
+    Attributes:
+        spans: for each date span asked, ``(first seq, end seq)`` of the turns said in it.
+        chats: the user's index members (``c:<conversation>``, ``ns:<namespace>``), when asked
+            (``recall_scope: user``).
+    """
 
     n_docs: int = 0
     df: dict[str, int] = field(default_factory=dict)
     seqs: dict[str, npt.NDArray[np.uint32]] = field(default_factory=dict)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    chats: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ChatPostings:
+    """The index entries of one of the user's other conversations, read for a query.
+
+    Attributes:
+        keys: the conversation.
+        meta: its ``CHAT_META_FIELDS`` (``conversation`` is the raw id, for the chat's label).
+        postings: its postings of the query's terms, N and date spans.
+    """
+
+    keys: ConversationKeys
+    meta: dict[str, str]
+    postings: Postings
 
 
 def unpack_postings(value: bytes) -> tuple[int, npt.NDArray[np.uint32]]:
@@ -198,6 +429,34 @@ def unpack_postings(value: bytes) -> tuple[int, npt.NDArray[np.uint32]]:
         return 0, np.zeros(0, dtype=np.uint32)
     numbers = np.frombuffer(value, dtype=">u4", count=count)
     return int(numbers[0]), numbers[1:]
+
+
+def _flat(spans: Sequence[tuple[int, int]]) -> list[int]:
+    return [int(x) for span in spans for x in span]
+
+
+def _pairs(reply: Sequence[Any]) -> list[tuple[int, int]]:
+    numbers = [int(x) for x in reply]
+    return list(zip(numbers[::2], numbers[1::2], strict=True))
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def _meta_of(reply: Sequence[Any]) -> dict[str, str]:
+    return {name: _text(v) for name, v in zip(CHAT_META_FIELDS, reply, strict=True) if v}
+
+
+def _add_postings(postings: Postings, terms: Sequence[str], values: Sequence[Any]) -> None:
+    for term, value in zip(terms, values, strict=True):
+        if value:
+            df, seqs = unpack_postings(value)
+            postings.df[term] = df
+            postings.seqs[term] = seqs
 
 
 def _text(value: bytes | str | None) -> str:
@@ -212,6 +471,34 @@ def _in_field_order(items: dict[bytes, bytes]) -> list[str]:
     return [_text(items[name]) for name in sorted(items)]
 
 
+def _term_args(items: Sequence[IndexedTurn]) -> list[Any]:
+    """The index section of a write: the number of distinct terms, then for each the term, a
+    count and the 1-based positions of the turns holding it (one field update per term)."""
+    groups: dict[str, list[int]] = {}
+    for position, item in enumerate(items, 1):
+        for term in dict.fromkeys(item.terms):
+            groups.setdefault(term, []).append(position)
+    args: list[Any] = [len(groups)]
+    for term, positions in groups.items():
+        args.extend((term, len(positions), *positions))
+    return args
+
+
+def _removal_args(turns: Sequence[IndexedTurn]) -> list[Any]:
+    """Turns to remove as the scripts' ``remove_turns`` reads them: each seq with 1 when indexed,
+    then each distinct term with the seqs holding it."""
+    args: list[Any] = [len(turns)]
+    groups: dict[str, list[int]] = {}
+    for item in turns:
+        args.extend((item.turn.seq, 1 if item.terms else 0))
+        for term in dict.fromkeys(item.terms):
+            groups.setdefault(term, []).append(item.turn.seq)
+    args.append(len(groups))
+    for term, seqs in groups.items():
+        args.extend((term, len(seqs), *seqs))
+    return args
+
+
 def now_ms() -> int:
     """Wall-clock time in epoch milliseconds."""
     return int(time.time() * 1000)
@@ -221,20 +508,48 @@ class MemoryStore:
     """Reads and writes conversations in Redis.
 
     Args:
-        redis: an asyncio client created with ``decode_responses=False`` (postings are binary).
+        redis: an asyncio client created with ``decode_responses=False`` (postings are binary);
+            a Redis Cluster client works too (:mod:`litellm_memory_hook.store.client`).
         ttl_s: retention TTL in seconds, refreshed on every write.
         postings_cap: newest postings kept per term.
+        limits: the bounds every appended turn is held to
+            (:func:`litellm_memory_hook.core.bounds.bound_turn`).
+        batch_turns / batch_terms: most turns / index terms one script writes or deletes.
 
     Every method raises :class:`StoreError` (wrapping the Redis error) on failure.
     """
 
-    def __init__(self, redis: aioredis.Redis, *, ttl_s: int, postings_cap: int = POSTINGS_CAP):
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        *,
+        ttl_s: int,
+        postings_cap: int = POSTINGS_CAP,
+        limits: TurnLimits | None = None,
+        batch_turns: int = BATCH_TURNS,
+        batch_terms: int = BATCH_TERMS,
+    ):
         self.redis = redis
         self.ttl_s = ttl_s
         self.postings_cap = postings_cap
+        self.limits = limits or TurnLimits()
+        self.batch_turns = max(1, batch_turns)
+        self.batch_terms = max(1, batch_terms)
         self._append = redis.register_script(APPEND_TURNS)
         self._fetch = redis.register_script(FETCH_TURNS)
+        self._spans = redis.register_script(SEQ_SPANS)
         self._delete = redis.register_script(DELETE_TURNS)
+        self._begin = redis.register_script(BEGIN_WRITE)
+        self._write_batch = redis.register_script(WRITE_TURNS)
+
+    @classmethod
+    def for_settings(cls, redis: aioredis.Redis, settings: MemorySettings) -> MemoryStore:
+        """The store of the settings: retention TTL, ``stored_text_chars`` as the text bound."""
+        return cls(
+            redis,
+            ttl_s=settings.retention_s,
+            limits=TurnLimits(text_chars=settings.stored_text_chars),
+        )
 
     async def load(
         self,
@@ -243,6 +558,8 @@ class MemoryStore:
         *,
         tail: int,
         query_terms: Sequence[str] = (),
+        date_spans: Sequence[tuple[int, int]] = (),
+        list_chats: bool = False,
     ) -> tuple[ConversationState, Postings]:
         """Read what a request needs in one round trip (every key is in the user's slot).
 
@@ -251,19 +568,27 @@ class MemoryStore:
             memory: the memory set the conversation uses (its pinned and extracted memories).
             tail: how many of the newest turns to read.
             query_terms: recall terms of the new message; their postings are read too.
+            date_spans: ``(start ms, end ms)`` of dates the message names; the seqs of the
+                turns said in each are found (``SEQ_SPANS``, by time, O(log n)).
+            list_chats: also read the user's index (their other conversations).
 
         Returns:
             The state (meta, newest turns oldest first, pinned, memories) and the postings.
         """
+
+        def build(pipe: Any) -> None:
+            pipe.hgetall(keys.meta)
+            pipe.zrange(keys.turns, -tail, -1)
+            pipe.hgetall(memory.pinned)
+            pipe.hgetall(memory.memories)
+            if query_terms:
+                pipe.hmget(keys.postings, list(query_terms))
+            if list_chats:
+                pipe.smembers(keys.user_keys.index)
+
+        calls = [(self._spans, keys.turns, _flat(date_spans))] if date_spans else []
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.hgetall(keys.meta)
-                pipe.zrange(keys.turns, -tail, -1)
-                pipe.hgetall(memory.pinned)
-                pipe.hgetall(memory.memories)
-                if query_terms:
-                    pipe.hmget(keys.postings, list(query_terms))
-                replies = await pipe.execute()
+            replies, spans = await self._pipeline(build, calls)
         except RedisError as exc:
             raise StoreError(f"load {keys.ref}: {exc}") from exc
         meta = {_text(k): _text(v) for k, v in replies[0].items()}
@@ -280,13 +605,151 @@ class MemoryStore:
             memories=_in_field_order(replies[3]),
         )
         postings = Postings(n_docs=int(meta.get("idx_n", "0") or 0))
+        rest = iter(replies[4:])
         if query_terms:
-            for term, value in zip(query_terms, replies[4], strict=True):
-                if value:
-                    df, seqs = unpack_postings(value)
-                    postings.df[term] = df
-                    postings.seqs[term] = seqs
+            _add_postings(postings, query_terms, next(rest))
+        if list_chats:
+            postings.chats = sorted(_text(m) for m in next(rest))
+        if date_spans:
+            postings.spans = _pairs(spans[0])
         return state, postings
+
+    async def _pipeline(
+        self, build: Callable[[Any], None], calls: Sequence[tuple[Any, str, list[int]]] = ()
+    ) -> tuple[list[Any], list[Any]]:
+        """A non-transactional pipeline of plain commands, plus calls of registered read
+        scripts (``(script, key, args)``) in the same round trip.
+
+        The scripts go into the pipeline by EVALSHA (redis-py's script objects would check that
+        their scripts exist before every pipeline, one more round trip); a script the server
+        does not know (a restarted or new server) fails alone with NOSCRIPT: the scripts are
+        loaded and the pipeline runs again. A Redis Cluster client refuses scripts in
+        pipelines: there they run after it, each by its own call (routed by its key).
+
+        Returns:
+            The replies of the plain commands, then those of the calls.
+
+        Raises:
+            RedisError: any reply error, or a failure of the connection.
+        """
+        cluster = isinstance(self.redis, RedisCluster)
+        for attempt in range(2):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                build(pipe)
+                if not cluster:
+                    for script, key, args in calls:
+                        pipe.evalsha(script.sha, 1, key, *args)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+            errors = [r for r in replies if isinstance(r, Exception)]
+            if errors and attempt == 0 and all(isinstance(e, NoScriptError) for e in errors):
+                for script in {id(c[0]): c[0] for c in calls}.values():
+                    await self.redis.script_load(script.script)
+                continue
+            if errors:
+                raise errors[0]
+            if cluster:
+                return replies, [await s(keys=[key], args=args) for s, key, args in calls]
+            cut = len(replies) - len(calls)
+            return replies[:cut], replies[cut:]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def load_chats(
+        self,
+        user: UserKeys,
+        members: Sequence[str],
+        *,
+        query_terms: Sequence[str],
+        date_spans: Sequence[tuple[int, int]] = (),
+        max_chats: int,
+        accept: Callable[[dict[str, str]], bool] | None = None,
+    ) -> list[ChatPostings]:
+        """The postings of a query's terms in the user's other conversations (``recall_scope:
+        user``): only those terms' postings are read, so the cost does not grow with the
+        conversations' length; at most ``max_chats`` conversations, the most recently updated.
+
+        One round trip when the user has at most ``max_chats`` other conversations, else two
+        (their ``updated_ms`` first). Every key is in the user's slot.
+
+        Args:
+            user: the user's keys.
+            members: index members of the other conversations (``c:<conversation>``).
+            query_terms: the query's terms.
+            date_spans: dates the query names (see :meth:`load`).
+            max_chats: most conversations read.
+            accept: which conversations may be recalled, given their meta (the same alias
+                namespace); ``None`` takes all.
+
+        Returns:
+            The conversations read and accepted, most recently updated first.
+
+        Raises:
+            StoreError: Redis failed.
+        """
+        chats = [user.conversation(m.removeprefix("c:")) for m in members if m.startswith("c:")]
+        if not chats or max_chats <= 0 or not query_terms:
+            return []
+        try:
+            if len(chats) > max_chats:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for chat in chats:
+                        pipe.hmget(chat.meta, list(CHAT_META_FIELDS))
+                    metas = [_meta_of(r) for r in await pipe.execute()]
+                ranked = sorted(
+                    (m for m in zip(chats, metas, strict=True) if accept is None or accept(m[1])),
+                    key=lambda m: _int(m[1].get("updated_ms")),
+                    reverse=True,
+                )
+                chats = [chat for chat, _ in ranked[:max_chats]]
+
+            def build(pipe: Any) -> None:
+                for chat in chats:
+                    pipe.hmget(chat.meta, list(CHAT_META_FIELDS))
+                    pipe.hmget(chat.postings, list(query_terms))
+
+            flat = _flat(date_spans)
+            calls = [(self._spans, chat.turns, flat) for chat in chats] if date_spans else []
+            replies, spans = await self._pipeline(build, calls)
+        except RedisError as exc:
+            raise StoreError(f"load chats of {user.hash_tag}: {exc}") from exc
+        out: list[ChatPostings] = []
+        for number, chat in enumerate(chats):
+            meta = _meta_of(replies[number * 2])
+            if not meta.get("idx_n") or (accept is not None and not accept(meta)):
+                continue
+            postings = Postings(n_docs=_int(meta.get("idx_n")))
+            _add_postings(postings, query_terms, replies[number * 2 + 1])
+            if date_spans:
+                postings.spans = _pairs(spans[number])
+            out.append(ChatPostings(chat, meta, postings))
+        out.sort(key=lambda c: _int(c.meta.get("updated_ms")), reverse=True)
+        return out
+
+    async def fetch_many(
+        self, groups: Sequence[tuple[ConversationKeys, Sequence[int]]]
+    ) -> list[list[Turn]]:
+        """The turns with these seqs in several conversations of one user, in one round trip.
+
+        Returns:
+            For each group, its turns in seq order (missing ones skipped).
+
+        Raises:
+            StoreError: Redis failed.
+        """
+        wanted = [(keys, sorted(set(seqs))) for keys, seqs in groups]
+        if not any(seqs for _, seqs in wanted):
+            return [[] for _ in wanted]
+
+        def build(pipe: Any) -> None:
+            for keys, seqs in wanted:
+                for seq in seqs:
+                    pipe.zrange(keys.turns, seq, seq, byscore=True)
+
+        try:
+            replies, _ = await self._pipeline(build)
+        except RedisError as exc:
+            raise StoreError(f"fetch turns: {exc}") from exc
+        found = iter(replies)
+        return [[Turn.from_member(m) for _ in seqs for m in next(found)[:1]] for _, seqs in wanted]
 
     async def fetch_turns(self, keys: ConversationKeys, seqs: Iterable[int]) -> list[Turn]:
         """The turns with these seqs, in seq order (missing ones skipped)."""
@@ -310,7 +773,25 @@ class MemoryStore:
         at_ms: int | None = None,
         seeded: int = 0,
     ) -> AppendResult:
-        """Append turns atomically (one Lua script), idempotent on ``call_id``.
+        """Append turns, idempotent on ``call_id``: one Lua script, or bounded batches.
+
+        Every turn is first held to :attr:`limits` (:func:`~litellm_memory_hook.core.bounds.
+        bound_turn`; a turn that changes is re-indexed from what is stored); meta values are cut
+        to :data:`~litellm_memory_hook.core.bounds.META_VALUE_CHARS`, a long ``call_id`` is
+        hashed to 128 characters.
+
+        A write of at most ``batch_turns`` turns and ``batch_terms`` distinct index terms
+        (``replace`` included) is one atomic script: every request's own turn pair. A larger one
+        (a long history seeding a new conversation, an import) deletes ``replace`` first (in
+        batches), then runs a begin script that decides whether the seed is still wanted (the
+        conversation is empty),
+        reserves the seqs of every turn it writes and records its progress in the meta field
+        ``writing:<call id>``, then batches of at most ``batch_turns`` turns, each a script that
+        only runs where the previous one stopped. So the seed is written once under concurrent
+        first requests (the reservation makes the conversation non-empty at once), turns other
+        requests store meanwhile come after the reserved ones, and a retry with the same
+        ``call_id`` after a failure part-way resumes where the write stopped. Until the last
+        batch, readers may see the reserved seqs partly written.
 
         Args:
             keys: the conversation.
@@ -325,34 +806,116 @@ class MemoryStore:
                 conversation; they are skipped when the conversation is no longer empty.
 
         Raises:
-            StoreError: Redis failed.
+            StoreError: Redis failed (a batched write may be part-way: append again with the
+                same ``call_id`` to finish it).
         """
-        args: list[Any] = [
-            call_id,
-            self.ttl_s,
-            at_ms if at_ms is not None else now_ms(),
-            self.postings_cap,
-        ]
-        meta_items = list((meta_if_new or {}).items())
-        args.append(len(meta_items))
+        items = [self._bounded(item) for item in turns]
+        call_id = bound_id(call_id, self.limits.id_chars)
+        at = at_ms if at_ms is not None else now_ms()
+        meta_items = [(k, bound_meta_value(v)) for k, v in (meta_if_new or {}).items()]
+        head: list[Any] = [len(meta_items)]
         for name, value in meta_items:
-            args.extend((name, value))
-        args.append(len(replace))
-        for item in replace:
-            args.extend((item.turn.seq, len(item.terms), *item.terms))
-        args.extend((seeded, len(turns)))
-        for item in turns:
-            args.extend((item.turn.body_json(), len(item.terms), *item.terms))
-        try:
-            written, first, last = await self._append(
-                keys=[keys.meta, keys.turns, keys.calls, keys.postings], args=args
+            head.extend((name, value))
+        if not self._fits_one_script((*items, *replace)):
+            if replace:  # deleted first, in batches (deleting again on a retry changes nothing)
+                await self.delete_turns(keys, replace)
+            return await self._append_batched(
+                keys, items, call_id, [*head, *_removal_args(())], at, seeded
             )
+        head.extend(_removal_args(replace))
+        args: list[Any] = [call_id, self.ttl_s, at, self.postings_cap, *head, seeded, len(items)]
+        for item in items:
+            args.extend((item.turn.body_json(), 1 if item.terms else 0))
+        args.extend(_term_args(items))
+        try:
+            written, first, last = await self._append(keys=self._script_keys(keys), args=args)
         except RedisError as exc:
             raise StoreError(f"append {keys.ref}: {exc}") from exc
         return AppendResult(bool(written), int(first), int(last))
 
+    def _bounded(self, item: IndexedTurn) -> IndexedTurn:
+        """The turn within :attr:`limits`; re-indexed when bounding changed it (its name is
+        indexed: the terms must be those :func:`stored_terms` gives for what is stored)."""
+        turn = bound_turn(item.turn, self.limits)
+        if turn is item.turn:
+            return item
+        return stored_terms(turn) if item.terms else IndexedTurn(turn)
+
+    @staticmethod
+    def _script_keys(keys: ConversationKeys) -> list[str]:
+        return [keys.meta, keys.turns, keys.calls, keys.postings]
+
+    def _fits_one_script(self, items: Sequence[IndexedTurn]) -> bool:
+        if len(items) > self.batch_turns:
+            return False
+        if sum(len(item.terms) for item in items) <= self.batch_terms:
+            return True
+        return len({t for item in items for t in item.terms}) <= self.batch_terms
+
+    def _batches(self, items: Sequence[IndexedTurn], start: int) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` index ranges of at most ``batch_turns`` turns and ``batch_terms``
+        distinct terms each (one index field read and written per distinct term; a turn with
+        more terms than that goes alone)."""
+        while start < len(items):
+            end, terms = start, set[str]()
+            while end < len(items) and end - start < self.batch_turns:
+                grown = terms.union(items[end].terms)
+                if len(grown) > self.batch_terms and end > start:
+                    break
+                terms = grown
+                end += 1
+            yield start, end
+            start = end
+
+    async def _append_batched(
+        self,
+        keys: ConversationKeys,
+        items: Sequence[IndexedTurn],
+        call_id: str,
+        head: Sequence[Any],
+        at: int,
+        seeded: int,
+    ) -> AppendResult:
+        progress = "writing:" + (call_id or "t-" + secrets.token_hex(8))
+        names = self._script_keys(keys)
+        try:
+            status, first, last, skipped, start = (
+                int(x)
+                for x in await self._begin(
+                    keys=names,
+                    args=[call_id, progress, self.ttl_s, at, *head, seeded, len(items)],
+                )
+            )
+            if status == 0:
+                return AppendResult(False, first, last)
+            todo = items[seeded:] if skipped else items
+            if last == 0:
+                return AppendResult(True, 0, 0)
+            for begin, end in self._batches(todo, start):
+                args: list[Any] = [
+                    progress,
+                    self.ttl_s,
+                    at,
+                    self.postings_cap,
+                    begin,
+                    end,
+                    1 if end == len(todo) else 0,
+                    end - begin,
+                ]
+                for offset in range(begin, end):
+                    item = todo[offset]
+                    args.extend((first + offset, item.turn.body_json(), 1 if item.terms else 0))
+                args.extend(_term_args(todo[begin:end]))
+                if not await self._write_batch(keys=names, args=args):
+                    # Another run of this call id went on (or the conversation was deleted).
+                    return AppendResult(False, first, last)
+        except RedisError as exc:
+            raise StoreError(f"append {keys.ref}: {exc}") from exc
+        return AppendResult(True, first, last)
+
     async def delete_turns(self, keys: ConversationKeys, turns: Sequence[IndexedTurn]) -> int:
-        """Delete stored turns by seq and their recall-index entries, atomically (one Lua script).
+        """Delete stored turns by seq and their recall-index entries, in scripts of at most
+        ``batch_turns`` turns and ``batch_terms`` terms (each batch atomic).
 
         Each turn leaves the ``turns`` sorted set; each of its terms gets ``df - 1`` (the field is
         deleted when that reaches 0) and loses the turn's seq from its postings list when the seq
@@ -362,7 +925,7 @@ class MemoryStore:
         retention TTL again, in the same script, so they still expire together.
 
         Guarantee (``turns`` must carry the terms they were appended with, which
-        :func:`litellm_memory_hook.proxy.context.stored_terms` gives for any stored turn): the
+        :func:`litellm_memory_hook.core.indexing.stored_terms` gives for any stored turn): the
         document frequencies and ``idx_n`` are exactly those of an index built from the turns
         that remain. A term's postings list holds the newest ``m`` remaining turns that contain
         it, ascending, with no gap and no deleted seq, for some ``m <= min(postings_cap, df)``;
@@ -382,26 +945,25 @@ class MemoryStore:
             How many turns were removed (stored turns among ``turns``).
 
         Raises:
-            StoreError: Redis failed (nothing was changed: the script is atomic).
+            StoreError: Redis failed (batches before the failing one stay done; calling again
+                finishes the job, as deleting is idempotent).
         """
         seen: set[int] = set()
-        args: list[Any] = [self.ttl_s, 0]
+        unique: list[IndexedTurn] = []
         for item in turns:
             seq = item.turn.seq
             if seq <= 0 or seq in seen:
                 continue
             seen.add(seq)
-            args.extend((seq, len(item.terms), *item.terms))
-        if not seen:
-            return 0
-        args[1] = len(seen)
-        try:
-            removed = await self._delete(
-                keys=[keys.meta, keys.turns, keys.calls, keys.postings], args=args
-            )
-        except RedisError as exc:
-            raise StoreError(f"delete turns {keys.ref}: {exc}") from exc
-        return int(removed)
+            unique.append(item)
+        removed = 0
+        for start, end in self._batches(unique, 0):
+            args: list[Any] = [self.ttl_s, *_removal_args(unique[start:end])]
+            try:
+                removed += int(await self._delete(keys=self._script_keys(keys), args=args))
+            except RedisError as exc:
+                raise StoreError(f"delete turns {keys.ref}: {exc}") from exc
+        return removed
 
     async def touch_user_index(self, keys: ConversationKeys, memory: MemoryKeys) -> None:
         """Add the conversation and its memory set to the user's index, and give the index and
@@ -425,6 +987,13 @@ class MemoryStore:
             await self.redis.zadd(due_key(keys.prefix), {keys.ref: due_ms})
         except RedisError as exc:
             raise StoreError(f"schedule {keys.ref}: {exc}") from exc
+
+    async def cursor(self, keys: ConversationKeys) -> int:
+        """The seq the conversation's extraction has reached (0 when none yet)."""
+        try:
+            return int(await self.redis.hget(keys.meta, "cursor") or 0)
+        except RedisError as exc:
+            raise StoreError(f"cursor {keys.ref}: {exc}") from exc
 
     async def count_turns(self, keys: ConversationKeys) -> int:
         """Number of stored turns."""

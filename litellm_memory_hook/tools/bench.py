@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
@@ -50,6 +51,8 @@ class LatencyRow:
     build_s: float
     memory_bytes: int
     text_bytes: int
+    prompt_chars_p50: float = 0.0  # characters the model received per request (median)
+    history_chars: int = 0  # characters of the whole stored history (what a resend costs)
 
 
 class _Auth:
@@ -144,6 +147,8 @@ async def run_latency(
     }
     built: dict[int, tuple[float, int, int]] = {}
     timings: dict[int, list[float]] = {size: [] for size in sizes}
+    sent: dict[int, list[int]] = {size: [] for size in sizes}
+    history_chars: dict[int, int] = {}
     try:
         for size, keys in conversations.items():
             await redis.delete(*keys.all())
@@ -151,6 +156,7 @@ async def run_latency(
             started = time.perf_counter()
             await _fill(store, keys, turns)
             text_bytes = sum(len(t.text.encode()) for t in turns)
+            history_chars[size] = sum(len(t.text) for t in turns)
             built[size] = (
                 time.perf_counter() - started,
                 await _memory_usage(redis, keys),
@@ -171,6 +177,9 @@ async def run_latency(
                 await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
                 if i >= 10:  # warm-up
                     timings[size].append((time.perf_counter() - t0) * 1000)
+                    sent[size].append(
+                        sum(len(content_text(m.get("content"))) for m in data["messages"])
+                    )
         if hook.counters.get("precall_errors"):
             raise RuntimeError(f"the hook failed during the benchmark: {dict(hook.counters)}")
         rows: list[LatencyRow] = []
@@ -196,6 +205,8 @@ async def run_latency(
                     build_s=round(build_s, 2),
                     memory_bytes=memory,
                     text_bytes=text_bytes,
+                    prompt_chars_p50=statistics.median(sent[size]),
+                    history_chars=history_chars[size],
                 )
             )
     finally:

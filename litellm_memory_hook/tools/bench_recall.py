@@ -13,24 +13,32 @@ Protocol, for every question with evidence (DESIGN.md sections 5 and 6):
   afterwards;
 * the question is the new message; :func:`litellm_memory_hook.proxy.context.prepare` rebuilds the
   request as the hook does: the recent window (default budget 8000 characters / 40 messages, the
-  question included) and the top ``k`` recalled lines (postings read from Redis with
+  question included) and the recalled lines (postings read from Redis with
   :meth:`~litellm_memory_hook.store.redis_store.MemoryStore.load`, so the postings cap applies,
-  scored by
-  :func:`litellm_memory_hook.core.recall.score`): the ``tuned`` method;
-* two baselines recall from the same stored lines, older than the same window, in memory:
-  ``plain-idf`` (the plain words of :data:`~litellm_memory_hook.core.recall.PLAIN_TERM_OPTIONS`,
-  summed IDF, N = the stored lines) and ``bm25`` (the ``bm25s`` package, Lucene BM25 with
-  k1 = 1.5, b = 0.75, over the same words).
+  dates in the question looked up by time, ranked by :func:`litellm_memory_hook.core.recall.rank`
+  and chosen by the recall options: the budgeted mode, or the fixed top ``k``): the ``tuned``
+  method; zone UTC;
+* two baselines rank the same stored lines, older than the same window, in memory, and choose
+  under the same rule (the same ``k``, or the same character budget with the lines' sizes as
+  shown): ``plain-idf`` (the plain words of
+  :data:`~litellm_memory_hook.core.recall.PLAIN_TERM_OPTIONS`, summed IDF, N = the stored lines)
+  and ``bm25`` (the ``bm25s`` package, Lucene BM25 with k1 = 1.5, b = 0.75, over the same words).
 
 Metrics, averaged over questions (each a share of the question's evidence lines, in [0, 1]):
-``recall@k`` = evidence lines among the ``k`` recalled; ``cover@k`` = evidence lines in the
-window or among the recalled; ``window`` = evidence lines in the window alone. Overall, per
-LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial) and on the
-``hard`` questions. An evidence id that names no stored line (a malformed label, a blank line)
-counts as not found; a few LoCoMo labels join two ids with ";" and count as two.
+``recall`` = evidence lines among the recalled; ``cover`` = evidence lines in the window or among
+the recalled; ``window`` = evidence lines in the window alone (labelled ``@k`` in the fixed mode,
+``@budget`` in the budgeted mode). Overall, per LoCoMo category (1 multi-hop, 2 temporal,
+3 open-domain, 4 single-hop, 5 adversarial) and on the ``hard`` questions. Beside them the median
+characters sent per question (the system message and the window).
 
-``bench/recall_quality.py`` runs the same protocol fully in memory (with ablations); this module
-holds the pieces both share.
+The cover curve (:func:`curve_points`): cover, cover of the ``hard`` questions, median characters
+of the ``<earlier_lines>`` section and median characters sent, at the fixed mode's k = 2, 4, 8,
+12 and the budgeted mode at 1,500 / 2,000 / 2,500 / 3,000 characters, ``tuned`` beside
+``plain-idf``. An evidence id that names no stored line (a malformed label, a blank line) counts
+as not found; a few LoCoMo labels join two ids with ";" and count as two.
+
+``bench/recall_quality.py`` runs the fixed-k protocol fully in memory (with ablations); this
+module holds the pieces both share.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +57,28 @@ import redis.asyncio as aioredis
 from rich.table import Table
 
 from litellm_memory_hook.core import recall
-from litellm_memory_hook.core.plan import Budget
+from litellm_memory_hook.core.messages import content_text
+from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.core.plan import Budget, speaker_label
+from litellm_memory_hook.core.prompt import (
+    EarlierLine,
+    PromptLayers,
+    build_system_message,
+    earlier_line_chars,
+)
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.proxy.identity import Identity
-from litellm_memory_hook.store.keys import ConversationKeys, user_scope
+from litellm_memory_hook.proxy.recall_step import RecallOptions
+from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import POSTINGS_CAP, MemoryStore
 from litellm_memory_hook.tools.datasets import History, list_locomo_samples, load_locomo
 from litellm_memory_hook.tools.importer import delete_conversation, import_lines, line_to_turn
 from litellm_memory_hook.tools.replay import percentile
 
 BENCH_PREFIX = "membench"
-TOP_K = 4  # DESIGN.md section 6: recalled lines per request
+TOP_K = 4  # DESIGN.md section 6: recalled lines per request (the seed's fixed mode)
+CURVE_KS = (2, 4, 8, 12)  # fixed-mode points of the cover curve (lines)
+CURVE_BUDGETS = (1500, 2000, 2500, 3000)  # budgeted-mode points of the cover curve (characters)
 METHODS = ("plain-idf", "bm25", "tuned")
 LOCOMO_CITATION = (
     "LoCoMo: Maharana et al., Evaluating Very Long-Term Conversational Memory of LLM Agents, "
@@ -67,8 +86,9 @@ LOCOMO_CITATION = (
 )
 
 #: A recall method over lines numbered 0..n-1: (question, first excluded number) -> the numbers
-#: of the recalled lines, ascending (the lines from the excluded number on are the window).
-Retriever = Callable[[str, int], list[int]]
+#: of the recalled lines, ascending (the lines from the excluded number on are the window); with
+#: ``ranked=True`` the builders below give ``(number, score)`` pairs, best first, instead.
+Retriever = Callable[[str, int], list[Any]]
 
 
 def evidence_ids(evidence: Iterable[str]) -> set[str]:
@@ -83,6 +103,7 @@ def memory_idf_retriever(
     k: int = TOP_K,
     weights: Mapping[str, float] | None = None,
     n_docs: int | None = None,
+    ranked: bool = False,
 ) -> Retriever:
     """An in-memory postings index scored by :func:`litellm_memory_hook.core.recall.score`.
 
@@ -92,6 +113,7 @@ def memory_idf_retriever(
         k: lines recalled at most.
         weights: weight per term kind (see :func:`~litellm_memory_hook.core.recall.score`).
         n_docs: N of the IDF formula (default ``len(docs)``).
+        ranked: give ``(number, score)`` pairs, best first (:func:`recall.rank`).
 
     Returns:
         The retriever (exact postings and document frequencies: no cap).
@@ -103,8 +125,8 @@ def memory_idf_retriever(
     df = {term: len(numbers) for term, numbers in postings.items()}
     total = len(docs) if n_docs is None else n_docs
 
-    def retrieve(question: str, start: int) -> list[int]:
-        found = recall.score(
+    def retrieve(question: str, start: int) -> list[Any]:
+        found = recall.rank(
             query(question),
             postings,
             df,
@@ -113,12 +135,12 @@ def memory_idf_retriever(
             k=k,
             term_weights=weights,
         )
-        return [number for number, _ in found]
+        return found if ranked else sorted(number for number, _ in found)
 
     return retrieve
 
 
-def bm25_retriever(texts: Sequence[str], *, k: int = TOP_K) -> Retriever:
+def bm25_retriever(texts: Sequence[str], *, k: int = TOP_K, ranked: bool = False) -> Retriever:
     """BM25 (``bm25s``, Lucene variant, k1 = 1.5, b = 0.75) over :func:`recall.tokenize` words.
 
     BM25: S. Robertson and H. Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
@@ -127,6 +149,7 @@ def bm25_retriever(texts: Sequence[str], *, k: int = TOP_K) -> Retriever:
     Args:
         texts: the lines; line ``i`` is number ``i``.
         k: lines recalled at most.
+        ranked: give ``(number, score)`` pairs, best first.
 
     Raises:
         ModuleNotFoundError: ``bm25s`` (a ``dev`` extra) is not installed.
@@ -140,7 +163,7 @@ def bm25_retriever(texts: Sequence[str], *, k: int = TOP_K) -> Retriever:
     model.index(corpus, show_progress=False)
     vocab: Mapping[str, int] = model.vocab_dict
 
-    def retrieve(question: str, start: int) -> list[int]:
+    def retrieve(question: str, start: int) -> list[Any]:
         words = [w for w in dict.fromkeys(recall.tokenize(question)) if w in vocab]
         if not words:
             return []
@@ -149,16 +172,20 @@ def bm25_retriever(texts: Sequence[str], *, k: int = TOP_K) -> Retriever:
             k,
             ((float(scores[n]), n) for n in range(min(start, len(texts))) if scores[n] > 0.0),
         )
-        return sorted(n for _, n in best)
+        return [(n, v) for v, n in best] if ranked else sorted(n for _, n in best)
 
     return retrieve
 
 
 @dataclass
 class Tally:
-    """Sums of per-question shares for one group of questions (``k``: the label of recall@k)."""
+    """Sums of per-question shares for one group of questions.
 
-    k: int = TOP_K
+    ``k`` labels the figures: ``recall@4`` for the fixed mode's 4 lines, ``recall@budget`` for
+    the budgeted mode.
+    """
+
+    k: int | str = TOP_K
     questions: int = 0
     recall: float = 0.0
     cover: float = 0.0
@@ -186,7 +213,7 @@ class Tally:
 class Result:
     """One method on one dataset: overall, by LoCoMo category, on the ``hard`` questions."""
 
-    k: int = TOP_K
+    k: int | str = TOP_K
     overall: Tally = field(init=False)
     by_category: dict[int, Tally] = field(init=False)
     hard: Tally = field(init=False)
@@ -220,6 +247,77 @@ class Result:
         }
 
 
+def point_label(options: RecallOptions) -> str:
+    """``k=4`` for the fixed mode, ``2500 chars`` for the budgeted mode."""
+    return f"k={options.k}" if options.mode == "fixed" else f"{options.chars} chars"
+
+
+def curve_points(
+    ks: Sequence[int] = CURVE_KS,
+    budgets: Sequence[int] = CURVE_BUDGETS,
+    base: RecallOptions | None = None,
+) -> list[RecallOptions]:
+    """The points of the cover curve: the fixed mode at each ``k``, then the budgeted mode (the
+    other options of ``base``, default the product's) at each budget."""
+    base = base or RecallOptions()
+    fixed = [replace(base, mode="fixed", k=k) for k in ks]
+    return fixed + [replace(base, mode="budget", chars=c) for c in budgets]
+
+
+@dataclass
+class CurvePoint:
+    """One point of the cover curve, for one method: sums over questions.
+
+    Attributes:
+        label: the point (:func:`point_label`).
+        method: ``tuned`` (the product, on Redis) or ``plain-idf``.
+        cover / cover_hard / recall: sums of per-question shares (all and ``hard`` questions).
+        recalled_chars / prompt_chars: per question, characters of the ``<earlier_lines>``
+            section and of every message sent (system message and window).
+    """
+
+    label: str
+    method: str
+    questions: int = 0
+    hard_questions: int = 0
+    cover: float = 0.0
+    cover_hard: float = 0.0
+    recall: float = 0.0
+    recalled_chars: list[int] = field(default_factory=list)
+    prompt_chars: list[int] = field(default_factory=list)
+
+    def add(
+        self, hard: bool, shares: tuple[float, float, float], recalled: int, prompt: int
+    ) -> None:
+        """Count one question."""
+        self.questions += 1
+        self.recall += shares[0]
+        self.cover += shares[1]
+        if hard:
+            self.hard_questions += 1
+            self.cover_hard += shares[1]
+        self.recalled_chars.append(recalled)
+        self.prompt_chars.append(prompt)
+
+    def as_dict(self) -> dict[str, object]:
+        """Means of the shares, medians of the characters."""
+        n = max(self.questions, 1)
+        return {
+            "point": self.label,
+            "method": self.method,
+            "questions": self.questions,
+            "cover": round(self.cover / n, 4),
+            "recall": round(self.recall / n, 4),
+            "hard_questions": self.hard_questions,
+            "cover_hard": round(self.cover_hard / max(self.hard_questions, 1), 4)
+            if self.hard_questions
+            else None,
+            "recalled_chars_median": statistics.median(self.recalled_chars or [0]),
+            "recalled_chars_mean": round(statistics.fmean(self.recalled_chars or [0]), 1),
+            "prompt_chars_median": statistics.median(self.prompt_chars or [0]),
+        }
+
+
 @dataclass(frozen=True)
 class QuestionRow:
     """What one question got: evidence ids, those in the window, the recalled ids per method."""
@@ -231,6 +329,7 @@ class QuestionRow:
     evidence: tuple[str, ...]
     window: tuple[str, ...]
     recalled: dict[str, tuple[str, ...]]
+    prompt_chars: int = 0
 
 
 @dataclass
@@ -238,10 +337,12 @@ class RecallReport:
     """A run of :func:`run_recall`.
 
     Attributes:
-        k: lines recalled per question.
+        k: lines recalled per question in the fixed mode, ``"budget"`` in the budgeted mode.
         samples: the sample ids run.
         results: method name -> its figures.
+        options: the recall options of the main figures.
         questions: one row per question with evidence.
+        curve: the cover curve (``tuned`` and ``plain-idf`` at each point), when asked.
         stored_lines: lines stored, all samples together.
         import_s: seconds spent importing (all samples).
         seconds: wall time of the whole run.
@@ -250,16 +351,22 @@ class RecallReport:
         postings_cap: the store's postings cap per term.
     """
 
-    k: int
+    k: int | str
     samples: list[str]
     results: dict[str, Result]
+    options: RecallOptions = field(default_factory=RecallOptions)
     questions: list[QuestionRow] = field(default_factory=list)
+    curve: dict[tuple[str, str], CurvePoint] = field(default_factory=dict)
     stored_lines: int = 0
     import_s: float = 0.0
     seconds: float = 0.0
     prepare_ms_p50: float = 0.0
     prepare_ms_p99: float = 0.0
     postings_cap: int = POSTINGS_CAP
+
+    def median_prompt_chars(self) -> float:
+        """Median characters sent per question (system message and window) of the main run."""
+        return statistics.median([q.prompt_chars for q in self.questions] or [0])
 
     def as_json(self, *, source: str = "") -> dict[str, Any]:
         """JSON-ready dict: protocol, figures per method, timings and the per-question rows."""
@@ -268,6 +375,7 @@ class RecallReport:
             "citation": LOCOMO_CITATION,
             "protocol": {
                 "k": self.k,
+                "recall": asdict(self.options),
                 "window_chars": Budget().chars,
                 "window_messages": Budget().messages,
                 "postings_cap": self.postings_cap,
@@ -276,6 +384,8 @@ class RecallReport:
             "samples": self.samples,
             "stored_lines": self.stored_lines,
             "results": {name: result.as_dict() for name, result in self.results.items()},
+            "median_prompt_chars": self.median_prompt_chars(),
+            "curve": [point.as_dict() for point in self.curve.values()],
             "timing": {
                 "seconds": self.seconds,
                 "import_s": self.import_s,
@@ -304,6 +414,66 @@ def _shares(evidence: set[str], window: set[str], recalled: set[str]) -> tuple[f
     )
 
 
+def _sent_chars(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(len(content_text(m.get("content"))) for m in messages)
+
+
+def _choose(
+    ranked: Sequence[tuple[int, float]], options: RecallOptions, size: Callable[[int], int]
+) -> list[int]:
+    """A baseline's lines under the product's selection rule (fixed k, or the budget)."""
+    if options.mode == "fixed":
+        return [n for n, _ in ranked[: options.k]]
+    return recall.fill_budget(
+        ranked[: options.k_max],
+        size,
+        chars=options.chars,
+        k_max=options.k_max,
+        min_share=options.min_share,
+    )
+
+
+@dataclass
+class _Run:
+    """What one conversation of the benchmark needs while its questions run."""
+
+    store: MemoryStore
+    keys: ConversationKeys
+    memory: MemoryKeys
+    ids: list[str]
+    turns: list[Turn]
+    number_of: dict[str, int]
+    now: int
+
+
+async def _ask(
+    run: _Run, question: str, options: ContextOptions
+) -> tuple[Any, set[str], int, int, int]:
+    """One question through :func:`prepare`: (prepared, window ids' start, recalled chars,
+    prompt chars, window chars)."""
+    prepared = await prepare(
+        run.store, run.keys, run.memory, [{"role": "user", "content": question}], options,
+        now_ms=run.now,
+    )  # fmt: skip
+    if prepared is None:
+        raise RuntimeError(f"no request for {question!r}")
+    seqs = prepared.plan.history_seqs
+    system = sum(1 for m in prepared.messages if m.get("role") == "system")
+    in_window = len(prepared.messages) - system - len(prepared.plan.new)
+    window_seqs = [s for s in seqs[len(seqs) - in_window :] if s]
+    start = (min(window_seqs) if window_seqs else len(run.turns) + 1) - 1  # a line number
+    window_chars = sum(
+        len(content_text(m.get("content"))) for m in prepared.messages if m.get("role") != "system"
+    )
+    return (
+        prepared,
+        {run.ids[n] for n in range(start, len(run.ids))},
+        prepared.layer_chars.get("earlier_lines", 0),
+        _sent_chars(prepared.messages),
+        window_chars,
+    )
+
+
 async def _run_history(
     store: MemoryStore,
     history: History,
@@ -312,6 +482,7 @@ async def _run_history(
     options: ContextOptions,
     prefix: str,
     timings: list[float],
+    points: Sequence[RecallOptions],
 ) -> None:
     """Import one conversation, ask its questions, add the figures to ``report``, clean up."""
     user = f"recall{number}"
@@ -328,43 +499,48 @@ async def _run_history(
             raise RuntimeError(f"{history.sample_id}: import did not store the lines in order")
         report.stored_lines += len(stored)
         ids = [line.line_id for line, _ in stored]
-        number_of = {line_id: n for n, line_id in enumerate(ids)}  # seq = n + 1
-        texts = [t.text for _, t in stored]
+        turns = [t for _, t in stored]
+        now = max((t.ts_ms for t in turns), default=0) + 86_400_000
+        run = _Run(store, keys, memory, ids, turns, {i: n for n, i in enumerate(ids)}, now)
+        texts = [t.text for t in turns]
         plain = recall.PLAIN_TERM_OPTIONS
+        deepest = max([options.recall.candidates, *(p.candidates for p in points)])
         baselines: dict[str, Retriever] = {
             "plain-idf": memory_idf_retriever(
                 [recall.index_terms(text, options=plain) for text in texts],
                 lambda q: recall.query_terms(q, options=plain),
-                k=options.recall_k,
+                k=deepest,
                 weights={"": 1.0},
+                ranked=True,
             ),
-            "bm25": bm25_retriever(texts, k=options.recall_k),
+            "bm25": bm25_retriever(texts, k=deepest, ranked=True),
         }
-        now = max((t.ts_ms for _, t in stored), default=0) + 86_400_000
+        timezone = options.timezone
+
+        def size(n: int) -> int:
+            t = turns[n]
+            return earlier_line_chars(EarlierLine(t.ts_ms, speaker_label(t), t.text), timezone)
+
+        def block(question: str, chosen: Sequence[int]) -> tuple[int, int]:
+            lines = [EarlierLine(turns[n].ts_ms, speaker_label(turns[n]), turns[n].text) for n in
+                     sorted(chosen)]  # fmt: skip
+            layers = PromptLayers(earlier_lines=lines, last_user_text=question, timezone=timezone)
+            built = build_system_message(layers, options.wording)
+            return len(built.text), built.layer_chars["earlier_lines"]
+
         for item in history.qa:
             evidence = evidence_ids(item.evidence)
             if not evidence:
                 continue
             t0 = time.perf_counter()
-            prepared = await prepare(
-                store,
-                keys,
-                memory,
-                [{"role": "user", "content": item.question}],
-                options,
-                now_ms=now,
-            )
+            prepared, in_window, _, prompt, window_chars = await _ask(run, item.question, options)
             timings.append((time.perf_counter() - t0) * 1000)
-            if prepared is None:
-                raise RuntimeError(f"{history.sample_id}: no request for {item.question!r}")
-            seqs = prepared.plan.history_seqs
-            in_window = len(prepared.messages) - 1 - len(prepared.plan.new)
-            window_seqs = [s for s in seqs[len(seqs) - in_window :] if s]
-            start = (min(window_seqs) if window_seqs else len(stored) + 1) - 1  # a line number
-            window = {e for e in evidence if e in number_of and number_of[e] >= start}
+            window = evidence & in_window
+            start = min((run.number_of[i] for i in in_window), default=len(ids))
             recalled = {"tuned": tuple(ids[t.seq - 1] for t in prepared.recalled)}
-            for name, retrieve in baselines.items():
-                recalled[name] = tuple(ids[n] for n in retrieve(item.question, start))
+            ranked = {name: retrieve(item.question, start) for name, retrieve in baselines.items()}
+            for name, found in ranked.items():
+                recalled[name] = tuple(ids[n] for n in sorted(_choose(found, options.recall, size)))
             for name in METHODS:
                 report.results[name].add(
                     item.category, item.hard, _shares(evidence, window, set(recalled[name]))
@@ -378,8 +554,25 @@ async def _run_history(
                     evidence=tuple(sorted(evidence)),
                     window=tuple(sorted(window)),
                     recalled={name: recalled[name] for name in METHODS},
+                    prompt_chars=prompt,
                 )
             )
+            for point in points:
+                label = point_label(point)
+                asked = replace(options, recall=point)
+                got, _, chars, sent, _ = await _ask(run, item.question, asked)
+                mine = {ids[t.seq - 1] for t in got.recalled}
+                report.curve.setdefault((label, "tuned"), CurvePoint(label, "tuned")).add(
+                    item.hard, _shares(evidence, window, mine), chars, sent
+                )
+                chosen = _choose(ranked["plain-idf"], point, size)
+                total, layer = block(item.question, chosen)
+                report.curve.setdefault((label, "plain-idf"), CurvePoint(label, "plain-idf")).add(
+                    item.hard,
+                    _shares(evidence, window, {ids[n] for n in chosen}),
+                    layer,
+                    total + window_chars,
+                )
     finally:
         await store.forget_user(who.keys.user_keys)
 
@@ -389,23 +582,29 @@ async def run_recall(
     histories: Sequence[History],
     *,
     k: int = TOP_K,
+    recall_options: RecallOptions | None = None,
+    points: Sequence[RecallOptions] = (),
     budget: Budget | None = None,
     postings_cap: int = POSTINGS_CAP,
     prefix: str = BENCH_PREFIX,
 ) -> RecallReport:
-    """Measure evidence recall@k and cover@k of the three methods (see the module docstring).
+    """Measure evidence recall and cover of the three methods (see the module docstring).
 
     Args:
         redis_url: a real Redis; the run writes one conversation at a time under ``prefix``
             and deletes it (and its user-index entry) afterwards, also on failure.
         histories: the conversations with their questions (LoCoMo format).
-        k: lines recalled per question (``ContextOptions.recall_k``).
+        k: lines recalled per question in the fixed mode (the seed's top ``k``), used when
+            ``recall_options`` is not given.
+        recall_options: the recall options of the main figures (e.g. the budgeted default,
+            ``RecallOptions()``); the baselines choose their lines under the same rule.
+        points: more recall options to measure as the cover curve (:func:`curve_points`).
         budget: the recent window (default: 8000 characters / 40 messages).
         postings_cap: the store's postings cap per term.
         prefix: key prefix of the benchmark's keys.
 
     Returns:
-        The figures per method, per question rows and timings.
+        The figures per method, per question rows, the curve and timings.
 
     Raises:
         StoreError: Redis failed.
@@ -413,19 +612,24 @@ async def run_recall(
         ModuleNotFoundError: ``bm25s`` is not installed.
     """
     began = time.perf_counter()
+    chosen = recall_options or RecallOptions(mode="fixed", k=k)
+    label: int | str = chosen.k if chosen.mode == "fixed" else "budget"
     report = RecallReport(
-        k=k,
+        k=label,
         samples=[h.sample_id for h in histories],
-        results={name: Result(k) for name in METHODS},
+        results={name: Result(label) for name in METHODS},
+        options=chosen,
         postings_cap=postings_cap,
     )
-    options = ContextOptions(budget=budget or Budget(), recall_k=k)
+    options = ContextOptions(budget=budget or Budget(), recall=chosen, timezone="UTC")
     redis = aioredis.from_url(redis_url, decode_responses=False)
     timings: list[float] = []
     try:
         store = MemoryStore(redis, ttl_s=3600, postings_cap=postings_cap)
         for number, history in enumerate(histories):
-            await _run_history(store, history, number, report, options, prefix, timings)
+            await _run_history(
+                store, history, number, report, options, prefix, timings, list(points)
+            )
     finally:
         await redis.aclose()
     if timings:
@@ -442,13 +646,18 @@ def run_recall_sync(*args: Any, **kwargs: Any) -> RecallReport:
 
 
 def recall_table(report: RecallReport, title: str) -> Table:
-    """A rich table: one row per group (all, categories, hard), ``recall@k/cover@k`` per method.
+    """A rich table: one row per group (all, categories, hard), ``recall/cover`` per method.
 
     Args:
         report: a run of :func:`run_recall`.
         title: the table's title.
     """
-    table = Table(title=title, caption=f"cells: recall@{report.k}/cover@{report.k}")
+    k = report.k
+    table = Table(
+        title=title,
+        caption=f"cells: recall@{k}/cover@{k}; median prompt {report.median_prompt_chars():.0f} "
+        "chars (system message + window)",
+    )
     table.add_column("group")
     table.add_column("n", justify="right")
     for name in report.results:
@@ -459,7 +668,40 @@ def recall_table(report: RecallReport, title: str) -> Table:
         cells = [label, str(tally.questions)]
         for result in report.results.values():
             group = dict(result.groups())[label].as_dict()
-            cells.append(f"{group[f'recall@{report.k}']:.3f}/{group[f'cover@{report.k}']:.3f}")
+            cells.append(f"{group[f'recall@{k}']:.3f}/{group[f'cover@{k}']:.3f}")
         cells.append(f"{tally.as_dict()['window']:.3f}")
+        table.add_row(*cells)
+    return table
+
+
+def curve_table(report: RecallReport, title: str) -> Table:
+    """A rich table of the cover curve: one row per point, tuned beside plain IDF.
+
+    Cells: evidence cover (window + recalled), on the ``hard`` questions when the data has any,
+    median characters of the recalled section and median characters sent.
+    """
+    hard = any(p.hard_questions for p in report.curve.values())
+    table = Table(
+        title=title,
+        caption="tuned, then plain IDF (idf); cover = evidence in window or recalled; rec. = "
+        "characters of the recalled lines, prompt = characters sent (medians)",
+    )
+    table.add_column("point")
+    for head in ("", "idf "):
+        table.add_column(f"{head}cover", justify="right")
+        if hard:
+            table.add_column(f"{head}hard", justify="right")
+        table.add_column(f"{head}rec.", justify="right")
+        table.add_column(f"{head}prompt", justify="right")
+    labels = list(dict.fromkeys(label for label, _ in report.curve))
+    for label in labels:
+        cells = [label]
+        for method in ("tuned", "plain-idf"):
+            point = report.curve[(label, method)].as_dict()
+            cells.append(f"{point['cover']:.3f}")
+            if hard:
+                cells.append(f"{point['cover_hard']:.3f}")
+            cells.append(f"{point['recalled_chars_median']:.0f}")
+            cells.append(f"{point['prompt_chars_median']:.0f}")
         table.add_row(*cells)
     return table

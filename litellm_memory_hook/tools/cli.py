@@ -11,6 +11,7 @@ import asyncio
 import json
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -77,10 +78,11 @@ def _redis_url(settings: MemorySettings, data_dir: Path) -> str:
 
 
 def _redis_client(settings: MemorySettings, data_dir: Path) -> Any:
-    """An asyncio client of :func:`_redis_url`."""
-    import redis.asyncio as aioredis
+    """An asyncio client of :func:`_redis_url` (a Redis Cluster with ``redis_cluster``)."""
+    from litellm_memory_hook.store.client import redis_client
 
-    return aioredis.from_url(_redis_url(settings, data_dir), decode_responses=False)
+    url = _redis_url(settings, data_dir)
+    return redis_client(url, cluster=settings.redis_cluster and url == settings.redis_url)
 
 
 def _identity(
@@ -112,25 +114,44 @@ def serve(
     standin_port: Annotated[int, typer.Option(help="Stand-in model port (0: none).")] = 4010,
     data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
-    """Run the LiteLLM proxy with memory (an embedded Redis when no Redis URL is configured)."""
+    """Run the LiteLLM proxy with memory (an embedded Redis when no Redis URL is configured).
+
+    Refuses to start when a port is taken or another serve uses the same --data-dir.
+
+    Example: litellm-memory serve --config config.yaml --port 4000
+    """
+    from litellm_memory_hook.store.embedded import EmbeddedRedisError, ServeLock, start_embedded
+    from litellm_memory_hook.tools.cli_ops import fail, load_config
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    proxy_settings = load_config(config).settings
+    busy = processes.busy_port_message(
+        [("proxy", host, port, "--port"), ("stand-in", "127.0.0.1", standin_port, "--standin-port")]
+    )
+    if busy:
+        raise fail(busy)
     signal.signal(signal.SIGTERM, _stop)  # stop the children on `kill` as on Ctrl-C
-    proxy_settings = _load_config(config).settings
     settings_env = os.environ.copy()
     embedded = None
-    if "redis_url" not in proxy_settings.model_fields_set:
-        from litellm_memory_hook.store.embedded import start_embedded
-
-        embedded = start_embedded(data_dir)
-        # Only the memory hook gets it: LiteLLM itself would also use a REDIS_URL it sees.
-        settings_env["LITELLM_MEMORY_REDIS_URL"] = embedded.url
-        console.print(f"embedded Redis: {embedded.socket} (data in {data_dir}/)")
-    settings_env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    lock = None
     children: list[subprocess.Popen[bytes]] = []
     try:
+        if "redis_url" not in proxy_settings.model_fields_set:
+            try:
+                lock = ServeLock.acquire(data_dir)
+                embedded = start_embedded(data_dir, owner=True)
+            except EmbeddedRedisError as exc:
+                raise fail(str(exc)) from exc
+            # Only the memory hook gets it: LiteLLM itself would also use a REDIS_URL it sees.
+            settings_env["LITELLM_MEMORY_REDIS_URL"] = embedded.url
+            console.print(
+                f"embedded Redis: {embedded.socket} (data in {data_dir}/; "
+                f"redis-cli -s {embedded.socket})",
+                soft_wrap=True,
+            )
+        settings_env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         if standin_port:
             children.append(
                 subprocess.Popen(processes.standin_command(standin_port), env=settings_env)
@@ -138,24 +159,31 @@ def serve(
             try:
                 processes.wait_http(f"http://127.0.0.1:{standin_port}/v1/models", children[-1], 30)
             except RuntimeError as exc:
-                raise _fail(str(exc)) from exc
+                raise fail(f"the stand-in model did not start: {exc}".splitlines()[0]) from exc
             console.print(f"stand-in model: http://127.0.0.1:{standin_port}/v1")
         proxy = subprocess.Popen(processes.proxy_command(config, port, host), env=settings_env)
         children.append(proxy)
-        console.print(f"proxy with memory: http://{host}:{port}  (Ctrl-C stops)")
-        proxy.wait()
+        url = processes.local_url(host, port)
+        console.print(f"starting the LiteLLM proxy on {host}:{port} ...")
+        try:
+            processes.wait_http(f"{url}/health/liveliness", proxy, 300)
+        except RuntimeError as exc:
+            raise fail(
+                f"the proxy did not start on {host}:{port}: {exc}".splitlines()[0]
+                + " (its output is above)"
+            ) from exc
+        console.print(f"proxy with memory: {url}  (Ctrl-C stops)")
+        code = proxy.wait()
+        if code not in (0, -signal.SIGINT, -signal.SIGTERM):
+            raise fail(f"the proxy exited with code {code} (its output is above)")
     except KeyboardInterrupt:
         pass
     finally:
-        for child in reversed(children):
-            if child.poll() is None:
-                child.send_signal(signal.SIGINT)
-                try:
-                    child.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    child.kill()
+        processes.stop_all(children)
         if embedded is not None:
             embedded.stop()
+        if lock is not None:
+            lock.release()
 
 
 @app.command("standin")
@@ -204,41 +232,78 @@ def _read_history(file: Path, fmt: str, sample_id: str | None) -> History:
 
 @app.command("import")
 def import_command(
-    file: Annotated[Path, typer.Argument(help="The history file.")],
-    user: Annotated[str, typer.Option(help="The user id (the request's 'user' field).")],
-    fmt: Annotated[str, typer.Option("--format", help="locomo or jsonl.")] = "locomo",
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="The history file, or an export.")],
+    user: Annotated[
+        str | None,
+        typer.Option(help="The user id (the request's 'user' field); export: the file's."),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="locomo, jsonl or export (a file of `litellm-memory export`)."
+        ),
+    ] = "locomo",
     sample_id: Annotated[str | None, typer.Option(help="LoCoMo sample, e.g. conv-26.")] = None,
     model: Annotated[str, typer.Option(help="The memory-enabled alias.")] = "demo",
     conversation: Annotated[str | None, typer.Option(help="Conversation id.")] = None,
     tenant: Annotated[
-        str, typer.Option(help="Tenant (default: the master key's).")
-    ] = MASTER_TENANT,
-    fresh: Annotated[bool, typer.Option(help="Delete the conversation first.")] = False,
+        str | None,
+        typer.Option(help="Tenant (default: the master key's; export: the file's)."),
+    ] = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(help="Delete the conversation first (export: its conversations and sets)."),
+    ] = False,
     config: ConfigOption = Path("config.yaml"),
     data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
-    """Bulk-load a chat history into the conversation a chat request for USER reads."""
+    """Bulk-load a chat history for USER, or write an export back (--format export).
+
+    History: lines already stored are skipped; --fresh replaces the conversation.
+
+    Export: written back exactly (seqs, memory ids, summaries); refused over data unless --fresh.
+
+    Example: litellm-memory import chat.jsonl --format jsonl --user alice
+
+    Example: litellm-memory import alice.json --format export
+    """
     from litellm_memory_hook.store.queue import ExtractionQueue
-    from litellm_memory_hook.store.redis_store import MemoryStore
+    from litellm_memory_hook.tools.cli_ops import (
+        fail,
+        import_export_file,
+        progress_bar,
+        progress_store,
+    )
     from litellm_memory_hook.tools.importer import (
         delete_conversation,
         import_lines,
         schedule_import,
     )
 
+    if fmt == "export":
+        import_export_file(
+            file, user=user, tenant=tenant, fresh=fresh, config=config, data_dir=data_dir
+        )
+        return
+    if not user:
+        raise fail(f"--user is required with --format {fmt}")
     proxy_config = _load_config(config)
     history = _read_history(file, fmt, sample_id)
-    who = _identity(proxy_config, model, user, conversation, tenant)
+    who = _identity(proxy_config, model, user, conversation, tenant or MASTER_TENANT)
 
     async def run() -> Any:
         redis = _redis_client(proxy_config.settings, data_dir)
         try:
-            store = MemoryStore(redis, ttl_s=proxy_config.settings.retention_s)
-            if fresh:
-                await delete_conversation(store, who)
-            result = await import_lines(
-                store, who, history.lines, max_chars=proxy_config.settings.stored_text_chars
-            )
+            with progress_bar("lines", len(history.lines)) as update:
+                store = progress_store(
+                    redis, proxy_config.settings.retention_s, len(history.lines), update
+                )
+                if fresh:
+                    await delete_conversation(store, who)
+                result = await import_lines(
+                    store, who, history.lines, max_chars=proxy_config.settings.stored_text_chars
+                )
+                update(len(history.lines), len(history.lines))
             queue = ExtractionQueue(redis, proxy_config.settings.key_prefix)
             await schedule_import(queue, who, result)
             return result
@@ -248,7 +313,7 @@ def import_command(
     try:
         result = asyncio.run(run())
     except MemoryHookError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     if result.turns == 0 and history.lines:
         console.print(f"nothing new: these lines are already in {who.keys.turns}")
         return
@@ -337,7 +402,7 @@ def show_command(
     async def run() -> Any:
         redis = _redis_client(settings, data_dir)
         try:
-            store = MemoryStore(redis, ttl_s=settings.retention_s)
+            store = MemoryStore.for_settings(redis, settings)
             count = await store.count_turns(who.keys)
             prepared = await prepare(
                 store, who.keys, who.memory, [{"role": "user", "content": message}], options
@@ -367,6 +432,18 @@ def show_command(
     console.print(table)
 
 
+def _plots(write: Callable[..., list[Path]], *args: Any) -> None:
+    """Write a benchmark's PNGs (``write(*args)``) and name them; without matplotlib, say how
+    to get it."""
+    from litellm_memory_hook.tools.plots import PLOTS_EXTRA
+
+    try:
+        for png in write(*args):
+            console.print(f"plot: {png}")
+    except ModuleNotFoundError:
+        console.print(f"plots skipped: matplotlib is not installed ({PLOTS_EXTRA})")
+
+
 @bench_app.command("latency")
 def bench_latency(
     data: Annotated[Path, typer.Option(help="LoCoMo file whose text is cycled.")] = Path(
@@ -383,6 +460,7 @@ def bench_latency(
 ) -> None:
     """Pre-call hook time (median, p99) at growing history sizes, naive approach beside it."""
     from litellm_memory_hook.tools.bench import latency_rows_json, run_latency_sync
+    from litellm_memory_hook.tools.plots import write_latency_plots
 
     url = redis_url or MemorySettings().redis_url
     history = _read_history(data, "locomo", sample_id)
@@ -417,46 +495,277 @@ def bench_latency(
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(latency_rows_json(rows), indent=2), encoding="utf-8")
         console.print(f"json: {json_out}")
+        _plots(write_latency_plots, latency_rows_json(rows), json_out)
 
 
 @bench_app.command("recall")
 def bench_recall(
-    file: Annotated[Path, typer.Argument(help="The LoCoMo-format file (questions + evidence).")],
+    files: Annotated[
+        list[Path], typer.Argument(help="LoCoMo-format files (questions + evidence).")
+    ],
     fmt: Annotated[str, typer.Option("--format", help="locomo.")] = "locomo",
-    k: Annotated[int, typer.Option("--k", min=1, max=20, help="Lines recalled.")] = 4,
+    mode: Annotated[
+        str, typer.Option("--mode", help="budget (the default) or fixed (the best --k lines).")
+    ] = "budget",
+    k: Annotated[int, typer.Option("--k", min=1, max=20, help="Lines, fixed mode.")] = 4,
+    chars: Annotated[
+        int | None, typer.Option("--chars", min=1, help="Recall budget, characters (budget mode).")
+    ] = None,
+    k_max: Annotated[
+        int | None, typer.Option("--k-max", min=1, max=64, help="Most lines (budget mode).")
+    ] = None,
+    min_share: Annotated[
+        float | None,
+        typer.Option("--min-share", min=0.0, max=1.0, help="Share of the best score (budget)."),
+    ] = None,
+    curve: Annotated[
+        bool, typer.Option("--curve/--no-curve", help="Also measure the cover curve.")
+    ] = True,
+    ks: Annotated[str, typer.Option("--ks", help="Curve: fixed-mode k values.")] = "2,4,8,12",
+    budgets: Annotated[
+        str, typer.Option("--budgets", help="Curve: budgets, characters.")
+    ] = "1500,2000,2500,3000",
     sample_id: Annotated[
         list[str] | None, typer.Option("--sample-id", help="Sample to run (repeat; default all).")
     ] = None,
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the report (OUT-<file stem>.json for several files)."),
+    ] = None,
 ) -> None:
-    """Evidence recall@k and cover@k of the product's recall on Redis, beside plain IDF and BM25.
+    """Evidence cover of the product's recall on Redis, beside plain IDF and BM25, and the cover
+    curve (cover against recalled characters at k = 2, 4, 8, 12 and at several budgets).
 
     LoCoMo: Maharana et al., ACL 2024 (snap-research/locomo, CC BY-NC 4.0).
     """
-    from litellm_memory_hook.tools.bench_recall import load_histories, recall_table, run_recall_sync
+    from dataclasses import replace
+
+    from litellm_memory_hook.proxy.recall_step import RecallOptions
+    from litellm_memory_hook.tools.bench_recall import (
+        curve_points,
+        curve_table,
+        load_histories,
+        recall_table,
+        run_recall_sync,
+    )
+    from litellm_memory_hook.tools.plots import write_recall_plots
 
     if fmt != "locomo":
         raise _fail("bench recall needs --format locomo (questions and evidence labels)")
+    if mode not in ("budget", "fixed"):
+        raise _fail("--mode is budget or fixed")
+    try:
+        ks_list = [int(x) for x in ks.split(",") if x.strip()] if curve else []
+        budget_list = [int(x) for x in budgets.split(",") if x.strip()] if curve else []
+    except ValueError as exc:
+        raise _fail(f"bad --ks or --budgets: {exc}") from exc
+    base = RecallOptions()
+    options = replace(
+        base,
+        mode="fixed" if mode == "fixed" else "budget",
+        k=k,
+        chars=base.chars if chars is None else chars,
+        k_max=base.k_max if k_max is None else k_max,
+        min_share=base.min_share if min_share is None else min_share,
+    )
+    points = curve_points(ks_list, budget_list, replace(options, mode="budget"))
+    url = redis_url or MemorySettings().redis_url
+    for file in files:
+        try:
+            histories = load_histories(file, sample_id or ())
+            with console.status(f"running the questions of {file.name}"):
+                report = run_recall_sync(url, histories, recall_options=options, points=points)
+        except MemoryHookError as exc:
+            raise _fail(str(exc)) from exc
+        except ModuleNotFoundError as exc:
+            raise _fail(f"{exc} (the BM25 baseline needs the dev extra: bm25s)") from exc
+        what = f"k={k}" if options.mode == "fixed" else f"budget {options.chars} chars"
+        console.print(recall_table(report, f"evidence recall/cover ({what}): {file.name} on {url}"))
+        if report.curve:
+            console.print(curve_table(report, f"cover curve: {file.name}"))
+        console.print(
+            f"{len(report.questions)} questions, {report.stored_lines} stored lines, "
+            f"{report.seconds:.1f} s (import {report.import_s:.1f} s; prepare p50 "
+            f"{report.prepare_ms_p50:.2f} ms, p99 {report.prepare_ms_p99:.2f} ms)"
+        )
+        if json_out:
+            out = json_out
+            if len(files) > 1:
+                out = json_out.with_name(f"{json_out.stem}-{file.stem}{json_out.suffix}")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            payload = report.as_json(source=str(file))
+            out.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
+            console.print(f"json: {out}")
+            if payload["curve"]:
+                _plots(write_recall_plots, payload, out)
+
+
+@bench_app.command("extraction")
+def bench_extraction(
+    data: Annotated[Path, typer.Option(help="The LoCoMo-format file (also the oracle).")] = Path(
+        "../shared/data/locomo/locomo-dev.json"
+    ),
+    sample_id: Annotated[
+        list[str] | None,
+        typer.Option("--sample-id", help="Sample to run (repeat; 'all' or none: every sample)."),
+    ] = None,
+    limit_questions: Annotated[
+        int | None, typer.Option(min=1, help="Ask at most N questions per sample (quick runs).")
+    ] = None,
+    model: Annotated[str, typer.Option(help="The memory-enabled alias.")] = "demo",
+    config: ConfigOption = Path("config.yaml"),
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            help="A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
+            "redis://127.0.0.1:6379/0); keys under membench-ext-<hex>: are written and deleted."
+        ),
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
+) -> None:
+    """Extraction cost (calls per 100 messages, characters and tokens per call) and evidence
+    cover by layer (window, recall, memories, summary): LoCoMo replayed through a real proxy,
+    the stand-in model answering extraction calls with LoCoMo's observations (oracle mode).
+
+    LoCoMo: Maharana et al., ACL 2024 (snap-research/locomo, CC BY-NC 4.0).
+    """
+    from redis.exceptions import RedisError
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from litellm_memory_hook.tools.bench_extraction import report_table, run_extraction_bench
+    from litellm_memory_hook.tools.datasets import list_locomo_samples
+
     url = redis_url or MemorySettings().redis_url
     try:
-        histories = load_histories(file, sample_id or ())
-        with console.status("running questions"):
-            report = run_recall_sync(url, histories, k=k)
+        known = list_locomo_samples(data)
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
-    except ModuleNotFoundError as exc:
-        raise _fail(f"{exc} (the BM25 baseline needs the dev extra: bm25s)") from exc
-    console.print(recall_table(report, f"evidence recall@{k} / cover@{k}: {file.name} on {url}"))
+    wanted = [s for s in sample_id or () if s != "all"] or known
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise _fail(f"{data}: no sample {', '.join(unknown)} (have: {', '.join(known)})")
+
+    def _on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # the run stops its processes and deletes its keys
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    try:
+        with Progress(*columns, console=console) as bar:
+            task = bar.add_task("starting", total=None)
+
+            def progress(phase: str, done: int, total: int) -> None:
+                bar.update(task, description=phase, completed=done, total=total or None)
+
+            report = run_extraction_bench(
+                data,
+                wanted,
+                config=config,
+                redis_url=url,
+                model=model,
+                limit_questions=limit_questions,
+                progress=progress,
+            )
+    except (MemoryHookError, RuntimeError, ValueError, RedisError) as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    console.print(report_table(report, f"extraction cost and evidence cover: {data.name} on {url}"))
+    pooled = report.pooled()
     console.print(
-        f"{len(report.questions)} questions, {report.stored_lines} stored lines, "
-        f"{report.seconds:.1f} s (import {report.import_s:.1f} s; prepare p50 "
-        f"{report.prepare_ms_p50:.2f} ms, p99 {report.prepare_ms_p99:.2f} ms)"
+        f"{len(report.samples)} samples, {pooled['questions']} questions, "
+        f"{pooled['evidence']} evidence lines; every message extracted: "
+        f"{pooled['all_extracted']}; {report.seconds:.0f} s"
     )
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        payload = report.as_json(source=str(file))
+        payload = report.as_json()
         json_out.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"json: {json_out}")
+
+
+@bench_app.command("proxy")
+def bench_proxy(
+    clients: Annotated[
+        str, typer.Option(help="Comma-separated numbers of concurrent clients.")
+    ] = "1,32",
+    requests: Annotated[
+        int, typer.Option(min=1, help="Timed requests per side (hook on, off) per client count.")
+    ] = 400,
+    history: Annotated[
+        int, typer.Option(min=0, help="Messages each user's memory holds before timing.")
+    ] = 200,
+    extraction: Annotated[
+        bool, typer.Option(help="Run the in-proxy extraction worker (as deployed).")
+    ] = True,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            help="A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
+            "redis://127.0.0.1:6379/0); keys under membench-proxy-<hex>: are written and deleted."
+        ),
+    ] = None,
+    log_dir: Annotated[
+        Path | None, typer.Option(help="Keep the processes' logs and config here.")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
+) -> None:
+    """Throughput (requests per second) and latency (p50/p95/p99) through a real LiteLLM proxy
+    and the stand-in model, hook on and off side by side in one run (alternating rounds), the
+    ratio on/off, and the post-call write's cost. Short mode for CI: --requests 40.
+    """
+    from litellm_memory_hook.tools.bench_proxy import report_table, run_proxy_bench
+
+    url = redis_url or MemorySettings().redis_url
+    try:
+        clients_list = [int(c) for c in clients.split(",") if c.strip()]
+    except ValueError as exc:
+        raise _fail(f"bad --clients: {clients}") from exc
+    try:
+        with console.status("starting") as status:
+            report = run_proxy_bench(
+                url,
+                clients=clients_list,
+                requests=requests,
+                history=history,
+                extraction=extraction,
+                log_dir=log_dir,
+                progress=lambda phase: status.update(phase),
+            )
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise _fail(str(exc)) from exc
+    console.print(report_table(report, f"proxy throughput, hook on vs off, on {url}"))
+    payload = report.as_json()
+    for row in payload["results"]:
+        console.print(
+            f"{row['clients']} clients: on/off throughput {row['ratio']:.3f} (rounds "
+            f"{', '.join(f'{r:.2f}' for r in row['round_ratios'])}); proxy CPU ratio "
+            f"{row['cpu_ratio']:.3f}"
+        )
+    if payload["write"]:
+        w = payload["write"]
+        console.print(
+            f"in-process, ms p50/p99: pre-call {w['pre_call_ms']['p50']}/{w['pre_call_ms']['p99']}"
+            f", post-call {w['post_call_ms']['p50']}/{w['post_call_ms']['p99']} (_write "
+            f"{w['write_ms']['p50']}/{w['write_ms']['p99']}, CPU {w['post_call_cpu_ms']['p50']}"
+            f"), record signature {w['sign_ms']['p50']}"
+        )
+    console.print(f"{report.seconds:.0f} s, load average {payload['config']['load_average']}")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(payload, indent=2), encoding="utf-8")
         console.print(f"json: {json_out}")
 
 

@@ -4,8 +4,9 @@
   [--conversation C]``: read and edit a user's memories, as the HTTP API (``/memory/v1``) does
   for the user's own key. ``--tenant`` is the tenant a key maps to (``master`` for the master
   key, ``team-<id>``, ``user-<id>``, ``key-<hash>``; see ``litellm_memory_hook.proxy.identity``).
-* ``litellm-memory stats [--json]``: the extraction counters (``mem:stats``) and how many
-  conversations are waiting in the due set.
+* ``litellm-memory stats [--json] [--no-scan]``: the extraction counters (``mem:stats``), how
+  many conversations are waiting in the due set, how many conversations, users, memory sets
+  and keys are stored (one SCAN of the key prefix) and the memory Redis uses.
 * ``litellm-memory worker [--once]``: a standalone extraction worker process (scale-out, or cron
   with ``--once``); it calls the model through the proxy's OpenAI-compatible API.
 
@@ -23,12 +24,12 @@ import os
 import signal
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from redis.exceptions import RedisError
 from rich.table import Table
 
 from litellm_memory_hook.errors import MemoryHookError
@@ -47,9 +48,9 @@ from litellm_memory_hook.tools.cli import (
     DataDirOption,
     _fail,
     _load_config,
-    _redis_client,
     console,
 )
+from litellm_memory_hook.tools.cli_ops import run_on_redis
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 T = TypeVar("T")
@@ -100,26 +101,8 @@ def _alias_lookup(config: ProxyConfig) -> Callable[[str], AliasMemoryConfig | No
 
 def _run(config: ProxyConfig, data_dir: Path, job: Callable[[Any], Awaitable[T]]) -> T:
     """Run ``job(redis)`` on a fresh asyncio Redis client; every failure becomes one line and
-    exit code 2."""
-
-    async def main() -> T:
-        try:
-            redis = _redis_client(config.settings, data_dir)
-        except RuntimeError as exc:  # the embedded Redis did not start
-            raise MemoryHookError(f"embedded Redis in {data_dir}: {exc}") from exc
-        try:
-            return await job(redis)
-        finally:
-            await redis.aclose()
-
-    try:
-        return asyncio.run(main())
-    except typer.Exit:
-        raise
-    except MemoryHookError as exc:
-        raise _fail(str(exc)) from exc
-    except (RedisError, OSError) as exc:
-        raise _fail(f"Redis: {exc}") from exc
+    exit code 2 (:func:`litellm_memory_hook.tools.cli_ops.run_on_redis`)."""
+    return run_on_redis(config, data_dir, job)
 
 
 def _memory_call(
@@ -350,33 +333,140 @@ def flush_command(
     console.print(f"{target.conversation.ref} is due for extraction since {_when(due_ms)}")
 
 
+@dataclass
+class StoreStats:
+    """What ``stats`` shows: counters, the due set, what is stored, memory used."""
+
+    counters: dict[str, int]
+    due: int
+    conversations: int | None = None
+    users: int | None = None
+    memory_sets: int | None = None
+    keys: int | None = None
+    db_keys: int | None = None
+    memory: dict[str, object] | None = None
+
+    def as_json(self) -> dict[str, object]:
+        """The JSON shape of ``stats --json``."""
+        return {
+            "counters": self.counters,
+            "due": self.due,
+            "store": {
+                "conversations": self.conversations,
+                "users": self.users,
+                "memory_sets": self.memory_sets,
+                "keys": self.keys,
+                "db_keys": self.db_keys,
+            },
+            "memory": self.memory,
+        }
+
+
+def classify_key(name: str, prefix: str) -> str | None:
+    """What a key of ours holds: ``conversation`` (a meta hash), ``user`` (an index),
+    ``memory_set`` (an mstate hash), ``other``; ``None`` for keys of other prefixes."""
+    if not name.startswith(prefix + ":"):
+        return None
+    close = name.find("}:")
+    if not name.startswith(prefix + ":{") or close < 0:
+        return "other"
+    tail = name[close + 2 :]
+    if tail == "index":
+        return "user"
+    if tail.startswith("c:") and tail.endswith(":meta"):
+        return "conversation"
+    if tail.endswith(":mstate"):
+        return "memory_set"
+    return "other"
+
+
+async def store_stats(redis: Any, prefix: str, *, scan: bool) -> StoreStats:
+    """Counters and due length; with ``scan``, counts of our keys by one SCAN over the prefix
+    (non-blocking, but it walks every key of the database); Redis's memory figures."""
+    from litellm_memory_hook.store.queue import ExtractionQueue
+
+    raw = await ExtractionQueue(redis, prefix).stats()
+    due = raw.pop("due", 0)
+    stats = StoreStats(counters=raw, due=due)
+    info = await redis.info("memory")
+    if info and "used_memory" not in info:  # a Cluster client answers per node
+        nodes = [v for v in info.values() if isinstance(v, dict)]
+        info = {"used_memory": sum(int(n.get("used_memory", 0)) for n in nodes)}
+    stats.memory = {
+        name: info.get(name)
+        for name in ("used_memory", "used_memory_human", "maxmemory", "maxmemory_policy")
+        if name in info
+    }
+    if not scan:
+        return stats
+    kinds: Counter[str] = Counter()
+    async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+        kind = classify_key(name, prefix)
+        if kind is not None:
+            kinds[kind] += 1
+            kinds["keys"] += 1
+    stats.conversations = kinds["conversation"]
+    stats.users = kinds["user"]
+    stats.memory_sets = kinds["memory_set"]
+    stats.keys = kinds["keys"]
+    db_keys = await redis.dbsize()
+    stats.db_keys = int(db_keys) if isinstance(db_keys, int) else None
+    return stats
+
+
 def stats_command(
     as_json: JsonFlag = False,
+    scan: Annotated[
+        bool,
+        typer.Option(
+            "--scan/--no-scan",
+            help="Count conversations, users and keys with one SCAN of the key prefix (it "
+            "walks the whole database: --no-scan on a very large one).",
+        ),
+    ] = True,
     config: ConfigOption = DEFAULT_CONFIG,
     data_dir: DataDirOption = DEFAULT_DATA_DIR,
 ) -> None:
-    """Show the extraction counters and how many conversations are due (the due set's length).
+    """Show the extraction counters, the due queue, what is stored and the memory Redis uses.
 
     Example: litellm-memory stats --json
     """
-    from litellm_memory_hook.store.queue import ExtractionQueue
-
     proxy_config = _load_config(config)
+    prefix = proxy_config.settings.key_prefix
 
-    async def job(redis: Any) -> dict[str, int]:
-        return await ExtractionQueue(redis, proxy_config.settings.key_prefix).stats()
+    async def job(redis: Any) -> StoreStats:
+        return await store_stats(redis, prefix, scan=scan)
 
     stats = _run(proxy_config, data_dir, job)
     if as_json:
-        typer.echo(json.dumps(stats, indent=2, sort_keys=True))
+        typer.echo(json.dumps(stats.as_json(), indent=2, sort_keys=True))
         return
-    table = Table(title=f"extraction ({proxy_config.settings.key_prefix}:stats, due set)")
+    table = Table(title=f"extraction ({prefix}:stats, due set)")
     table.add_column("counter")
     table.add_column("value", justify="right")
-    for name in sorted(k for k in stats if k != "due"):
-        table.add_row(name, str(stats[name]))
-    table.add_row("due (conversations waiting)", str(stats.get("due", 0)), style="bold")
+    for name in sorted(stats.counters):
+        table.add_row(name, str(stats.counters[name]))
+    table.add_row("due (conversations waiting)", str(stats.due), style="bold")
     console.print(table)
+    store = Table(title=f"stored under {prefix}:")
+    store.add_column("measure")
+    store.add_column("value", justify="right")
+    rows: list[tuple[str, object]] = [
+        ("conversations", stats.conversations),
+        ("users", stats.users),
+        ("memory sets", stats.memory_sets),
+        ("keys", stats.keys),
+        ("keys in the database", stats.db_keys),
+    ]
+    memory = stats.memory or {}
+    rows.append(("memory used", memory.get("used_memory_human", memory.get("used_memory"))))
+    limit = memory.get("maxmemory")
+    rows.append(("maxmemory", "no limit" if limit in (0, "0", None) else limit))
+    rows.append(("maxmemory-policy", memory.get("maxmemory_policy")))
+    for name, value in rows:
+        store.add_row(name, "-" if value is None else str(value))
+    console.print(store)
 
 
 def _api_key(config: ProxyConfig) -> str | None:
@@ -488,10 +578,15 @@ async def _serve_until_signal(worker: Any, base_url: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``memories`` (list, pin, edit, delete, flush), ``stats`` and ``worker`` to ``app``.
+    """Add ``memories`` (list, pin, edit, delete, flush), ``stats`` and ``worker`` to ``app``,
+    and ``forget``, ``export``, ``doctor`` with the CLI's error handling
+    (:func:`litellm_memory_hook.tools.cli_ops.register`).
 
     Adding them twice to the same app adds nothing the second time.
     """
+    from litellm_memory_hook.tools import cli_ops
+
+    cli_ops.register(app)
     groups = {g.name for g in app.registered_groups}
     commands = {c.name for c in app.registered_commands}
     if "memories" not in groups:

@@ -5,12 +5,19 @@ Shared by the CLI and the end-to-end tests, so both start exactly the same comma
 
 from __future__ import annotations
 
+import errno
+import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+
+#: hosts that mean "every interface": reach such a server through the loopback address.
+ANY_HOSTS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
 
 
 def standin_command(port: int) -> list[str]:
@@ -55,3 +62,56 @@ def wait_http(
         except httpx.HTTPError:
             time.sleep(0.3)
     raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+def port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (``None``: it is free).
+
+    Tries to bind it as a server would (with ``SO_REUSEADDR``, so a port in TIME_WAIT after a
+    previous run counts as free, but one another process listens on does not).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return "already in use"
+            return exc.strerror or str(exc)
+    return None
+
+
+def local_url(host: str, port: int) -> str:
+    """``http://host:port`` as a client on this machine reaches a server bound to ``host``."""
+    target = ANY_HOSTS.get(host, host)
+    if ":" in target:
+        target = f"[{target}]"
+    return f"http://{target}:{port}"
+
+
+def busy_port_message(ports: Sequence[tuple[str, str, int, str]]) -> str | None:
+    """Why ``serve`` cannot start: the first of ``(name, host, port, option)`` that is taken,
+    as one sentence naming the option to change; ``None`` when all are free (port 0: unused)."""
+    for name, host, port, option in ports:
+        if not port:
+            continue
+        reason = port_taken(host, port)
+        if reason is not None:
+            return (
+                f"{name} port {host}:{port} is {reason}: stop what listens there or pick "
+                f"another with {option} (litellm-memory doctor lists the ports)"
+            )
+    return None
+
+
+def stop_all(children: Sequence[subprocess.Popen[bytes]], timeout_s: float = 10) -> None:
+    """Stop child processes, newest first: SIGINT, then SIGKILL after ``timeout_s``."""
+    for child in reversed(children):
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()

@@ -1,0 +1,262 @@
+"""Recall of older lines for one request: the I/O around :mod:`litellm_memory_hook.core.recall`.
+
+:func:`prepare <litellm_memory_hook.proxy.context.prepare>` reads the conversation and the
+postings of the new message's terms in one round trip (:meth:`MemoryStore.load`, given
+:func:`recall_query`); :func:`recall_lines` then ranks, fetches and chooses the lines:
+
+* ``recall_mode: budget`` (the default): the best lines, best first, while they fit in
+  ``recall_chars`` characters as shown in the prompt (label, speaker and text), at most
+  ``recall_k_max`` of them, each scoring at least ``recall_min_share`` of the best score;
+* ``recall_mode: fixed``: the best ``recall_k`` lines whatever their size (the seed's top 4).
+
+``recall_scope: user`` also ranks the lines of the user's other conversations in the same alias
+namespace (at most ``recall_user_chats``, the most recently updated), as one collection with this
+one: one more round trip for their postings (:meth:`MemoryStore.load_chats`), then one fetch of
+the chosen lines of every conversation. Only the postings of the query's own terms are read, so the
+cost does not grow with the length of the history. Lines of another chat are labelled with it.
+
+Dates the message names (:func:`litellm_memory_hook.core.recall.query_dates`) lift the lines of
+that day or month among those the words matched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy.typing as npt
+
+from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.models import ConversationState, Turn
+from litellm_memory_hook.core.plan import speaker_label
+from litellm_memory_hook.core.prompt import EarlierLine, earlier_line_chars
+from litellm_memory_hook.errors import InvalidIdError
+from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, key_id
+from litellm_memory_hook.store.redis_store import POSTINGS_CAP, MemoryStore, Postings
+
+RecallMode = Literal["budget", "fixed"]
+RecallScope = Literal["conversation", "user"]
+_DEFAULTS = MemorySettings.model_fields  # one source of the defaults: the settings model
+
+
+@dataclass(frozen=True)
+class RecallOptions:
+    """How many old lines a request recalls, and from where (see the module docstring). The
+    defaults are those of :class:`~litellm_memory_hook.settings.MemorySettings`.
+
+    Attributes:
+        mode: ``budget`` or ``fixed``.
+        k: lines of the fixed mode; 0 turns recall off in both modes.
+        chars: characters of the budgeted mode (lines as shown); 0 turns recall off there.
+        k_max: most lines of the budgeted mode.
+        min_share: a budgeted line scores at least this share of the best score.
+        scope: ``conversation``, or ``user``: the user's other chats too.
+        user_chats: most other chats read with ``scope: user``.
+    """
+
+    mode: RecallMode = _DEFAULTS["recall_mode"].default
+    k: int = _DEFAULTS["recall_k"].default
+    chars: int = _DEFAULTS["recall_chars"].default
+    k_max: int = _DEFAULTS["recall_k_max"].default
+    min_share: float = _DEFAULTS["recall_min_share"].default
+    scope: RecallScope = _DEFAULTS["recall_scope"].default
+    user_chats: int = _DEFAULTS["recall_user_chats"].default
+
+    @classmethod
+    def for_alias(cls, settings: MemorySettings, alias: AliasMemoryConfig) -> RecallOptions:
+        """The alias's own values, else the global settings."""
+
+        return cls(
+            mode=settings.recall_mode if alias.recall_mode is None else alias.recall_mode,
+            k=settings.recall_k if alias.recall_k is None else alias.recall_k,
+            chars=settings.recall_chars if alias.recall_chars is None else alias.recall_chars,
+            k_max=settings.recall_k_max if alias.recall_k_max is None else alias.recall_k_max,
+            min_share=(
+                settings.recall_min_share
+                if alias.recall_min_share is None
+                else alias.recall_min_share
+            ),
+            scope=settings.recall_scope if alias.recall_scope is None else alias.recall_scope,
+            user_chats=(
+                settings.recall_user_chats
+                if alias.recall_user_chats is None
+                else alias.recall_user_chats
+            ),
+        )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the request recalls at all (off: no postings are read)."""
+        return self.k > 0 and (self.mode == "fixed" or (self.chars > 0 and self.k_max > 0))
+
+    @property
+    def candidates(self) -> int:
+        """How many of the best lines are ranked and fetched."""
+        return self.k if self.mode == "fixed" else self.k_max
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """What the store reads for recall: the message's terms and the dates it names."""
+
+    terms: tuple[str, ...] = ()
+    dates: tuple[recall.DateSpan, ...] = ()
+    user_scope: bool = False
+
+    @property
+    def spans(self) -> list[tuple[int, int]]:
+        """``(start ms, end ms)`` of each date, for :meth:`MemoryStore.load`."""
+        return [(d.start_ms, d.end_ms) for d in self.dates]
+
+
+def recall_query(text: str, options: RecallOptions, timezone: str | None) -> RecallQuery:
+    """The terms and dates of a new message; empty when recall is off or it has no terms (a
+    date alone recalls nothing: date terms only lift lines that words matched)."""
+    if not text or not options.enabled:
+        return RecallQuery()
+    terms = tuple(recall.query_terms(text))
+    if not terms:
+        return RecallQuery()
+    dates = tuple(recall.query_dates(text, timezone))
+    return RecallQuery(terms, dates, options.scope == "user")
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """The recalled lines of a request.
+
+    Attributes:
+        turns: the recalled turns of this conversation, time order.
+        lines: every recalled line as shown (this chat's and other chats'), time order.
+    """
+
+    turns: tuple[Turn, ...] = ()
+    lines: tuple[EarlierLine, ...] = ()
+
+
+def _collection(
+    postings: Postings, query: RecallQuery, exclude_from: int | None
+) -> recall.Collection:
+    seqs: dict[str, Sequence[int] | npt.NDArray[Any]] = dict(postings.seqs)
+    df: dict[str, int] = dict(postings.df)
+    for date, (first, end) in zip(query.dates, postings.spans, strict=False):
+        if end > first:
+            seqs[date.term] = recall.date_postings(first, end, POSTINGS_CAP)
+            df[date.term] = end - first
+    return recall.Collection(seqs, df, postings.n_docs, exclude_from)
+
+
+def _namespace_filter(
+    state: ConversationState, memory: MemoryKeys
+) -> Callable[[Mapping[str, str]], bool]:
+    """Which other conversations share this one's alias namespace: by the raw namespace in
+    this conversation's meta, else (a new conversation) by the memory set's ``ns:`` scope."""
+    own = state.meta.get("namespace")
+
+    def accept(meta: Mapping[str, str]) -> bool:
+        other = meta.get("namespace", "")
+        if own:
+            return other == own
+        if memory.scope.startswith("ns:"):
+            try:
+                return f"ns:{key_id(other)}" == memory.scope
+            except InvalidIdError:
+                return False
+        return True
+
+    return accept
+
+
+async def recall_lines(
+    store: MemoryStore,
+    keys: ConversationKeys,
+    memory: MemoryKeys,
+    state: ConversationState,
+    postings: Postings,
+    query: RecallQuery,
+    options: RecallOptions,
+    *,
+    exclude_from: int | None,
+    timezone: str | None,
+) -> Recalled:
+    """Rank, fetch and choose the recalled lines (see the module docstring).
+
+    Args:
+        store: the store.
+        keys / memory: the conversation and its memory set.
+        state / postings: what :meth:`MemoryStore.load` read for ``query``.
+        query: :func:`recall_query` of the new message.
+        options: the alias's recall options.
+        exclude_from: the first seq of the recent window (never recalled); ``None`` for none.
+        timezone: the user's zone (the size of a line's date label).
+
+    Raises:
+        StoreError: Redis failed.
+    """
+    if not query.terms:
+        return Recalled()
+    chats = []
+    if query.user_scope and postings.chats:
+        others = [m for m in postings.chats if m != keys.index_member]
+        chats = await store.load_chats(
+            keys.user_keys,
+            others,
+            query_terms=query.terms,
+            date_spans=query.spans,
+            max_chats=options.user_chats,
+            accept=_namespace_filter(state, memory),
+        )
+    # This conversation last: ties between chats go to it.
+    collections = [_collection(c.postings, query, None) for c in reversed(chats)]
+    collections.append(_collection(postings, query, exclude_from))
+    if not any(c.n_docs for c in collections):
+        return Recalled()
+    terms = [*query.terms, *(d.term for d in query.dates)]
+    ranked = recall.rank_collections(terms, collections, k=options.candidates)
+    if not ranked:
+        return Recalled()
+    own = len(collections) - 1
+    sources = [*(c.keys for c in reversed(chats)), keys]
+    labels = [c.meta.get("conversation") or c.keys.conversation for c in reversed(chats)]
+    wanted: dict[int, list[int]] = {}
+    for (index, seq), _ in ranked:
+        wanted.setdefault(index, []).append(seq)
+    if list(wanted) == [own]:
+        fetched = {own: await store.fetch_turns(keys, wanted[own])}
+    else:
+        order = sorted(wanted)
+        groups = await store.fetch_many([(sources[i], wanted[i]) for i in order])
+        fetched = dict(zip(order, groups, strict=True))
+    found: dict[tuple[int, int], EarlierLine] = {}
+    turns: dict[tuple[int, int], Turn] = {}
+    for index, group in fetched.items():
+        for turn in group:
+            chat = "" if index == own else labels[index]
+            found[(index, turn.seq)] = EarlierLine(
+                ts_ms=turn.ts_ms, speaker=speaker_label(turn), text=turn.text, chat=chat
+            )
+            turns[(index, turn.seq)] = turn
+    present = [(key, value) for key, value in ranked if key in found]
+    if options.mode == "fixed":
+        chosen = [key for key, _ in present]
+    else:
+        chosen = recall.fill_budget(
+            present,
+            lambda key: earlier_line_chars(found[key], timezone),
+            chars=options.chars,
+            k_max=options.k_max,
+            min_share=options.min_share,
+        )
+    by_time = sorted(chosen, key=lambda key: (found[key].ts_ms, key[0], key[1]))
+    return Recalled(
+        turns=tuple(turns[key] for key in by_time if key[0] == own),
+        lines=tuple(found[key] for key in by_time),
+    )
+
+
+def exclusion_start(window_seqs: Sequence[int], last_seq: int) -> int:
+    """The first seq that recall never returns: the oldest stored message of the recent window,
+    else (nothing stored in it) the next seq."""
+    return min(window_seqs) if window_seqs else last_seq + 1

@@ -1,0 +1,359 @@
+"""Reading, deleting and restoring a user's keys through the user's index (export, forget,
+import of an export). Never ``KEYS`` or ``SCAN``.
+
+The user's index set ``mem:{t:u}:index`` names every conversation (``c:<c>``) and memory set
+(``ns:<namespace>``) of the user; :meth:`UserKeys.keys_of` gives every key of a member. A dump
+holds what a user's data is, not how it is indexed: the recall postings, ``meta.idx_n`` and
+extraction leases are left out and rebuilt (postings, ``idx_n``) when a dump is restored.
+
+Restoring keeps every stored value: turns keep their seqs and their exact JSON members (they are
+appended through :meth:`MemoryStore.append` in runs of consecutive seqs, so the recall index is
+built by the same script as for live traffic), memory items keep their ids, the summary, cursor,
+meta fields, the ``calls`` hash, tombstones, the memory set's version and the due time are
+written back as read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+from redis.typing import EncodableT
+
+from litellm_memory_hook.core.indexing import stored_terms
+from litellm_memory_hook.core.models import IndexedTurn, Turn
+from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.store.keys import (
+    ConversationKeys,
+    MemoryKeys,
+    UserKeys,
+    due_key,
+)
+from litellm_memory_hook.store.redis_store import MemoryStore
+
+#: turns read per round trip, and appended per script call, when dumping and restoring.
+CHUNK_TURNS = 250
+#: meta fields that are an index's bookkeeping, not data: rebuilt on restore.
+DERIVED_META = frozenset({"idx_n"})
+
+Progress = Callable[[int], None]
+
+
+def _fields(values: dict[str, str] | dict[str, int]) -> dict[EncodableT, EncodableT]:
+    """A hash mapping typed for redis-py's ``hset``."""
+    return {name: value for name, value in values.items()}
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+@dataclass
+class MemorySetDump:
+    """A memory set as stored: items by id (creation-ordered), tombstones, version."""
+
+    scope: str
+    pinned: dict[str, str] = field(default_factory=dict)
+    memories: dict[str, str] = field(default_factory=dict)
+    tombs: dict[str, int] = field(default_factory=dict)
+    version: int = 0
+
+    @property
+    def empty(self) -> bool:
+        """Nothing stored (no items, no tombstones, version 0)."""
+        return not (self.pinned or self.memories or self.tombs or self.version)
+
+
+@dataclass
+class ConversationDump:
+    """A conversation as stored.
+
+    Attributes:
+        key: the conversation id in key form (``c:<key>`` in the index).
+        meta: the meta hash without :data:`DERIVED_META` (raw ids, alias, summary, cursor, seq,
+            timestamps ...).
+        turns: the stored turns, oldest first, each the JSON object of its member (with
+            ``seq``).
+        calls: ``litellm_call_id`` -> seq (idempotent writes).
+        due_ms: its due time for extraction (epoch ms), or ``None``.
+    """
+
+    key: str
+    meta: dict[str, str] = field(default_factory=dict)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=dict)
+    due_ms: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        """No meta and no turns: nothing is stored under this conversation."""
+        return not self.meta and not self.turns
+
+
+async def index_members(redis: aioredis.Redis, user: UserKeys) -> list[str]:
+    """The members of the user's index, sorted (``c:<c>`` and ``ns:<namespace>``)."""
+    try:
+        return sorted(_text(m) for m in await redis.smembers(user.index))
+    except RedisError as exc:
+        raise StoreError(f"read {user.index}: {exc}") from exc
+
+
+async def read_memory_set(redis: aioredis.Redis, memory: MemoryKeys) -> MemorySetDump:
+    """Every item, tombstone and the version of a memory set (one round trip)."""
+    try:
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(memory.pinned)
+            pipe.hgetall(memory.memories)
+            pipe.hgetall(memory.tombs)
+            pipe.hget(memory.state, "version")
+            pinned, memories, tombs, version = await pipe.execute()
+    except RedisError as exc:
+        raise StoreError(f"read memories {memory.scope}: {exc}") from exc
+    return MemorySetDump(
+        scope=memory.scope,
+        pinned={_text(k): _text(v) for k, v in sorted(pinned.items())},
+        memories={_text(k): _text(v) for k, v in sorted(memories.items())},
+        tombs={_text(k): int(v) for k, v in sorted(tombs.items())},
+        version=int(version or 0),
+    )
+
+
+async def read_conversation(
+    redis: aioredis.Redis, keys: ConversationKeys, progress: Progress | None = None
+) -> ConversationDump:
+    """A conversation's meta, turns (read in chunks by seq, so concurrent trims cannot shift
+    them), calls and due time. ``progress`` is called with the number of turns read so far."""
+    dump = ConversationDump(keys.conversation)
+    try:
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(keys.meta)
+            pipe.hgetall(keys.calls)
+            meta, calls = await pipe.execute()
+        due = await redis.zscore(due_key(keys.prefix), keys.ref)  # a global key: on its own
+        last = 0
+        while True:
+            members = await redis.zrangebyscore(
+                keys.turns, f"({last}", "+inf", start=0, num=CHUNK_TURNS
+            )
+            if not members:
+                break
+            for member in members:
+                turn = orjson.loads(member if isinstance(member, bytes | str) else b"")
+                if isinstance(turn, dict):
+                    dump.turns.append(turn)
+                    last = max(last, int(turn.get("seq") or 0))
+            if progress is not None:
+                progress(len(dump.turns))
+            if len(members) < CHUNK_TURNS:
+                break
+    except RedisError as exc:
+        raise StoreError(f"read {keys.ref}: {exc}") from exc
+    except orjson.JSONDecodeError as exc:
+        raise StoreError(f"read {keys.ref}: a stored turn is not JSON: {exc}") from exc
+    dump.meta = {_text(k): _text(v) for k, v in sorted(meta.items())}
+    for name in DERIVED_META:
+        dump.meta.pop(name, None)
+    dump.calls = {_text(k): int(v) for k, v in sorted(calls.items())}
+    dump.due_ms = None if due is None else int(due)
+    return dump
+
+
+async def delete_conversation(redis: aioredis.Redis, keys: ConversationKeys) -> int:
+    """Delete every key of a conversation (its own memory set included, for
+    ``memory_scope: conversation``), its index entry and its due entry.
+
+    Returns:
+        How many keys were deleted.
+    """
+    user = keys.user_keys
+    member = keys.index_member
+    try:
+        deleted = int(await redis.delete(*user.keys_of(member)))
+        await redis.srem(user.index, member)
+        await redis.zrem(due_key(keys.prefix), keys.ref)
+    except RedisError as exc:
+        raise StoreError(f"forget {keys.ref}: {exc}") from exc
+    return deleted
+
+
+async def drop_due_refs(redis: aioredis.Redis, user: UserKeys) -> int:
+    """Remove every due entry of the user (``t:u:*``, found with ZSCAN of the due set, which
+    holds only waiting conversations), also those of conversations missing from the index.
+
+    Returns:
+        How many entries were removed.
+    """
+    due = due_key(user.prefix)
+    try:
+        refs = [ref async for ref, _ in redis.zscan_iter(due, match=f"{user.tenant}:{user.user}:*")]
+        return int(await redis.zrem(due, *refs)) if refs else 0
+    except RedisError as exc:
+        raise StoreError(f"forget {user.hash_tag} in {due}: {exc}") from exc
+
+
+async def has_data(redis: aioredis.Redis, keys: Iterable[str]) -> bool:
+    """Whether any of these keys exists."""
+    names = list(keys)
+    if not names:
+        return False
+    try:
+        return int(await redis.exists(*names)) > 0
+    except RedisError as exc:
+        raise StoreError(f"read: {exc}") from exc
+
+
+async def restore_memory_set(
+    redis: aioredis.Redis, memory: MemoryKeys, dump: MemorySetDump, *, ttl_s: int
+) -> None:
+    """Write a memory set's items, tombstones and version (added to what is there), with the
+    retention TTL, in one transaction."""
+    try:
+        async with redis.pipeline(transaction=True) as pipe:
+            if dump.pinned:
+                pipe.hset(memory.pinned, mapping=_fields(dump.pinned))
+            if dump.memories:
+                pipe.hset(memory.memories, mapping=_fields(dump.memories))
+            if dump.tombs:
+                pipe.hset(memory.tombs, mapping=_fields(dump.tombs))
+            pipe.hset(memory.state, "version", dump.version)
+            for key in memory.all():
+                pipe.expire(key, ttl_s)
+            await pipe.execute()
+    except RedisError as exc:
+        raise StoreError(f"restore memories {memory.scope}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class _StoredTurn(Turn):
+    """A turn that writes back exactly the JSON body it was read with (every field, also those
+    this version of :class:`Turn` does not know)."""
+
+    body: str = ""
+
+    def body_json(self) -> str:
+        """The stored JSON object without ``seq`` and its opening brace."""
+        return self.body
+
+
+def stored_turn(data: dict[str, Any]) -> IndexedTurn:
+    """A dumped turn (its member's JSON object) ready to append again, with the index terms
+    it was stored under.
+
+    Raises:
+        ValueError: not a stored turn (no role, no positive seq).
+    """
+    seq = data.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        raise ValueError(f"turn without a positive integer 'seq': {str(data)[:80]}")
+    rest = {k: v for k, v in data.items() if k != "seq"}
+    body = orjson.dumps(rest).decode("utf-8")
+    turn = Turn.from_member(body)
+    # the same serialisation as Turn.body_json (the append script prepends '{"seq":N,')
+    exact = json.dumps(rest, ensure_ascii=False, separators=(",", ":"))[1:]
+    fields = {name: getattr(turn, name) for name in Turn.__dataclass_fields__}
+    fields["seq"] = seq
+    return stored_terms(_StoredTurn(**fields, body=exact))
+
+
+def seq_runs(turns: Sequence[IndexedTurn], chunk: int = CHUNK_TURNS) -> list[list[IndexedTurn]]:
+    """Split turns (ascending seqs) into runs of consecutive seqs of at most ``chunk`` turns."""
+    runs: list[list[IndexedTurn]] = []
+    for item in turns:
+        if runs and len(runs[-1]) < chunk and runs[-1][-1].turn.seq + 1 == item.turn.seq:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
+
+
+async def restore_conversation(
+    store: MemoryStore,
+    keys: ConversationKeys,
+    dump: ConversationDump,
+    *,
+    memory_scope: str,
+    progress: Progress | None = None,
+) -> int:
+    """Write a conversation back: turns with their seqs (and recall index), meta, calls, index
+    entries for it and its memory set, its due time; every key with the retention TTL.
+
+    The conversation should be empty (the caller checks): turns are appended at their seqs.
+
+    Args:
+        store: the store (its TTL applies).
+        keys: where to write (the dump's ids or others: importing under another user).
+        dump: what to write; ``turns`` in ascending seq order.
+        memory_scope: the index member of the memory set the conversation uses.
+        progress: called with the number of turns written so far.
+
+    Returns:
+        The number of turns written.
+
+    Raises:
+        ValueError: a turn is malformed or seqs are not ascending.
+        StoreError: Redis failed (what was written stays; forget and import again).
+    """
+    turns = [stored_turn(t) for t in dump.turns]
+    seqs = [t.turn.seq for t in turns]
+    if any(b <= a for a, b in pairwise(seqs)):
+        raise ValueError(f"conversation {keys.conversation!r}: turn seqs are not ascending")
+    redis = store.redis
+    written = 0
+    for run in seq_runs(turns):
+        try:
+            await redis.hset(keys.meta, "seq", run[0].turn.seq - 1)
+        except RedisError as exc:
+            raise StoreError(f"restore {keys.ref}: {exc}") from exc
+        result = await store.append(keys, run)
+        if result.first_seq != run[0].turn.seq:
+            raise StoreError(f"restore {keys.ref}: seq {result.first_seq} != {run[0].turn.seq}")
+        written += len(run)
+        if progress is not None:
+            progress(written)
+    meta = {k: v for k, v in dump.meta.items() if k not in DERIVED_META}
+    meta.setdefault("seq", str(seqs[-1] if seqs else 0))
+    user = keys.user_keys
+    try:
+        async with redis.pipeline(transaction=True) as pipe:
+            if "updated_ms" not in meta:
+                pipe.hdel(keys.meta, "updated_ms")
+            if meta:
+                pipe.hset(keys.meta, mapping=_fields(meta))
+            if dump.calls:
+                pipe.hset(keys.calls, mapping=_fields(dump.calls))
+            for key in (keys.meta, keys.turns, keys.calls, keys.postings):
+                pipe.expire(key, store.ttl_s)
+            await pipe.execute()
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.sadd(user.index, keys.index_member, memory_scope)
+            pipe.expire(user.index, store.ttl_s)
+            if dump.due_ms is not None:
+                pipe.zadd(due_key(keys.prefix), {keys.ref: dump.due_ms})
+            await pipe.execute()
+    except RedisError as exc:
+        raise StoreError(f"restore {keys.ref}: {exc}") from exc
+    return written
+
+
+__all__ = [
+    "CHUNK_TURNS",
+    "DERIVED_META",
+    "ConversationDump",
+    "MemorySetDump",
+    "delete_conversation",
+    "drop_due_refs",
+    "has_data",
+    "index_members",
+    "read_conversation",
+    "read_memory_set",
+    "restore_conversation",
+    "restore_memory_set",
+    "seq_runs",
+    "stored_turn",
+]

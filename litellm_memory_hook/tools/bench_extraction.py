@@ -1,0 +1,1108 @@
+"""Benchmark: what extraction costs, and how much labelled evidence each memory layer delivers.
+
+Data: files in the LoCoMo format, read in place and never copied: LoCoMo (Maharana et al.,
+"Evaluating Very Long-Term Conversational Memory of LLM Agents", ACL 2024; snap-research/locomo,
+CC BY-NC 4.0). Only its lines, ``observation`` labels (through the stand-in's oracle) and
+questions with evidence are used.
+
+One run per sample, through real processes (``litellm-memory bench extraction``):
+
+1. the package's stand-in model in oracle mode (``STANDIN_MODE=oracle``, ``STANDIN_ORACLE`` = the
+   data file: an extraction call is answered with the current memories plus LoCoMo's own
+   observations of the lines in the job's prompt; the summary stays as it was) and a LiteLLM
+   proxy with the memory hook (the given ``config.yaml`` with the stand-in's port, a fresh key
+   prefix ``membench-ext-<hex>``, ``extraction_quiet_s: 3600`` so that only the 12-message trigger
+   and the final flush start jobs, ``extraction_poll_s: 0.2``) on free ports, against the given
+   Redis, with one user id per sample (``bench-<sample_id>``, default conversation);
+2. the conversation is replayed message by message with the ``openai`` client as a client that
+   sends only the new message: each ``speaker_a`` line is the user message (with the speaker in
+   ``name``, which the hook stores and shows in recalled lines and extraction prompts), and the
+   next ``speaker_b`` line is the model's reply, queued in the stand-in first
+   (``POST /_standin/replies``), so the stored reply is the dataset line. LoCoMo alternates
+   speakers inside a session; at session boundaries a speaker can say two lines in a row. Such
+   lines are sent as separate turns, never joined (the oracle recognises lines by their exact
+   text): consecutive user lines go in one request as several user messages (all stored, then the
+   reply); an assistant line with no user line before it is sent in the next request as client
+   history (the last stored exchange exactly as stored, then that line, then the new user
+   message), which the hook's whole-history rule stores as an assistant turn (on an empty store,
+   by seeding). Trailing user lines get an empty reply, which is not stored;
+3. after the last line: ``POST /memory/v1/flush`` (the master key), then wait until the
+   conversation's cursor equals its last seq, it has no entry in the due set and no lease (or a
+   timeout, reported as ``extraction_complete: false``);
+4. benchmark 1, the cost of extraction: extraction calls (every call the stand-in received, a
+   retry included) per 100 stored messages; characters sent per call (all message text of the
+   call; mean, median, max); tokens per call (``tokens_prompt`` / ``tokens_completion`` of
+   ``HGETALL <prefix>:stats``, as LiteLLM reported the stand-in's usage, which is characters / 4);
+   messages per call (the call's ``<new_lines>``; 12 or 13 when only the 12-message trigger
+   fired); jobs committed and failed (same hash, which also holds ``jobs_conflict``). These
+   figures depend on timing: the replay sends the next message at once, while a job runs;
+5. every QA question with evidence is sent read-only (``metadata.memory_mode: read_only``) and
+   the body the stand-in received is read back. An evidence line (a ``dia_id``; ids joined with
+   ";" count separately; ids that name no line are left out and counted as
+   ``unknown_evidence``) is covered by a layer when:
+
+   * ``window``: its text (after :func:`~litellm_memory_hook.core.escape.escape_data` on both
+     sides) is in one of the window messages (every message after the system message but the
+     question);
+   * ``recall``: its text is in the ``<earlier_lines>`` section;
+   * ``memories``: an item of ``<memories>`` or ``<fixed_memories>`` is an observation whose
+     evidence ``dia_ids`` include it (items mapped to observations with
+     ``GET /_standin/oracle?sample_id=...``, compared by
+     :func:`~litellm_memory_hook.extraction.parse.fact_key` after ``escape_data``; an item cut
+     with "…" maps by its start);
+   * ``summary``: its text is in ``<summary>`` (about 0 in oracle mode, which keeps the summary);
+   * ``window_recall`` and ``all_layers``: the unions; ``memories_only``: memories but neither
+     window nor recall.
+
+   Cover = evidence lines covered / evidence lines, per sample and pooled over samples (total
+   covered / total evidence). ``median_prompt_chars``: the median over questions of all message
+   text (characters) the model received;
+6. every key under the run's prefix is deleted (SCAN) and both processes are stopped, also on an
+   error or Ctrl-C.
+
+The processes get the caller's environment without its ``LITELLM_MEMORY_*`` variables (the run's
+config file alone sets the memory settings, so budgets are the config's and the key prefix is
+the run's own). Runtime: about 20-60 s per LoCoMo sample (two process starts, 180-330 requests,
+150-260 questions) on an idle machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final, cast
+
+import httpx
+import openai
+import redis
+import yaml
+from rich.table import Table
+
+from litellm_memory_hook.core.escape import escape_data
+from litellm_memory_hook.core.messages import content_text
+from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES
+from litellm_memory_hook.extraction.parse import fact_key
+from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
+from litellm_memory_hook.tools.datasets import History, HistoryLine, load_locomo
+from litellm_memory_hook.tools.processes import proxy_command, standin_command, wait_http
+from litellm_memory_hook.tools.standin import parse_extraction_prompt
+
+__all__ = [
+    "LAYERS",
+    "LOCOMO_CITATION",
+    "BenchReport",
+    "OracleIndex",
+    "QuestionCover",
+    "SampleResult",
+    "Step",
+    "derive_config",
+    "parse_sections",
+    "plan_steps",
+    "question_cover",
+    "report_table",
+    "run_extraction_bench",
+    "run_sample",
+]
+
+LOCOMO_CITATION: Final = (
+    "LoCoMo: Maharana et al., Evaluating Very Long-Term Conversational Memory of LLM Agents, "
+    "ACL 2024 (snap-research/locomo, CC BY-NC 4.0)"
+)
+PREFIX_STEM: Final = "membench-ext"
+"""Key prefixes of a run are ``membench-ext-<8 hex>``; every key under one is deleted after."""
+MASTER_TENANT: Final = "master"
+LAYERS: Final[tuple[str, ...]] = (
+    "window",
+    "recall",
+    "memories",
+    "summary",
+    "window_recall",
+    "all_layers",
+    "memories_only",
+)
+"""Cover fields of a question, a sample and the pooled result (see the module docstring)."""
+EXTRACTION_QUIET_S: Final = 3600.0
+"""Quiet time in the run's config (seconds): long, so only the 12-message trigger and flushes."""
+EXTRACTION_POLL_S: Final = 0.2
+"""How often the in-proxy worker looks at the due set in the run's config (seconds)."""
+
+#: (phase description, done, total): called as a run advances.
+Progress = Callable[[str, int, int], None]
+
+_SECTIONS: Final = ("fixed_memories", "memories", "summary", "earlier_lines")
+_SECTION_RE: Final = re.compile(
+    r"^<(?P<name>{names})>\n(?P<body>.*?)\n</(?P=name)>$".format(names="|".join(_SECTIONS)),
+    re.MULTILINE | re.DOTALL,
+)
+_DATA_RE: Final = re.compile(rf"^<{DATA_TAG}>\n(?P<body>.*?)\n</{DATA_TAG}>$", re.M | re.S)
+_ELLIPSIS: Final = "…"
+
+
+# --- replay plan -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One chat request of the replay.
+
+    Attributes:
+        before: assistant lines with no user line before them, sent as client history (see the
+            module docstring); usually empty.
+        users: the user lines sent as the new message(s).
+        reply: the assistant line the stand-in answers with; ``None``: an empty reply (the
+            conversation ends with user lines; an empty reply is not stored).
+    """
+
+    before: tuple[HistoryLine, ...]
+    users: tuple[HistoryLine, ...]
+    reply: HistoryLine | None
+
+    @property
+    def lines(self) -> tuple[HistoryLine, ...]:
+        """The dataset lines this request stores, in order."""
+        return (*self.before, *self.users, *((self.reply,) if self.reply else ()))
+
+
+def plan_steps(lines: Sequence[HistoryLine]) -> tuple[list[Step], list[HistoryLine]]:
+    """Group a conversation's lines into requests (rules in the module docstring).
+
+    Returns:
+        The requests, and the lines that cannot be sent (blank lines, and assistant lines after
+        the last user line with no reply before them).
+    """
+    steps: list[Step] = []
+    skipped: list[HistoryLine] = []
+    before: list[HistoryLine] = []
+    users: list[HistoryLine] = []
+    for line in lines:
+        if not line.text.strip():
+            skipped.append(line)
+        elif line.role == "user":
+            users.append(line)
+        elif users:
+            steps.append(Step(tuple(before), tuple(users), line))
+            before, users = [], []
+        else:
+            before.append(line)
+    if users:
+        steps.append(Step(tuple(before), tuple(users), None))
+    else:
+        skipped.extend(before)
+    return steps, skipped
+
+
+def _step_messages(step: Step, previous: Step | None) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if step.before and previous is not None:
+        # the last stored exchange exactly as stored, so the hook aligns the client's history
+        for line in previous.lines:
+            messages.append(_message(line))
+    messages.extend(_message(line) for line in step.before)
+    messages.extend(_message(line) for line in step.users)
+    return messages
+
+
+def _message(line: HistoryLine) -> dict[str, Any]:
+    if line.role == "user":
+        return {"role": "user", "content": line.text, "name": line.speaker}
+    return {"role": "assistant", "content": line.text}
+
+
+# --- reading what the model received -------------------------------------------------------
+
+
+def parse_sections(system_text: str) -> dict[str, list[str]]:
+    """The items of the memory sections of a system message the hook built.
+
+    Reads the ``<memory_context>`` block (layout: :mod:`litellm_memory_hook.core.prompt`):
+    ``fixed_memories``, ``memories`` and ``earlier_lines`` give their ``- `` items (bullet
+    removed, still escaped); ``summary`` gives its text lines without the default note. A
+    section that is absent gives no key.
+    """
+    block = _DATA_RE.search(system_text)
+    if block is None:
+        return {}
+    found: dict[str, list[str]] = {}
+    for match in _SECTION_RE.finditer(block.group("body")):
+        name = match.group("name")
+        rows = match.group("body").split("\n")
+        if name == "summary":
+            note = DEFAULT_SECTION_NOTES.get(name, "")
+            found[name] = [row for row in rows if row.strip() and row != note]
+        else:
+            found[name] = [row[2:] for row in rows if row.startswith("- ")]
+    return found
+
+
+class OracleIndex:
+    """LoCoMo observations by comparison key: memory item -> the ``dia_ids`` it was drawn from.
+
+    Args:
+        mapping: ``{fact_text: [dia_id, ...]}`` as ``GET /_standin/oracle?sample_id=`` answers.
+    """
+
+    def __init__(self, mapping: Mapping[str, Sequence[str]]) -> None:
+        self.ids: dict[str, set[str]] = {}
+        for fact, evidence in mapping.items():
+            key = fact_key(escape_data(fact))
+            if key:
+                self.ids.setdefault(key, set()).update(str(e) for e in evidence)
+
+    def lookup(self, item: str) -> set[str] | None:
+        """The dia_ids of a (escaped) memory item; ``None`` when it is no known observation."""
+        key = fact_key(escape_data(item))
+        if key in self.ids:
+            return self.ids[key]
+        text = item.rstrip()
+        if text.endswith(_ELLIPSIS):
+            stem = fact_key(escape_data(text[: -len(_ELLIPSIS)]))
+            if stem:
+                hits = [ids for k, ids in self.ids.items() if k.startswith(stem)]
+                if hits:
+                    return set().union(*hits)
+        return None
+
+
+def evidence_ids(evidence: Sequence[str]) -> list[str]:
+    """A question's evidence ids in order, without repeats; ``"D8:6; D9:17"`` counts as two."""
+    ids = (part.strip() for raw in evidence for part in raw.split(";"))
+    return list(dict.fromkeys(i for i in ids if i))
+
+
+@dataclass(frozen=True)
+class QuestionCover:
+    """What of one question's evidence reached the model, per layer (counts of lines).
+
+    Attributes:
+        index: the question's position among the sample's questions with evidence.
+        category: LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
+            5 adversarial).
+        evidence: evidence ids that name a line of the conversation.
+        unknown_evidence: evidence ids that name no line (left out of ``evidence``).
+        window ... memories_only: evidence lines covered by each layer (see :data:`LAYERS`).
+        prompt_chars: characters of all message text the model received.
+        memory_items: items in ``<memories>`` and ``<fixed_memories>``.
+        unmapped_items: of those, items that are no known observation (0 expected in oracle
+            mode).
+    """
+
+    index: int
+    category: int
+    evidence: tuple[str, ...]
+    unknown_evidence: int
+    window: int
+    recall: int
+    memories: int
+    summary: int
+    window_recall: int
+    all_layers: int
+    memories_only: int
+    prompt_chars: int
+    memory_items: int
+    unmapped_items: int
+
+
+def question_cover(
+    body: Mapping[str, Any],
+    evidence: Sequence[str],
+    lines_by_id: Mapping[str, HistoryLine],
+    oracle: OracleIndex,
+    *,
+    index: int = 0,
+    category: int = 0,
+) -> QuestionCover:
+    """Measure one question from the request body the model received (rules: module docstring).
+
+    Args:
+        body: the chat request body the stand-in recorded.
+        evidence: the question's evidence ids (as labelled; split on ";").
+        lines_by_id: the conversation's lines by ``line_id`` (LoCoMo ``dia_id``).
+        oracle: the sample's observations.
+    """
+    messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
+    system = next((m for m in messages if m.get("role") == "system"), None)
+    sections = parse_sections(content_text(system.get("content"))) if system else {}
+    rest = [m for m in messages if m is not system]
+    window_texts = [escape_data(content_text(m.get("content"))) for m in rest[:-1]]
+    recall_text = "\n".join(sections.get("earlier_lines", ()))
+    summary_text = "\n".join(sections.get("summary", ()))
+    items = [*sections.get("fixed_memories", ()), *sections.get("memories", ())]
+    memory_ids: set[str] = set()
+    unmapped = 0
+    for item in items:
+        found = oracle.lookup(item)
+        if found is None:
+            unmapped += 1
+        else:
+            memory_ids |= found
+    ids = evidence_ids(evidence)
+    known = [i for i in ids if i in lines_by_id]
+    counts = dict.fromkeys(LAYERS, 0)
+    for dia_id in known:
+        text = escape_data(lines_by_id[dia_id].text)
+        hit = {
+            "window": bool(text) and any(text in w for w in window_texts),
+            "recall": bool(text) and text in recall_text,
+            "memories": dia_id in memory_ids,
+            "summary": bool(text) and text in summary_text,
+        }
+        hit["window_recall"] = hit["window"] or hit["recall"]
+        hit["all_layers"] = hit["window_recall"] or hit["memories"] or hit["summary"]
+        hit["memories_only"] = hit["memories"] and not hit["window_recall"]
+        for name in LAYERS:
+            counts[name] += int(hit[name])
+    return QuestionCover(
+        index=index,
+        category=category,
+        evidence=tuple(known),
+        unknown_evidence=len(ids) - len(known),
+        prompt_chars=sum(len(content_text(m.get("content"))) for m in messages),
+        memory_items=len(items),
+        unmapped_items=unmapped,
+        **counts,
+    )
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+def _spread(values: Sequence[int]) -> dict[str, float]:
+    if not values:
+        return {"mean": 0.0, "median": 0.0, "max": 0.0}
+    return {
+        "mean": round(statistics.fmean(values), 1),
+        "median": float(statistics.median(values)),
+        "max": float(max(values)),
+    }
+
+
+def _cover(questions: Sequence[QuestionCover]) -> dict[str, float]:
+    evidence = sum(len(q.evidence) for q in questions)
+    return {
+        name: round(sum(int(getattr(q, name)) for q in questions) / evidence, 4)
+        if evidence
+        else 0.0
+        for name in LAYERS
+    }
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """One sample's run. Times in seconds, sizes in characters.
+
+    Attributes:
+        sample_id: e.g. ``conv-26``.
+        prefix: the run's key prefix (its keys are deleted at the end).
+        lines: the conversation's lines; ``skipped_lines`` of them could not be sent.
+        requests: chat requests of the replay.
+        stored_messages: the conversation's last seq after the replay (stored messages).
+        cursor: the seq extraction covered at the end (``== stored_messages``: every message
+            was extracted).
+        extraction_complete: the wait after the flush ended with nothing due and no lease.
+        extraction_calls: extraction calls the stand-in received (retries included).
+        call_chars: characters of all message text of each extraction call, in order.
+        call_lines: messages in each extraction call's ``<new_lines>``, in order.
+        stats: ``HGETALL <prefix>:stats`` at the end (job counters, tokens).
+        memories_stored: extracted memories stored at the end (``HLEN``).
+        questions: the questions asked (those with evidence, up to the limit).
+    """
+
+    sample_id: str
+    prefix: str
+    lines: int
+    skipped_lines: int
+    requests: int
+    stored_messages: int
+    cursor: int
+    extraction_complete: bool
+    extraction_calls: int
+    call_chars: tuple[int, ...]
+    call_lines: tuple[int, ...]
+    stats: dict[str, int]
+    memories_stored: int
+    questions: tuple[QuestionCover, ...]
+    replay_s: float
+    extraction_wait_s: float
+    questions_s: float
+    seconds: float
+
+    @property
+    def calls_per_100_messages(self) -> float:
+        """Extraction calls per 100 stored messages."""
+        return _per_100(self.extraction_calls, self.stored_messages)
+
+    @property
+    def cover(self) -> dict[str, float]:
+        """Evidence cover per layer (evidence lines covered / evidence lines)."""
+        return _cover(self.questions)
+
+    @property
+    def median_prompt_chars(self) -> float:
+        """Median over questions of the characters the model received."""
+        return _median([q.prompt_chars for q in self.questions])
+
+    def as_json(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict (figures first, then the per-question items)."""
+        return {
+            "sample_id": self.sample_id,
+            "prefix": self.prefix,
+            "lines": self.lines,
+            "skipped_lines": self.skipped_lines,
+            "requests": self.requests,
+            "stored_messages": self.stored_messages,
+            "cursor": self.cursor,
+            "extraction_complete": self.extraction_complete,
+            "extraction_calls": self.extraction_calls,
+            "calls_per_100_messages": self.calls_per_100_messages,
+            "chars_per_call": _spread(self.call_chars),
+            "lines_per_call": _spread(self.call_lines),
+            "tokens_per_call": _tokens_per_call(self.stats, self.extraction_calls),
+            "jobs_committed": self.stats.get("jobs_committed", 0),
+            "jobs_failed": self.stats.get("jobs_failed", 0),
+            "memories_stored": self.memories_stored,
+            "questions": len(self.questions),
+            "evidence": sum(len(q.evidence) for q in self.questions),
+            "unknown_evidence": sum(q.unknown_evidence for q in self.questions),
+            "cover": self.cover,
+            "covered": {n: sum(int(getattr(q, n)) for q in self.questions) for n in LAYERS},
+            "median_prompt_chars": self.median_prompt_chars,
+            "unmapped_memory_items": sum(q.unmapped_items for q in self.questions),
+            "stats": self.stats,
+            "call_chars": list(self.call_chars),
+            "call_lines": list(self.call_lines),
+            "replay_s": self.replay_s,
+            "extraction_wait_s": self.extraction_wait_s,
+            "questions_s": self.questions_s,
+            "seconds": self.seconds,
+            "items": [asdict(q) for q in self.questions],
+        }
+
+
+def _per_100(calls: int, messages: int) -> float:
+    return round(100 * calls / messages, 2) if messages else 0.0
+
+
+def _median(values: Sequence[int]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _tokens_per_call(stats: Mapping[str, int], calls: int) -> dict[str, float]:
+    return {
+        "prompt": round(stats.get("tokens_prompt", 0) / calls, 1) if calls else 0.0,
+        "completion": round(stats.get("tokens_completion", 0) / calls, 1) if calls else 0.0,
+    }
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """All samples of a run, and the pooled figures (sums over samples, then the ratios)."""
+
+    source: str
+    model: str
+    redis_url: str
+    samples: tuple[SampleResult, ...]
+    seconds: float
+    limit_questions: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def pooled(self) -> dict[str, Any]:
+        """Pooled figures: total calls / total messages, all calls, all questions."""
+        questions = [q for s in self.samples for q in s.questions]
+        calls = sum(s.extraction_calls for s in self.samples)
+        stats: dict[str, int] = {}
+        for s in self.samples:
+            for name, value in s.stats.items():
+                stats[name] = stats.get(name, 0) + value
+        return {
+            "sample_id": "pooled",
+            "stored_messages": sum(s.stored_messages for s in self.samples),
+            "extraction_calls": calls,
+            "calls_per_100_messages": _per_100(calls, sum(s.stored_messages for s in self.samples)),
+            "chars_per_call": _spread([c for s in self.samples for c in s.call_chars]),
+            "lines_per_call": _spread([n for s in self.samples for n in s.call_lines]),
+            "tokens_per_call": _tokens_per_call(stats, calls),
+            "jobs_committed": stats.get("jobs_committed", 0),
+            "jobs_failed": stats.get("jobs_failed", 0),
+            "all_extracted": all(
+                s.extraction_complete and s.cursor == s.stored_messages for s in self.samples
+            ),
+            "questions": len(questions),
+            "evidence": sum(len(q.evidence) for q in questions),
+            "cover": _cover(questions),
+            "median_prompt_chars": _median([q.prompt_chars for q in questions]),
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
+        return {
+            "benchmark": "extraction",
+            "data": LOCOMO_CITATION,
+            "source": self.source,
+            "model": self.model,
+            "redis_url": self.redis_url,
+            "limit_questions": self.limit_questions,
+            "settings": self.settings,
+            "seconds": self.seconds,
+            "pooled": self.pooled(),
+            "samples": [s.as_json() for s in self.samples],
+        }
+
+
+def report_table(report: BenchReport, title: str = "extraction cost and evidence cover") -> Table:
+    """A rich table: one row per sample and the pooled row."""
+    table = Table(title=title)
+    columns = (
+        "sample",
+        "msgs",
+        "calls/100",
+        "msgs/call",
+        "chars/call mean·med·max",
+        "tok/call",
+        "jobs ok/fail",
+        "window",
+        "recall",
+        "memories",
+        "summary",
+        "win+rec",
+        "all",
+        "prompt chars p50",
+    )
+    for name in columns:
+        table.add_column(name, justify="left" if name == "sample" else "right")
+    rows = [s.as_json() for s in report.samples]
+    if rows:
+        rows.append(report.pooled())
+    for row in rows:
+        chars = row["chars_per_call"]
+        cover = row["cover"]
+        flag = "" if row.get("all_extracted", row.get("extraction_complete", True)) else " !"
+        table.add_row(
+            str(row["sample_id"]) + flag,
+            str(row["stored_messages"]),
+            f"{row['calls_per_100_messages']:.2f}",
+            f"{row['lines_per_call']['mean']:.1f}",
+            f"{chars['mean']:.0f}·{chars['median']:.0f}·{chars['max']:.0f}",
+            f"{row['tokens_per_call']['prompt']:.0f}+{row['tokens_per_call']['completion']:.0f}",
+            f"{row['jobs_committed']}/{row['jobs_failed']}",
+            *(f"{cover[n]:.3f}" for n in ("window", "recall", "memories", "summary")),
+            f"{cover['window_recall']:.3f}",
+            f"{cover['all_layers']:.3f}",
+            f"{row['median_prompt_chars']:.0f}",
+            end_section=row["sample_id"] == rows[-1]["sample_id"] and len(rows) > 1,
+        )
+    return table
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def derive_config(
+    source: Path,
+    dest: Path,
+    *,
+    standin_port: int,
+    prefix: str,
+    redis_url: str,
+    model: str,
+) -> dict[str, Any]:
+    """Write the run's proxy config: ``source`` with the stand-in's port, the key prefix, the
+    Redis URL and the quiet / poll times of the module docstring. Returns the loaded config.
+
+    Raises:
+        ValueError: ``model`` is not an alias of ``source`` with memory enabled.
+    """
+    config = yaml.safe_load(source.read_text(encoding="utf-8"))
+    found = False
+    for entry in config.get("model_list") or ():
+        params = entry.get("litellm_params") or {}
+        if "api_base" in params:
+            params["api_base"] = f"http://127.0.0.1:{standin_port}/v1"
+        memory = (entry.get("model_info") or {}).get("memory")
+        if entry.get("model_name") == model and memory:
+            found = True
+    if not found:
+        raise ValueError(f"{source}: no alias {model!r} with memory enabled")
+    callback = config.setdefault("callback_settings", {}).setdefault("memory", {})
+    callback.update(
+        {
+            "key_prefix": prefix,
+            "redis_url": redis_url,
+            "extraction_quiet_s": EXTRACTION_QUIET_S,
+            "extraction_poll_s": EXTRACTION_POLL_S,
+        }
+    )
+    dest.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    return cast(dict[str, Any], config)
+
+
+def _namespace(config: Mapping[str, Any], model: str) -> str:
+    """The alias's memory namespace (its default conversation id): ``namespace`` or its name."""
+    for entry in config.get("model_list") or ():
+        memory = (entry.get("model_info") or {}).get("memory")
+        if entry.get("model_name") == model and isinstance(memory, dict):
+            return str(memory.get("namespace") or model)
+    return model
+
+
+def _spawn(
+    command: list[str], env: Mapping[str, str], log: Path, cwd: Path
+) -> subprocess.Popen[bytes]:
+    with log.open("wb") as handle:
+        return subprocess.Popen(
+            command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd, env=dict(env)
+        )
+
+
+def _stop_all(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
+    """Terminate the processes together; kill those still running after ``timeout_s`` seconds."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+@dataclass
+class _Stack:
+    """The processes and clients of one sample's run."""
+
+    proxy_url: str
+    standin: httpx.Client
+    http: httpx.Client
+    redis: redis.Redis
+    prefix: str
+    master_key: str
+    namespace: str
+    proxy_log: Path
+
+
+@contextlib.contextmanager
+def _stack(
+    *,
+    data: Path,
+    config: Path,
+    redis_url: str,
+    model: str,
+    folder: Path,
+) -> Iterator[_Stack]:
+    """Start the oracle stand-in and the proxy; stop them and delete the prefix's keys after."""
+    prefix = f"{PREFIX_STEM}-{secrets.token_hex(4)}"
+    standin_port, proxy_port = free_port(), free_port()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_MEMORY_")}
+    standin_env = {
+        **base_env,
+        "STANDIN_MODE": "oracle",
+        "STANDIN_ORACLE": str(data.resolve()),
+    }
+    loaded = derive_config(
+        config,
+        folder / "config.yaml",
+        standin_port=standin_port,
+        prefix=prefix,
+        redis_url=redis_url,
+        model=model,
+    )
+    master_key = str((loaded.get("general_settings") or {}).get("master_key") or "sk-none")
+    namespace = _namespace(loaded, model)
+    proxy_env = {
+        **base_env,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "REDIS_URL": redis_url,
+        "LITELLM_MEMORY_REDIS_URL": redis_url,
+    }
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        client.ping()
+        # both start at once (the proxy does not call the stand-in before a request)
+        standin_log, proxy_log = folder / "standin.log", folder / "proxy.log"
+        processes.append(_spawn(standin_command(standin_port), standin_env, standin_log, folder))
+        processes.append(
+            _spawn(
+                proxy_command(folder / "config.yaml", proxy_port, "127.0.0.1"),
+                proxy_env,
+                proxy_log,
+                folder,
+            )
+        )
+        wait_http(f"http://127.0.0.1:{standin_port}/v1/models", processes[0], 60, standin_log)
+        wait_http(f"http://127.0.0.1:{proxy_port}/health/liveliness", processes[1], 180, proxy_log)
+        with (
+            httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=60) as standin,
+            httpx.Client(timeout=60) as http,
+        ):
+            yield _Stack(
+                f"http://127.0.0.1:{proxy_port}",
+                standin,
+                http,
+                client,
+                prefix,
+                master_key,
+                namespace,
+                folder / "proxy.log",
+            )
+    finally:
+        _stop_all(processes)
+        with contextlib.suppress(redis.RedisError):
+            _delete_prefix(client, prefix)
+        client.close()
+
+
+def _delete_prefix(client: redis.Redis, prefix: str) -> int:
+    deleted = 0
+    batch: list[str] = []
+    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+        batch.append(str(key))
+        if len(batch) >= 500:
+            deleted += int(cast(Any, client.delete(*batch)))
+            batch = []
+    if batch:
+        deleted += int(cast(Any, client.delete(*batch)))
+    return deleted
+
+
+# --- one sample --------------------------------------------------------------------------------
+
+
+def _reply_text(response: Any) -> str:
+    choices = getattr(response, "choices", None) or []
+    message = getattr(choices[0], "message", None) if choices else None
+    return str(getattr(message, "content", None) or "")
+
+
+def _replay(
+    stack: _Stack,
+    client: openai.OpenAI,
+    steps: Sequence[Step],
+    *,
+    model: str,
+    user: str,
+    sample_id: str,
+    progress: Progress | None,
+) -> None:
+    previous: Step | None = None
+    for done, step in enumerate(steps, start=1):
+        expected = step.reply.text if step.reply else ""
+        stack.standin.post("/_standin/replies", json=[expected]).raise_for_status()
+        response = client.chat.completions.create(
+            model=model,
+            user=user,
+            messages=cast(Any, _step_messages(step, previous)),
+        )
+        got = _reply_text(response)
+        if got != expected:
+            raise RuntimeError(
+                f"{sample_id} request {done}: the proxy answered {got[:80]!r}, not the queued "
+                f"line {expected[:80]!r} (replies out of step)"
+            )
+        previous = step
+        if progress and (done % 5 == 0 or done == len(steps)):
+            progress(f"{sample_id} replay", done, len(steps))
+
+
+def _state(stack: _Stack, model: str, user: str) -> dict[str, Any]:
+    response = stack.http.get(
+        f"{stack.proxy_url}/memory/v1/summary",
+        params={"user": user, "model": model},
+        headers={"Authorization": f"Bearer {stack.master_key}"},
+    )
+    response.raise_for_status()
+    return cast(dict[str, Any], response.json())
+
+
+def _memories_stored(stack: _Stack, model: str, user: str) -> int:
+    response = stack.http.get(
+        f"{stack.proxy_url}/memory/v1/memories",
+        params={"user": user, "model": model},
+        headers={"Authorization": f"Bearer {stack.master_key}"},
+    )
+    response.raise_for_status()
+    return len(response.json().get("memories") or ())
+
+
+def _wait_extracted(
+    stack: _Stack, keys: ConversationKeys, *, model: str, user: str, timeout_s: float
+) -> tuple[bool, dict[str, Any]]:
+    """Flush, then wait until the cursor reached the last seq with nothing due and no lease."""
+    response = stack.http.post(
+        f"{stack.proxy_url}/memory/v1/flush",
+        json={"user": user, "model": model},
+        headers={"Authorization": f"Bearer {stack.master_key}"},
+    )
+    response.raise_for_status()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = _state(stack, model, user)
+        leased = bool(stack.redis.exists(keys.lease))
+        due = stack.redis.zscore(due_key(stack.prefix), keys.ref)
+        if (
+            state["cursor"] >= state["seq"]
+            and state["due_ms"] is None
+            and due is None
+            and not leased
+        ):
+            return True, state
+        if time.monotonic() >= deadline:
+            return False, state
+        time.sleep(0.2)
+
+
+def _questions(
+    stack: _Stack,
+    client: openai.OpenAI,
+    history: History,
+    oracle: OracleIndex,
+    *,
+    model: str,
+    user: str,
+    limit: int | None,
+    progress: Progress | None,
+) -> list[QuestionCover]:
+    by_id = {line.line_id: line for line in history.lines}
+    asked = [q for q in history.qa if q.evidence][: limit if limit else None]
+    results: list[QuestionCover] = []
+    for index, item in enumerate(asked):
+        stack.standin.delete("/_standin/requests").raise_for_status()
+        client.chat.completions.create(
+            model=model,
+            user=user,
+            messages=[{"role": "user", "content": item.question}],
+            extra_body={"metadata": {"memory_mode": "read_only"}},
+        )
+        records = stack.standin.get("/_standin/requests").json()
+        extraction = stack.standin.get("/_standin/extraction_requests").json()
+        chats = [r for r in records if r not in extraction]
+        if not chats:
+            raise RuntimeError(f"{history.sample_id}: the stand-in recorded no chat request")
+        results.append(
+            question_cover(
+                chats[-1],
+                item.evidence,
+                by_id,
+                oracle,
+                index=index,
+                category=item.category,
+            )
+        )
+        if progress and ((index + 1) % 5 == 0 or index + 1 == len(asked)):
+            progress(f"{history.sample_id} questions", index + 1, len(asked))
+    return results
+
+
+def run_sample(
+    data: Path,
+    sample_id: str,
+    *,
+    config: Path,
+    redis_url: str,
+    model: str = "demo",
+    limit_questions: int | None = None,
+    extraction_timeout_s: float = 180.0,
+    progress: Progress | None = None,
+    log_dir: Path | None = None,
+) -> SampleResult:
+    """Run one sample end to end (steps 1-6 of the module docstring).
+
+    Args:
+        data: the LoCoMo-format file (also the stand-in's oracle).
+        sample_id: the sample, e.g. ``conv-26``.
+        config: the proxy config to derive the run's config from (the package's config.yaml).
+        redis_url: a real Redis; keys under ``membench-ext-<hex>:`` are written and deleted.
+        model: the memory-enabled alias served by the stand-in.
+        limit_questions: ask at most this many questions (``None``: all with evidence).
+        extraction_timeout_s: longest wait for extraction after the flush (seconds).
+        progress: called with (phase, done, total) as the run advances.
+        log_dir: keep the processes' logs and the config here (default: a temporary folder,
+            deleted after a successful or interrupted run and kept, with its path in the error,
+            after a failed one).
+
+    Raises:
+        DatasetError: the file or the sample cannot be read.
+        RuntimeError: a process did not start, or the replay went out of step.
+        openai.APIError, httpx.HTTPError, redis.RedisError: a request failed.
+    """
+    started = time.monotonic()
+    history = load_locomo(data, sample_id)
+    steps, skipped = plan_steps(history.lines)
+    user = f"bench-{sample_id}"
+    folder = log_dir or Path(tempfile.mkdtemp(prefix=f"bench-extraction-{sample_id}-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    ok = False
+    try:
+        if progress:
+            progress(f"{sample_id} starting", 0, len(steps))
+        with _stack(
+            data=data, config=config, redis_url=redis_url, model=model, folder=folder
+        ) as stack:
+            try:
+                result = _run_stack(
+                    stack,
+                    history,
+                    steps,
+                    skipped,
+                    model=model,
+                    user=user,
+                    limit_questions=limit_questions,
+                    extraction_timeout_s=extraction_timeout_s,
+                    progress=progress,
+                    started=started,
+                )
+            except (RuntimeError, openai.APIError, httpx.HTTPError) as exc:
+                raise RuntimeError(
+                    f"{sample_id} failed: {exc}\nlogs in {folder}; proxy log tail:\n"
+                    f"{_tail(stack.proxy_log)}"
+                ) from exc
+        ok = True
+        return result
+    except KeyboardInterrupt:
+        ok = True  # stopped on purpose: nothing to look at in the logs
+        raise
+    finally:
+        if ok and log_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_stack(
+    stack: _Stack,
+    history: History,
+    steps: Sequence[Step],
+    skipped: Sequence[HistoryLine],
+    *,
+    model: str,
+    user: str,
+    limit_questions: int | None,
+    extraction_timeout_s: float,
+    progress: Progress | None,
+    started: float,
+) -> SampleResult:
+    sample_id = history.sample_id
+    keys = ConversationKeys.for_ids(stack.prefix, MASTER_TENANT, user, stack.namespace)
+    client = openai.OpenAI(
+        base_url=f"{stack.proxy_url}/v1", api_key=stack.master_key, max_retries=0, timeout=120
+    )
+    t0 = time.monotonic()
+    _replay(stack, client, steps, model=model, user=user, sample_id=sample_id, progress=progress)
+    replay_s = time.monotonic() - t0
+    if progress:
+        progress(f"{sample_id} extracting", 0, 1)
+    t0 = time.monotonic()
+    complete, state = _wait_extracted(
+        stack, keys, model=model, user=user, timeout_s=extraction_timeout_s
+    )
+    wait_s = time.monotonic() - t0
+    calls = stack.standin.get("/_standin/extraction_requests").json()
+    call_chars = tuple(
+        sum(len(content_text(m.get("content"))) for m in body.get("messages") or ())
+        for body in calls
+    )
+    call_lines = tuple(
+        len(parse_extraction_prompt(body.get("messages") or ()).lines) for body in calls
+    )
+    raw_stats = cast(dict[str, str], stack.redis.hgetall(stats_key(stack.prefix)))
+    stats = {k: int(v) for k, v in sorted(raw_stats.items())}
+    memories_stored = _memories_stored(stack, model, user)
+    oracle = OracleIndex(
+        stack.standin.get("/_standin/oracle", params={"sample_id": sample_id}).json()
+    )
+    t0 = time.monotonic()
+    questions = _questions(
+        stack,
+        client,
+        history,
+        oracle,
+        model=model,
+        user=user,
+        limit=limit_questions,
+        progress=progress,
+    )
+    questions_s = time.monotonic() - t0
+    return SampleResult(
+        sample_id=sample_id,
+        prefix=stack.prefix,
+        lines=len(history.lines),
+        skipped_lines=len(skipped),
+        requests=len(steps),
+        stored_messages=int(state["seq"]),
+        cursor=int(state["cursor"]),
+        extraction_complete=complete,
+        extraction_calls=len(calls),
+        call_chars=call_chars,
+        call_lines=call_lines,
+        stats=stats,
+        memories_stored=memories_stored,
+        questions=tuple(questions),
+        replay_s=round(replay_s, 2),
+        extraction_wait_s=round(wait_s, 2),
+        questions_s=round(questions_s, 2),
+        seconds=round(time.monotonic() - started, 2),
+    )
+
+
+def run_extraction_bench(
+    data: Path,
+    sample_ids: Sequence[str],
+    *,
+    config: Path,
+    redis_url: str,
+    model: str = "demo",
+    limit_questions: int | None = None,
+    extraction_timeout_s: float = 180.0,
+    progress: Progress | None = None,
+) -> BenchReport:
+    """Run :func:`run_sample` for each sample, one after another (arguments as there)."""
+    started = time.monotonic()
+    results = [
+        run_sample(
+            data,
+            sample_id,
+            config=config,
+            redis_url=redis_url,
+            model=model,
+            limit_questions=limit_questions,
+            extraction_timeout_s=extraction_timeout_s,
+            progress=progress,
+        )
+        for sample_id in sample_ids
+    ]
+    return BenchReport(
+        source=str(data),
+        model=model,
+        redis_url=redis_url,
+        samples=tuple(results),
+        seconds=round(time.monotonic() - started, 2),
+        limit_questions=limit_questions,
+        settings={
+            "extraction_quiet_s": EXTRACTION_QUIET_S,
+            "extraction_poll_s": EXTRACTION_POLL_S,
+            "config": str(config),
+        },
+    )

@@ -1,0 +1,748 @@
+"""Benchmark: requests per second and latency through a real LiteLLM proxy, hook on and off.
+
+One run starts the package's stand-in model and one LiteLLM proxy process with the memory hook
+(``litellm_memory_hook.proxy_callback.memory_hook``) and two aliases on the same stand-in:
+``bench-memory`` (memory enabled, with a ``system_prompt``) and ``bench-plain`` (no memory: the
+hook passes it through). For each number of clients (``--clients 1,32``), that many concurrent
+clients send chat requests as an app that sends only the new message does, one user per client,
+each going through a conversation that grows (:func:`conversation_lines`; every user's stored
+history is first seeded with ``history`` messages by one whole-history request, so the recent
+window is full from the start). The same lines go to both aliases.
+
+Hook on and hook off run in the same proxy, alternated in rounds (on-off, off-on, on-off, ...),
+so a slow moment of the machine (other processes, the other engineers' tests) hits both alike;
+the spread of the per-round throughput ratios is reported as the noise. Per side: requests per
+second (requests / wall time of its rounds), latency percentiles (p50 / p95 / p99, ms, every
+request), CPU milliseconds of the proxy process per request (``/proc``: the proxy's own cost,
+less disturbed by the machine than wall time) and of the stand-in, and the pre-call hook's time
+inside the proxy (``x-memory-hook-ms`` of the requests sent with ``x-memory-debug: 1``, one in
+:data:`DEBUG_EVERY`, on both sides).
+
+The post-call write's cost is measured in-process (:func:`write_cost`): a
+:class:`~litellm_memory_hook.proxy.hook.MemoryHook` on the same Redis runs the pre-call hook and
+``async_post_call_success_hook`` for a growing conversation, timing the post-call hook, its
+``_write`` (the Lua append, the user index, the extraction schedule) and the record's HMAC
+signature.
+
+The extraction worker runs in the proxy as deployed (``--no-extraction`` turns it off): every 12
+stored messages a conversation is due and the worker calls the stand-in through the router, a
+cost of memory that the hook-on side pays.
+
+Keys go under ``membench-proxy-<hex>:`` and are deleted at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import secrets
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import redis
+import yaml
+
+from litellm_memory_hook.tools.processes import proxy_command, standin_command, wait_http
+from litellm_memory_hook.tools.replay import percentile
+
+PREFIX_STEM = "membench-proxy"
+MEMORY_ALIAS = "bench-memory"
+PLAIN_ALIAS = "bench-plain"
+SYSTEM_PROMPT = "You are Mira, a warm and concise companion."
+#: one request in this many (per side) is sent with ``x-memory-debug: 1``.
+DEBUG_EVERY = 4
+#: most rounds per number of clients (each round runs both sides once).
+MAX_ROUNDS = 10
+
+Progress = Callable[[str], None]
+
+
+# --- the conversation ------------------------------------------------------------------------
+
+_NAMES = ("Seema", "Arjun", "Lena", "Tom", "Mei", "Carlos", "Aisha", "Jonas", "Priya", "Sam")
+_PLACES = ("Lisbon", "Pune", "the lake", "my aunt's farm", "Osaka", "the old library", "Berlin")
+_THINGS = (
+    "pottery",
+    "the guitar",
+    "running",
+    "baking bread",
+    "my thesis",
+    "the garden",
+    "chess",
+    "a new job",
+    "the dog",
+    "painting",
+)
+_FEELINGS = ("tired", "excited", "a bit nervous", "happy", "stressed", "calm", "proud")
+_TEMPLATES = (
+    "I went to {place} with {name} yesterday and we talked about {thing} for hours.",
+    "Honestly I feel {feeling} today. Work was long and {name} kept calling me about {thing}.",
+    "Do you remember what I told you about {thing}? I finally tried it again this weekend.",
+    "My sister {name} is moving to {place} next month, so I'm helping her pack.",
+    "I started {thing} again after a long break. It helps me relax after work.",
+    "What should I cook tonight? {name} is coming over and I want something simple.",
+    "We had a long talk about {thing} and I realised I still love it, even when it is hard.",
+    "The trip to {place} is booked! I'm {feeling} about it, we leave on Friday morning.",
+    "Can you remind me why I stopped {thing}? I think it was around the time I moved.",
+    "{name} gave me a book about {thing}. I read the first chapter on the train.",
+    "Today was {feeling}. I spent the afternoon at {place} and forgot my phone at home.",
+    "I keep thinking about what {name} said about {thing}. Maybe they are right.",
+    "Quick question: is it normal to feel {feeling} before a big change like this?",
+    "Guess what, I finished the first part of {thing}! It took me three weeks.",
+    "We are planning a small party at {place} for {name}'s birthday in two weeks.",
+    "I'm not sure about {thing} anymore. It takes so much time and I'm always {feeling}.",
+)
+
+
+def conversation_lines(seed: int, count: int) -> list[str]:
+    """``count`` user messages of a companion chat (1-3 sentences, ~60-300 characters),
+    deterministic for ``seed``; consecutive messages share names and topics, so recall has
+    something to find."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+    name, place, thing = rng.choice(_NAMES), rng.choice(_PLACES), rng.choice(_THINGS)
+    for _ in range(count):
+        if rng.random() < 0.3:
+            name, place, thing = rng.choice(_NAMES), rng.choice(_PLACES), rng.choice(_THINGS)
+        sentences = [
+            rng.choice(_TEMPLATES).format(
+                name=name, place=place, thing=thing, feeling=rng.choice(_FEELINGS)
+            )
+            for _ in range(rng.choice((1, 1, 2, 2, 3)))
+        ]
+        lines.append(" ".join(sentences))
+    return lines
+
+
+class _Conversations:
+    """Each user's next line, counted separately per alias so both sides send the same text."""
+
+    def __init__(self, users: int, seed: int) -> None:
+        self._lines = [conversation_lines(seed * 1000 + i, 500) for i in range(users)]
+        self._next: dict[tuple[str, int], int] = {}
+
+    def next_line(self, alias: str, user: int) -> str:
+        at = self._next.get((alias, user), 0)
+        self._next[(alias, user)] = at + 1
+        lines = self._lines[user]
+        return f"{lines[at % len(lines)]} ({at})"
+
+    def history(self, user: int, messages: int) -> list[dict[str, str]]:
+        """A whole earlier conversation of ``messages`` messages (user and assistant lines)."""
+        rng = random.Random(user)
+        out: list[dict[str, str]] = []
+        for i in range(messages):
+            text = conversation_lines(user * 7919 + i, 1)[0]
+            if i % 2:
+                out.append(
+                    {"role": "assistant", "content": f"That sounds {rng.choice(_FEELINGS)}. {text}"}
+                )
+            else:
+                out.append({"role": "user", "content": text})
+        return out
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SideStats:
+    """One side (hook on or off) at one number of clients."""
+
+    requests: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    hook_ms: list[float] = field(default_factory=list)
+    proxy_cpu_s: float = 0.0
+    standin_cpu_s: float = 0.0
+    round_rps: list[float] = field(default_factory=list)
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds > 0 else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        lat = self.latencies_ms
+        ok = max(self.requests, 1)
+        return {
+            "requests": self.requests,
+            "errors": self.errors,
+            "seconds": round(self.seconds, 3),
+            "rps": round(self.rps, 2),
+            "p50_ms": round(statistics.median(lat), 2) if lat else None,
+            "p95_ms": round(percentile(lat, 95), 2) if lat else None,
+            "p99_ms": round(percentile(lat, 99), 2) if lat else None,
+            "proxy_cpu_ms_per_request": round(self.proxy_cpu_s * 1000 / ok, 3),
+            "standin_cpu_ms_per_request": round(self.standin_cpu_s * 1000 / ok, 3),
+            "hook_ms_p50": round(statistics.median(self.hook_ms), 3) if self.hook_ms else None,
+            "hook_ms_p99": round(percentile(self.hook_ms, 99), 3) if self.hook_ms else None,
+            "hook_samples": len(self.hook_ms),
+            "round_rps": [round(r, 2) for r in self.round_rps],
+        }
+
+
+@dataclass
+class ClientsResult:
+    """Hook on and off at one number of clients."""
+
+    clients: int
+    rounds: int
+    on: SideStats
+    off: SideStats
+
+    @property
+    def ratio(self) -> float:
+        """Throughput with the hook over throughput without it."""
+        return self.on.rps / self.off.rps if self.off.rps else 0.0
+
+    @property
+    def round_ratios(self) -> list[float]:
+        return [a / b for a, b in zip(self.on.round_rps, self.off.round_rps, strict=True) if b]
+
+    @property
+    def cpu_ratio(self) -> float:
+        """Proxy CPU per request without the hook over with it (a throughput ratio that the
+        machine's other load disturbs less)."""
+        on = self.on.proxy_cpu_s / max(self.on.requests, 1)
+        off = self.off.proxy_cpu_s / max(self.off.requests, 1)
+        return off / on if on > 0 else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        ratios = self.round_ratios
+        return {
+            "clients": self.clients,
+            "rounds": self.rounds,
+            "on": self.on.as_json(),
+            "off": self.off.as_json(),
+            "ratio": round(self.ratio, 4),
+            "round_ratios": [round(r, 4) for r in ratios],
+            "ratio_noise": {
+                "min": round(min(ratios), 4) if ratios else None,
+                "max": round(max(ratios), 4) if ratios else None,
+                "stdev": round(statistics.stdev(ratios), 4) if len(ratios) > 1 else None,
+            },
+            "cpu_ratio": round(self.cpu_ratio, 4),
+        }
+
+
+@dataclass
+class WriteCost:
+    """The in-process cost of the hook's two halves on a growing conversation (ms)."""
+
+    samples: int
+    pre_call_ms: list[float]
+    post_call_ms: list[float]
+    write_ms: list[float]
+    post_call_cpu_ms: list[float]
+    sign_ms: list[float]
+
+    def as_json(self) -> dict[str, Any]:
+        def spread(values: Sequence[float]) -> dict[str, float | None]:
+            if not values:
+                return {"p50": None, "p99": None}
+            return {
+                "p50": round(statistics.median(values), 3),
+                "p99": round(percentile(values, 99), 3),
+            }
+
+        return {
+            "samples": self.samples,
+            "pre_call_ms": spread(self.pre_call_ms),
+            "post_call_ms": spread(self.post_call_ms),
+            "write_ms": spread(self.write_ms),
+            "post_call_cpu_ms": spread(self.post_call_cpu_ms),
+            "sign_ms": spread(self.sign_ms),
+        }
+
+
+@dataclass
+class ProxyBenchReport:
+    """Everything one run measured."""
+
+    results: list[ClientsResult]
+    write: WriteCost | None
+    config: dict[str, Any]
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "results": [r.as_json() for r in self.results],
+            "write": self.write.as_json() if self.write else None,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def bench_config(
+    path: Path,
+    *,
+    standin_port: int,
+    prefix: str,
+    redis_url: str,
+    master_key: str,
+    extraction: bool,
+) -> Path:
+    """Write the run's proxy config: the two aliases on the stand-in, the hook, the prefix."""
+    params = {
+        "model": "openai/standin",
+        "api_base": f"http://127.0.0.1:{standin_port}/v1",
+        "api_key": "not-needed",
+    }
+    config = {
+        "model_list": [
+            {
+                "model_name": MEMORY_ALIAS,
+                "litellm_params": dict(params),
+                "model_info": {"memory": {"enabled": True, "system_prompt": SYSTEM_PROMPT}},
+            },
+            {"model_name": PLAIN_ALIAS, "litellm_params": dict(params)},
+        ],
+        "litellm_settings": {"callbacks": "litellm_memory_hook.proxy_callback.memory_hook"},
+        "callback_settings": {
+            "memory": {
+                "key_prefix": prefix,
+                "redis_url": redis_url,
+                "extraction_enabled": extraction,
+            }
+        },
+        "general_settings": {"master_key": master_key},
+    }
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def _spawn(
+    command: list[str], env: dict[str, str], log: Path, cwd: Path
+) -> subprocess.Popen[bytes]:
+    with log.open("wb") as handle:
+        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+
+
+def _stop(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux ``/proc``; 0 elsewhere or when it is
+    gone). The proxy runs one worker in one process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _delete_prefix(url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        batch: list[Any] = []
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                client.delete(*batch)
+                batch = []
+        if batch:
+            client.delete(*batch)
+    finally:
+        client.close()
+
+
+@dataclass
+class _Stack:
+    base: str
+    master_key: str
+    proxy_pid: int
+    standin_pid: int
+
+
+@contextlib.contextmanager
+def _stack(redis_url: str, prefix: str, folder: Path, *, extraction: bool) -> Iterator[_Stack]:
+    """The stand-in and the proxy, started together; stopped (and the keys deleted) after."""
+    standin_port, proxy_port = _free_port(), _free_port()
+    master_key = f"sk-bench-{secrets.token_hex(8)}"
+    config = bench_config(
+        folder / "config.yaml",
+        standin_port=standin_port,
+        prefix=prefix,
+        redis_url=redis_url,
+        master_key=master_key,
+        extraction=extraction,
+    )
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_MEMORY_")}
+    proxy_env = {
+        **base_env,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "REDIS_URL": redis_url,
+        "LITELLM_MEMORY_REDIS_URL": redis_url,
+    }
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        standin_log, proxy_log = folder / "standin.log", folder / "proxy.log"
+        processes.append(_spawn(standin_command(standin_port), base_env, standin_log, folder))
+        processes.append(
+            _spawn(proxy_command(config, proxy_port, "127.0.0.1"), proxy_env, proxy_log, folder)
+        )
+        wait_http(f"http://127.0.0.1:{standin_port}/v1/models", processes[0], 60, standin_log)
+        wait_http(f"http://127.0.0.1:{proxy_port}/health/liveliness", processes[1], 180, proxy_log)
+        yield _Stack(
+            f"http://127.0.0.1:{proxy_port}", master_key, processes[1].pid, processes[0].pid
+        )
+    finally:
+        _stop(processes)
+        with contextlib.suppress(redis.RedisError):
+            _delete_prefix(redis_url, prefix)
+
+
+# --- driving the proxy -----------------------------------------------------------------------
+
+
+class _Driver:
+    def __init__(self, stack: _Stack, run_id: str, users: int, seed: int) -> None:
+        self.stack = stack
+        self.run_id = run_id
+        self.talk = _Conversations(users, seed)
+        self.headers = {"Authorization": f"Bearer {stack.master_key}"}
+        self.seeded: set[int] = set()
+        self.sent = 0
+
+    def user(self, index: int) -> str:
+        return f"{self.run_id}-u{index}"
+
+    async def seed(self, http: httpx.AsyncClient, users: int, history: int) -> None:
+        """Seed each new user's memory conversation with ``history`` earlier messages (one
+        whole-history request each; an empty store is seeded from a client's history)."""
+        wanted = [u for u in range(users) if u not in self.seeded]
+        if not history or not wanted:
+            self.seeded.update(wanted)
+            return
+
+        async def one(user: int) -> None:
+            messages = [*self.talk.history(user, history), {"role": "user", "content": "Hi!"}]
+            body = {"model": MEMORY_ALIAS, "user": self.user(user), "messages": messages}
+            response = await http.post(
+                f"{self.stack.base}/v1/chat/completions", json=body, headers=self.headers
+            )
+            if response.status_code != 200:
+                raise RuntimeError(f"seeding failed: {response.status_code} {response.text[:300]}")
+
+        for start in range(0, len(wanted), 8):
+            await asyncio.gather(*(one(u) for u in wanted[start : start + 8]))
+        self.seeded.update(wanted)
+
+    async def side(
+        self, http: httpx.AsyncClient, alias: str, clients: int, requests: int, stats: SideStats
+    ) -> None:
+        """``requests`` requests to ``alias`` from ``clients`` concurrent clients (one user
+        each, each waiting for its reply before its next message)."""
+        left = requests
+
+        async def client(user: int) -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                self.sent += 1
+                headers = dict(self.headers)
+                debug = self.sent % DEBUG_EVERY == 0
+                if debug:
+                    headers["x-memory-debug"] = "1"
+                body = {
+                    "model": alias,
+                    "user": self.user(user),
+                    "messages": [{"role": "user", "content": self.talk.next_line(alias, user)}],
+                }
+                started = time.perf_counter()
+                try:
+                    response = await http.post(
+                        f"{self.stack.base}/v1/chat/completions", json=body, headers=headers
+                    )
+                except httpx.HTTPError:
+                    stats.errors += 1
+                    continue
+                elapsed = (time.perf_counter() - started) * 1000
+                if response.status_code != 200:
+                    stats.errors += 1
+                    continue
+                stats.latencies_ms.append(elapsed)
+                hook_ms = response.headers.get("x-memory-hook-ms")
+                if hook_ms:
+                    with contextlib.suppress(ValueError):
+                        stats.hook_ms.append(float(hook_ms))
+
+        proxy_cpu = _cpu_seconds(self.stack.proxy_pid)
+        standin_cpu = _cpu_seconds(self.stack.standin_pid)
+        started = time.perf_counter()
+        await asyncio.gather(*(client(u) for u in range(min(clients, requests))))
+        seconds = time.perf_counter() - started
+        stats.proxy_cpu_s += _cpu_seconds(self.stack.proxy_pid) - proxy_cpu
+        stats.standin_cpu_s += _cpu_seconds(self.stack.standin_pid) - standin_cpu
+        stats.seconds += seconds
+        stats.requests += requests
+        stats.round_rps.append(requests / seconds if seconds > 0 else 0.0)
+
+
+def _rounds(requests: int, clients: int) -> int:
+    """Rounds per number of clients: at least 2 (both orders), each round at least ~2 requests
+    per client, at most :data:`MAX_ROUNDS`."""
+    return max(2, min(MAX_ROUNDS, requests // max(2 * clients, 10)))
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+async def _drive(
+    stack: _Stack,
+    clients_list: Sequence[int],
+    requests: int,
+    history: int,
+    progress: Progress,
+) -> list[ClientsResult]:
+    driver = _Driver(stack, uuid.uuid4().hex[:8], max(clients_list), seed=7)
+    results: list[ClientsResult] = []
+    for clients in clients_list:
+        limits = httpx.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8)
+        async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+            progress(f"{clients} clients: seeding {history} messages per user")
+            await driver.seed(http, clients, history)
+            warm = SideStats(), SideStats()  # connections, caches, first requests: not counted
+            await driver.side(http, MEMORY_ALIAS, clients, clients, warm[0])
+            await driver.side(http, PLAIN_ALIAS, clients, clients, warm[1])
+            rounds = _rounds(requests, clients)
+            on, off = SideStats(), SideStats()
+            for index, share in enumerate(_split(requests, rounds)):
+                progress(f"{clients} clients: round {index + 1}/{rounds}")
+                order = [(MEMORY_ALIAS, on), (PLAIN_ALIAS, off)]
+                if index % 2:
+                    order.reverse()
+                for alias, stats in order:
+                    await driver.side(http, alias, clients, share, stats)
+            results.append(ClientsResult(clients, rounds, on, off))
+    return results
+
+
+# --- the post-call write, in process ---------------------------------------------------------
+
+
+async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
+    """Time both hook halves in-process on a conversation growing to ``samples`` turn pairs
+    (worker off; the extraction schedule is still written)."""
+    import redis.asyncio as aioredis
+    from litellm.types.utils import ModelResponse
+
+    from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
+    from litellm_memory_hook.settings import MemorySettings
+
+    class _Auth:
+        token = "litellm_proxy_master_key"
+        team_id = None
+        user_id = "default_user_id"
+
+    client = aioredis.from_url(redis_url, decode_responses=False)
+    settings = MemorySettings(redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False)
+    hook = MemoryHook(
+        settings=settings,
+        redis=client,
+        alias_lookup=lambda model: {"memory": {"enabled": True, "system_prompt": SYSTEM_PROMPT}},
+    )
+    write_ms: list[float] = []
+    original = hook._write
+
+    async def timed_write(*args: Any, **kwargs: Any) -> None:
+        started = time.perf_counter()
+        try:
+            await original(*args, **kwargs)
+        finally:
+            write_ms.append((time.perf_counter() - started) * 1000)
+
+    hook._write = timed_write  # type: ignore[method-assign]
+    lines = conversation_lines(99, samples + 10)
+    pre: list[float] = []
+    post: list[float] = []
+    post_cpu: list[float] = []
+    sign: list[float] = []
+    try:
+        for i, line in enumerate(lines):
+            data: dict[str, Any] = {
+                "model": MEMORY_ALIAS,
+                "user": "write-bench",
+                "messages": [{"role": "user", "content": line}],
+                "litellm_call_id": str(uuid.uuid4()),
+            }
+            started = time.perf_counter()
+            await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
+            pre_ms = (time.perf_counter() - started) * 1000
+            record = data["metadata"][METADATA_KEY]
+            started = time.perf_counter()
+            hook._sign(record)
+            sign_ms = (time.perf_counter() - started) * 1000
+            response = ModelResponse(
+                id=f"r{i}",
+                choices=[
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": f"Noted: {line[:40]}"},
+                        "finish_reason": "stop",
+                    }
+                ],
+            )
+            started, cpu = time.perf_counter(), time.thread_time()
+            await hook.async_post_call_success_hook(data, _Auth(), response)
+            post_ms = (time.perf_counter() - started) * 1000
+            cpu_ms = (time.thread_time() - cpu) * 1000
+            if i >= 10:  # warm-up
+                pre.append(pre_ms)
+                post.append(post_ms)
+                post_cpu.append(cpu_ms)
+                sign.append(sign_ms)
+        if hook.counters.get("postcall_errors") or hook.counters.get("precall_errors"):
+            raise RuntimeError(f"the hook failed during the write benchmark: {hook.counters}")
+        return WriteCost(samples, pre, post, write_ms[10:], post_cpu, sign)
+    finally:
+        await hook.drain()
+        await client.aclose()
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def run_proxy_bench(
+    redis_url: str,
+    *,
+    clients: Sequence[int] = (1, 32),
+    requests: int = 400,
+    history: int = 200,
+    extraction: bool = True,
+    write_samples: int | None = None,
+    log_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> ProxyBenchReport:
+    """Run the benchmark (the module docstring).
+
+    Args:
+        redis_url: a real Redis (keys under ``membench-proxy-<hex>:``, deleted at the end).
+        clients: the numbers of concurrent clients to run, one after the other.
+        requests: timed requests per side (hook on, hook off) at each number of clients.
+        history: messages each user's memory conversation holds before the timed requests.
+        extraction: run the in-proxy extraction worker (as deployed).
+        write_samples: turn pairs of the in-process write measurement (default: ``requests``,
+            at most 300; 0: skipped).
+        log_dir: keep the processes' logs and config here (default: a temporary folder).
+        progress: called with a short description of each phase.
+
+    Raises:
+        RuntimeError: a process did not start, or seeding failed.
+    """
+    if not clients or any(c < 1 for c in clients) or requests < 1:
+        raise ValueError("clients must be positive numbers and requests at least 1")
+    say = progress or (lambda _: None)
+    started = time.perf_counter()
+    prefix = f"{PREFIX_STEM}-{secrets.token_hex(4)}"
+    with contextlib.ExitStack() as stack:
+        if log_dir is None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-proxy-")))
+        else:
+            folder = log_dir
+            folder.mkdir(parents=True, exist_ok=True)
+        say("starting the stand-in and the proxy")
+        with _stack(redis_url, prefix, folder, extraction=extraction) as procs:
+            results = asyncio.run(_drive(procs, list(clients), requests, history, say))
+        samples = min(requests, 300) if write_samples is None else write_samples
+        write = None
+        if samples > 0:
+            say(f"timing the post-call write in-process ({samples} turn pairs)")
+            try:
+                write = asyncio.run(write_cost(redis_url, f"{prefix}-w", samples))
+            finally:
+                with contextlib.suppress(redis.RedisError):
+                    _delete_prefix(redis_url, f"{prefix}-w")
+    config = {
+        "clients": list(clients),
+        "requests_per_side": requests,
+        "history": history,
+        "extraction": extraction,
+        "debug_every": DEBUG_EVERY,
+        "redis_url": redis_url,
+        "key_prefix": prefix,
+        "cpu_count": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+    return ProxyBenchReport(results, write, config, time.perf_counter() - started)
+
+
+def report_table(report: ProxyBenchReport, title: str) -> Any:
+    """A rich table: per number of clients, a row with the hook on and one with it off."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in (
+        "clients",
+        "hook",
+        "req/s",
+        "on/off",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "proxy CPU ms/req",
+        "pre-call ms p50/p99",
+        "errors",
+    ):
+        table.add_column(column, justify="right")
+    for result in report.results:
+        data = result.as_json()
+        noise = data["ratio_noise"]
+        for side in ("on", "off"):
+            stats = data[side]
+            on = side == "on"
+            table.add_row(
+                str(result.clients) if on else "",
+                side,
+                _fmt(stats["rps"]),
+                (
+                    f"{data['ratio']:.3f} ({_fmt(noise['min'], '.2f')}-{_fmt(noise['max'], '.2f')})"
+                    if on
+                    else ""
+                ),
+                _fmt(stats["p50_ms"]),
+                _fmt(stats["p95_ms"]),
+                _fmt(stats["p99_ms"]),
+                _fmt(stats["proxy_cpu_ms_per_request"], ".2f"),
+                f"{_fmt(stats['hook_ms_p50'], '.2f')} / {_fmt(stats['hook_ms_p99'], '.2f')}"
+                if on
+                else "",
+                str(stats["errors"]),
+                end_section=not on,
+            )
+    return table
+
+
+def _fmt(value: object, spec: str = ".1f") -> str:
+    return "-" if value is None else format(cast(float, value), spec)

@@ -1,0 +1,804 @@
+"""``litellm-memory forget``, ``export``, ``doctor``, ``import --format export``, and how every
+command reports errors.
+
+* ``forget --user U [--conversation C] [--yes]``: delete every key of a user (all conversations
+  and memory sets in the tenant, whatever the alias) or of one conversation, through the user's
+  index (no ``KEYS``), with their entries in the due set.
+* ``export --user U [--conversation C] [--output FILE]``: the user's conversations (turns,
+  summaries) and memory sets (pinned and extracted memories) as JSON (the format:
+  :class:`litellm_memory_hook.memory_api.ExportDocument`), on stdout unless ``--output``.
+* ``import FILE --format export [--user U] [--tenant T] [--fresh]``: write such a file back.
+* ``doctor``: is Redis reachable, which version, cluster or not, persistence (AOF/RDB) and
+  ``maxmemory-policy`` with recommendations, the config's memory-enabled aliases, the LiteLLM
+  version, whether the proxy and stand-in ports are free.
+
+Errors: a command that fails prints one line, ``error: ...``, on stderr and exits with a
+non-zero code (2 for a problem the command recognised, 1 for anything else); ``--debug``
+(anywhere on the command line) shows the full traceback instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+from redis.exceptions import RedisError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
+
+try:  # typer 0.29+ carries its own copy of click
+    from typer._click import core as click_core
+    from typer._click import exceptions as click_exceptions
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover - older typer runs on click itself
+    from click import core as click_core  # type: ignore[no-redef]
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+    from click.globals import get_current_context  # type: ignore[no-redef]
+
+from litellm_memory_hook.errors import MemoryHookError, StoreError
+from litellm_memory_hook.memory_api import (
+    ExportDocument,
+    ImportExportResult,
+    MemoryAPI,
+    MemoryTarget,
+    resolve_target,
+)
+from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings, parse_alias_config
+from litellm_memory_hook.store.redis_store import AppendResult, MemoryStore
+from litellm_memory_hook.tools.cli import MASTER_TENANT, ConfigOption, DataDirOption
+from litellm_memory_hook.tools.proxyconfig import ProxyConfig
+
+T = TypeVar("T")
+
+#: the LiteLLM version this package is validated with (pyproject pins it).
+LITELLM_VERSION = "1.108.7"
+#: the oldest Redis the store works with (ZADD LT / GT, ZRANGE BYSCORE).
+MIN_REDIS = (6, 2)
+DEBUG_KEY = "litellm_memory_debug"
+DEBUG_NOTE = "Errors are one line; add --debug anywhere on the command line for the traceback."
+CLI_REDIS_TIMEOUT_S = 10.0
+DEFAULT_CONFIG = Path("config.yaml")
+DEFAULT_DATA_DIR = Path(".litellm-memory")
+
+err_console = Console(stderr=True)
+out_console = Console()
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``error: MESSAGE`` as one line on stderr; returns the exit to raise."""
+    err_console.print(Text.assemble(("error: ", "red"), message), soft_wrap=True, highlight=False)
+    return typer.Exit(code=code)
+
+
+def describe(exc: BaseException) -> str:
+    """One line that says what went wrong, for errors no command turned into a message."""
+    import httpx
+
+    try:
+        import openai
+
+        if isinstance(exc, openai.APIConnectionError):
+            return f"cannot reach the proxy ({exc}); is it running? (litellm-memory serve)"
+        if isinstance(exc, openai.APIStatusError):
+            return f"the proxy answered {exc.status_code}: {str(exc.message)[:300]}"
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"{exc.request.url} answered {exc.response.status_code}: {exc.response.text[:300]}"
+    if isinstance(exc, httpx.TransportError):
+        where = ""
+        with suppress(RuntimeError):  # no request attached
+            where = f" {exc.request.url}"
+        return f"cannot reach{where}: {exc or type(exc).__name__}; is it running?"
+    if isinstance(exc, RedisError):
+        return f"Redis: {exc}"
+    if isinstance(exc, FileNotFoundError):
+        return f"file not found: {exc.filename or exc}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {exc.filename or exc}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON: {exc}"
+    if isinstance(exc, MemoryHookError):
+        return str(exc)
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:400]} (run with --debug for the traceback)"
+
+
+def debug_enabled() -> bool:
+    """Whether ``--debug`` was given to the running command."""
+    ctx = get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().meta.get(DEBUG_KEY))
+
+
+def _all_commands(group: Any) -> Iterator[Any]:
+    for command in getattr(group, "commands", {}).values():
+        yield command
+        yield from _all_commands(command)
+
+
+def _plain_usage(param: Any) -> None:
+    """Show an argument in usage lines as ``FILE`` (its metavar, else its name in capitals),
+    not typer's ``{file}``."""
+    if getattr(param, "param_type_name", "") != "argument" or getattr(param, "_plain", False):
+        return
+    if param.metavar is None and param.name:
+        param.metavar = str(param.name).upper()
+    original = param.get_usage_pieces
+
+    def pieces(ctx: Any) -> list[str]:
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in original(ctx)]
+
+    object.__setattr__(param, "get_usage_pieces", pieces)
+    object.__setattr__(param, "_plain", True)
+
+
+class CommandGroup(TyperGroup):
+    """The top-level command group: ``--debug`` is accepted anywhere on the command line, and
+    every error that no command turned into a message is printed as one line (exit code 1)
+    instead of a traceback (with ``--debug``: the traceback)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in _all_commands(self):
+            for param in getattr(command, "params", ()):
+                _plain_usage(param)
+        note = DEBUG_NOTE
+        if note not in (self.epilog or ""):
+            self.epilog = f"{self.epilog}\n\n{note}" if self.epilog else note
+
+    def parse_args(self, ctx: click_core.Context, args: list[str]) -> list[str]:
+        """Take ``--debug`` out of the arguments wherever it is (before a ``--``)."""
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:end]:
+            ctx.meta[DEBUG_KEY] = True
+            args = [a for i, a in enumerate(args) if i >= end or a != "--debug"]
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click_core.Context) -> Any:
+        """Run the command; turn an unexpected exception into one line unless debugging."""
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click_exceptions.ClickException):
+            raise
+        except BrokenPipeError:  # `... | head`: the reader is gone; stop quietly
+            with suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(code=1) from None
+        except Exception as exc:
+            if ctx.meta.get(DEBUG_KEY):
+                raise
+            raise fail(describe(exc), code=1) from None
+
+
+# -- Redis ----------------------------------------------------------------------------------------
+
+
+def load_config(path: Path) -> ProxyConfig:
+    """Read config.yaml, or exit with one line."""
+    try:
+        return ProxyConfig.load(path)
+    except MemoryHookError as exc:
+        raise fail(str(exc)) from exc
+
+
+def alias_lookup(config: ProxyConfig) -> Callable[[str], AliasMemoryConfig | None]:
+    """Alias name -> its memory config from config.yaml (``None``: unknown or memory off)."""
+
+    def lookup(name: str) -> AliasMemoryConfig | None:
+        return parse_alias_config(config.model_info(name))
+
+    return lookup
+
+
+def redis_url(settings: MemorySettings, data_dir: Path, *, quiet: bool = False) -> str:
+    """The configured Redis URL; with none configured, the embedded Redis of ``data_dir`` (the
+    one ``serve`` runs, attached to; started for this command when none runs). Notes go to
+    stderr, so stdout stays clean for JSON."""
+    if "redis_url" in settings.model_fields_set:
+        return settings.redis_url
+    from litellm_memory_hook.store.embedded import start_embedded
+
+    embedded = start_embedded(data_dir)
+    if not quiet:
+        state = "running" if not embedded.started else "started for this command"
+        err_console.print(f"embedded Redis {embedded.socket} ({state})", style="dim")
+    return embedded.url
+
+
+def open_redis(settings: MemorySettings, data_dir: Path, *, quiet: bool = False) -> Any:
+    """An asyncio client of :func:`redis_url` (a Cluster client with ``redis_cluster``)."""
+    from litellm_memory_hook.store.client import redis_client
+
+    url = redis_url(settings, data_dir, quiet=quiet)
+    cluster = settings.redis_cluster and not url.startswith("unix:")
+    return redis_client(url, cluster=cluster, timeout_s=CLI_REDIS_TIMEOUT_S)
+
+
+def run_on_redis(
+    config: ProxyConfig,
+    data_dir: Path,
+    job: Callable[[Any], Awaitable[T]],
+    *,
+    quiet: bool = False,
+) -> T:
+    """Run ``job(redis)`` on a fresh client; Redis and package errors become one line, exit 2."""
+
+    async def main() -> T:
+        redis = open_redis(config.settings, data_dir, quiet=quiet)
+        try:
+            return await job(redis)
+        finally:
+            await redis.aclose()
+
+    from litellm_memory_hook.store.embedded import EmbeddedRedisError
+
+    try:
+        return asyncio.run(main())
+    except typer.Exit:
+        raise
+    except (EmbeddedRedisError, StoreError, MemoryHookError, RedisError, OSError) as exc:
+        if debug_enabled():
+            raise
+        if isinstance(exc, EmbeddedRedisError):
+            raise fail(f"embedded Redis in {data_dir}/: {exc}") from exc
+        if isinstance(exc, StoreError | RedisError | OSError):
+            raise fail(f"Redis ({_safe_url(config.settings, data_dir)}): {exc}") from exc
+        raise fail(str(exc)) from exc
+
+
+def _safe_url(settings: MemorySettings, data_dir: Path) -> str:
+    if "redis_url" not in settings.model_fields_set:
+        return f"embedded, {data_dir}/"
+    return mask_url(settings.redis_url)
+
+
+def mask_url(url: str) -> str:
+    """The URL without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@contextmanager
+def progress_bar(
+    description: str, total: int | None = None
+) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr (when it is a terminal); yields ``update(done, total)``."""
+    if not err_console.is_terminal:
+        yield lambda done, total_now: None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err_console, transient=False) as bar:
+        task = bar.add_task(description, total=total)
+
+        def update(done: int, total_now: int) -> None:
+            bar.update(task, completed=done, total=total_now)
+
+        yield update
+
+
+def progress_store(
+    redis: Any, ttl_s: int, total: int, update: Callable[[int, int], None]
+) -> MemoryStore:
+    """A :class:`MemoryStore` that reports the turns it appends to ``update(done, total)``
+    (the import's progress bar)."""
+
+    class CountingStore(MemoryStore):
+        done = 0
+
+        async def append(self, *args: Any, **kwargs: Any) -> AppendResult:
+            result = await super().append(*args, **kwargs)
+            turns = args[1] if len(args) > 1 else kwargs.get("turns", ())
+            self.done += len(turns)
+            update(min(self.done, total), total)
+            return result
+
+    return CountingStore(redis, ttl_s=ttl_s)
+
+
+# -- forget and export ----------------------------------------------------------------------------
+
+UserOption = Annotated[
+    str, typer.Option("--user", help="The user id (the chat request's 'user' field).")
+]
+ModelOption = Annotated[
+    str,
+    typer.Option("--model", help="A memory-enabled alias (resolves --conversation)."),
+]
+TenantOption = Annotated[
+    str,
+    typer.Option(
+        "--tenant", help="Tenant: master (the master key), team-<id>, user-<id> or key-<hash>."
+    ),
+]
+OneConversationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--conversation", help="Only this conversation (default: everything of the user)."
+    ),
+]
+
+
+def _target(
+    config: ProxyConfig, *, user: str, model: str, tenant: str, conversation: str | None
+) -> MemoryTarget:
+    try:
+        return resolve_target(
+            config.settings,
+            alias_lookup(config),
+            tenant=tenant,
+            user=user,
+            model=model,
+            conversation=conversation,
+        )
+    except MemoryHookError as exc:
+        raise fail(str(exc)) from exc
+
+
+def _who(target: MemoryTarget, conversation: str | None) -> str:
+    who = f"user {target.user!r} of tenant {target.tenant!r}"
+    return f"conversation {conversation!r} of {who}" if conversation else who
+
+
+def forget_command(
+    user: UserOption,
+    conversation: OneConversationOption = None,
+    model: ModelOption = "demo",
+    tenant: TenantOption = MASTER_TENANT,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """Forget a user: delete their conversations, summaries, recall index and memories.
+
+    Without --conversation: everything of the user in the tenant, whatever the alias.
+
+    With --conversation: that conversation only (shared memories stay).
+
+    Example: litellm-memory forget --user alice --yes
+    """
+    proxy_config = load_config(config)
+    target = _target(proxy_config, user=user, model=model, tenant=tenant, conversation=conversation)
+    what = _who(target, conversation)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise fail(f"forgetting {what} cannot be undone: add --yes to confirm")
+        if not typer.confirm(f"Forget {what}? This cannot be undone", default=False):
+            raise fail("nothing forgotten", code=1)
+
+    async def job(redis: Any) -> Any:
+        return await MemoryAPI(redis, proxy_config.settings).forget(
+            target, whole_user=not conversation
+        )
+
+    result = run_on_redis(proxy_config, data_dir, job)
+    if as_json:
+        payload = {"user": target.user, "tenant": target.tenant, "conversation": conversation}
+        payload.update(result.__dict__)
+        typer.echo(json.dumps(payload, ensure_ascii=False))
+        return
+    if not result.deleted_keys:
+        out_console.print(f"nothing stored for {what}", highlight=False)
+        return
+    out_console.print(
+        f"forgot {what}: {result.conversations} conversation(s), {result.memory_sets} memory "
+        f"set(s), {result.deleted_keys} keys deleted",
+        highlight=False,
+    )
+
+
+def export_command(
+    user: UserOption,
+    conversation: OneConversationOption = None,
+    model: ModelOption = "demo",
+    tenant: TenantOption = MASTER_TENANT,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout."),
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+) -> None:
+    """Export a user's conversations (turns, summaries) and memories as JSON.
+
+    Read it back with: litellm-memory import FILE --format export
+
+    Example: litellm-memory export --user alice > alice.json
+    """
+    proxy_config = load_config(config)
+    target = _target(proxy_config, user=user, model=model, tenant=tenant, conversation=conversation)
+
+    async def job(redis: Any) -> ExportDocument:
+        api = MemoryAPI(redis, proxy_config.settings)
+        with progress_bar("conversations") as update:
+            return await api.export(target, whole_user=not conversation, progress=update)
+
+    document = run_on_redis(proxy_config, data_dir, job)
+    text = json.dumps(document.model_dump(mode="json"), ensure_ascii=False, indent=2)
+    turns = sum(len(c.turns) for c in document.conversations)
+    summary = (
+        f"exported {len(document.conversations)} conversation(s), {turns} turns, "
+        f"{len(document.memory_sets)} memory set(s) of {_who(target, conversation)}"
+    )
+    if output is None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        err_console.print(summary, highlight=False)
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"cannot write {output}: {exc.strerror or exc}") from exc
+    out_console.print(f"{summary} to {output}", highlight=False)
+
+
+def read_export(file: Path) -> ExportDocument:
+    """Read and validate an export file, or exit with one line."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise fail(f"file not found: {file}") from exc
+    except OSError as exc:
+        raise fail(f"cannot read {file}: {exc.strerror or exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise fail(f"{file} is not a JSON file: {exc}") from exc
+    try:
+        return ExportDocument.parse(data)
+    except MemoryHookError as exc:
+        raise fail(f"{file}: {exc}") from exc
+
+
+def import_export_file(
+    file: Path,
+    *,
+    user: str | None,
+    tenant: str | None,
+    fresh: bool,
+    config: Path,
+    data_dir: Path,
+) -> ImportExportResult:
+    """``import FILE --format export``: write an export back (for the file's user and tenant,
+    or those given), with a progress bar; prints what was written."""
+    proxy_config = load_config(config)
+    document = read_export(file)
+    to_user = user or document.user
+    to_tenant = tenant or document.tenant
+    total = sum(len(c.turns) for c in document.conversations)
+
+    async def job(redis: Any) -> ImportExportResult:
+        api = MemoryAPI(redis, proxy_config.settings)
+        with progress_bar("turns", total) as update:
+            return await api.import_export(
+                document, tenant=to_tenant, user=to_user, fresh=fresh, progress=update
+            )
+
+    result = run_on_redis(proxy_config, data_dir, job)
+    out_console.print(
+        f"imported {result.conversations} conversation(s), {result.turns} turns, "
+        f"{result.memory_sets} memory set(s) ({result.memories} memories) for user {to_user!r} "
+        f"of tenant {to_tenant!r}",
+        highlight=False,
+    )
+    return result
+
+
+# -- doctor ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    """One line of the doctor's report."""
+
+    name: str
+    status: str  # ok, warn, fail, info
+    detail: str
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in text.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits or 0))
+    return tuple(out)
+
+
+def _persistence_check(info: dict[str, Any], config: dict[str, str]) -> Check:
+    aof = str(info.get("aof_enabled", "0")) == "1"
+    save = config.get("save")
+    fsync = config.get("appendfsync")
+    if aof:
+        detail = "AOF on" + (f" (appendfsync {fsync})" if fsync else "")
+        if fsync == "no":
+            return Check("persistence", "warn", detail + ": recommend appendfsync everysec")
+        return Check("persistence", "ok", detail + (f"; RDB save {save!r}" if save else ""))
+    if save:
+        return Check(
+            "persistence",
+            "warn",
+            f"RDB snapshots only (save {save!r}): a crash loses the writes since the last "
+            "snapshot; recommend appendonly yes, appendfsync everysec",
+        )
+    if save is None:
+        return Check(
+            "persistence",
+            "warn",
+            "AOF off; RDB rules unknown (CONFIG not allowed): recommend appendonly yes",
+        )
+    return Check(
+        "persistence",
+        "warn",
+        "none (no AOF, no RDB): a restart loses every memory; recommend appendonly yes",
+    )
+
+
+def _policy_check(memory: dict[str, Any]) -> Check:
+    policy = str(memory.get("maxmemory_policy", "unknown"))
+    used = memory.get("used_memory_human", "?")
+    limit = int(memory.get("maxmemory", 0) or 0)
+    budget = f"{used} used" + (f" of {memory.get('maxmemory_human')}" if limit else ", no limit")
+    if policy == "noeviction":
+        return Check("maxmemory-policy", "ok", f"noeviction ({budget})")
+    return Check(
+        "maxmemory-policy",
+        "warn",
+        f"{policy} ({budget}): Redis may evict conversations and memories (every key has a "
+        "TTL, so volatile-* policies evict them too); recommend noeviction",
+    )
+
+
+def _config_get(client: Any, name: str) -> str | None:
+    try:
+        value = client.config_get(name).get(name)
+    except RedisError:
+        return None
+    return None if value is None else str(value)
+
+
+def redis_checks(url: str, *, cluster_setting: bool, timeout_s: float = 3.0) -> list[Check]:
+    """Reachability, version, mode, Lua, persistence and eviction policy of the Redis at
+    ``url`` (one node when it is a Cluster)."""
+    import redis
+
+    client = redis.Redis.from_url(
+        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True
+    )
+    checks: list[Check] = []
+    try:
+        try:
+            client.ping()
+        except (RedisError, OSError) as exc:
+            return [Check("redis reachable", "fail", f"{mask_url(url)}: {exc}")]
+        checks.append(Check("redis reachable", "ok", mask_url(url)))
+        server = client.info("server")
+        version = str(server.get("redis_version", "?"))
+        if _version_tuple(version) >= MIN_REDIS:
+            checks.append(Check("redis version", "ok", version))
+        else:
+            checks.append(
+                Check("redis version", "fail", f"{version}: needs 6.2+ (ZADD LT, ZRANGE BYSCORE)")
+            )
+        mode = str(server.get("redis_mode", "standalone"))
+        if mode == "cluster" and not cluster_setting:
+            checks.append(
+                Check("redis mode", "fail", "cluster, but redis_cluster is not set: set it true")
+            )
+        elif mode != "cluster" and cluster_setting:
+            checks.append(Check("redis mode", "warn", f"{mode}, but redis_cluster is true"))
+        else:
+            checks.append(Check("redis mode", "ok", mode))
+        try:
+            lua_ok = client.eval("return 1", 0) == 1
+        except RedisError as exc:
+            lua_ok = False
+            checks.append(Check("lua scripts", "fail", f"EVAL refused: {exc}"))
+        if lua_ok:
+            checks.append(Check("lua scripts", "ok", "EVAL works"))
+        config = {
+            name: value
+            for name in ("save", "appendfsync")
+            if (value := _config_get(client, name)) is not None
+        }
+        if "save" not in config and _config_get(client, "appendonly") is not None:
+            config["save"] = ""
+        checks.append(_persistence_check(client.info("persistence"), config))
+        checks.append(_policy_check(client.info("memory")))
+    except (RedisError, OSError) as exc:
+        checks.append(Check("redis", "fail", str(exc)))
+    finally:
+        client.close()
+    return checks
+
+
+def _alias_checks(config: ProxyConfig) -> tuple[list[Check], list[int]]:
+    """The memory-enabled aliases, and the local ports their api_base names (stand-ins)."""
+    enabled: list[str] = []
+    ports: list[int] = []
+    problems: list[Check] = []
+    for entry in config.raw.get("model_list") or ():
+        if not isinstance(entry, dict):
+            continue
+        name = str(entry.get("model_name"))
+        try:
+            alias = parse_alias_config(entry.get("model_info") or {})
+        except MemoryHookError as exc:
+            problems.append(Check(f"alias {name}", "fail", str(exc)))
+            continue
+        base = str((entry.get("litellm_params") or {}).get("api_base") or "")
+        parts = urlsplit(base)
+        if parts.hostname in ("127.0.0.1", "localhost") and parts.port:
+            ports.append(parts.port)
+        if alias is not None:
+            scope = f"namespace {alias.namespace or name}, scope {alias.memory_scope}"
+            enabled.append(f"{name} ({scope})")
+    if enabled:
+        detail = f"{len(enabled)}: " + "; ".join(enabled)
+        return [Check("memory aliases", "ok", detail), *problems], sorted(set(ports))
+    return [
+        Check("memory aliases", "warn", "none: set model_info.memory.enabled on an alias"),
+        *problems,
+    ], sorted(set(ports))
+
+
+def _port_check(name: str, host: str, port: int, probe: str) -> Check:
+    import httpx
+
+    from litellm_memory_hook.tools.processes import local_url, port_taken
+
+    reason = port_taken(host, port)
+    if reason is None:
+        return Check(name, "ok", f"{host}:{port} free")
+    try:
+        httpx.get(local_url(host, port) + probe, timeout=2)
+        answering = True
+    except httpx.HTTPError:
+        answering = False
+    if answering:
+        return Check(name, "info", f"{host}:{port} in use; it answers {probe} (already running?)")
+    return Check(name, "warn", f"{host}:{port} {reason} by another program: serve would refuse")
+
+
+def doctor_checks(config_path: Path, data_dir: Path, host: str, port: int) -> list[Check]:
+    """Every check of ``litellm-memory doctor``, in report order."""
+    from litellm_memory_hook.store.embedded import answers, serve_lock_holder, socket_path
+
+    checks: list[Check] = []
+    try:
+        config: ProxyConfig | None = ProxyConfig.load(config_path)
+        checks.append(Check("config", "ok", str(config_path)))
+    except MemoryHookError as exc:
+        config = None
+        checks.append(Check("config", "fail", str(exc)))
+    ports: list[int] = []
+    if config is not None:
+        alias_checks, ports = _alias_checks(config)
+        checks.extend(alias_checks)
+    try:
+        installed = importlib.metadata.version("litellm")
+    except importlib.metadata.PackageNotFoundError:
+        installed = ""
+    if installed == LITELLM_VERSION:
+        checks.append(Check("litellm", "ok", installed))
+    else:
+        checks.append(
+            Check(
+                "litellm",
+                "warn" if installed else "fail",
+                f"{installed or 'not installed'}: this package is validated with {LITELLM_VERSION}",
+            )
+        )
+    if config is not None:
+        settings = config.settings
+        if "redis_url" in settings.model_fields_set:
+            checks.extend(redis_checks(settings.redis_url, cluster_setting=settings.redis_cluster))
+        else:
+            sock = socket_path(data_dir)
+            holder = serve_lock_holder(data_dir)
+            if answers(sock):
+                owner = f"serve pid {holder}" if holder else "no serve holds it"
+                checks.append(Check("redis", "info", f"embedded, socket {sock} ({owner})"))
+                checks.extend(redis_checks(f"unix://{sock}", cluster_setting=False))
+            else:
+                checks.append(
+                    Check(
+                        "redis",
+                        "info",
+                        f"no redis_url configured and no embedded Redis running: serve starts "
+                        f"one in {data_dir}/ (socket {sock}); set REDIS_URL for your own Redis",
+                    )
+                )
+    checks.append(_port_check("proxy port", host, port, "/health/liveliness"))
+    for standin in ports:
+        checks.append(_port_check("stand-in port", "127.0.0.1", standin, "/v1/models"))
+    return checks
+
+
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "info": "cyan"}
+
+
+def doctor_command(
+    config: ConfigOption = DEFAULT_CONFIG,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+    port: Annotated[int, typer.Option(help="The proxy port serve would use.")] = 4000,
+    host: Annotated[str, typer.Option(help="The proxy host serve would use.")] = "127.0.0.1",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Check Redis, persistence, eviction policy, memory aliases, LiteLLM and ports.
+
+    Redis: reachable, version (6.2+), cluster or not, Lua, AOF/RDB, maxmemory-policy.
+
+    Exit code 1 when a check fails; warnings come with a recommendation.
+
+    Example: litellm-memory doctor --config config.yaml
+    """
+    checks = doctor_checks(config, data_dir, host, port)
+    failed = any(c.status == "fail" for c in checks)
+    if as_json:
+        typer.echo(json.dumps([c.__dict__ for c in checks], ensure_ascii=False, indent=2))
+    else:
+        table = Table(title="litellm-memory doctor")
+        table.add_column("check")
+        table.add_column("status")
+        table.add_column("detail", overflow="fold")
+        for check in checks:
+            table.add_row(check.name, Text(check.status, style=_STYLE[check.status]), check.detail)
+        out_console.print(table)
+        warnings = sum(1 for c in checks if c.status == "warn")
+        verdict = "problems found" if failed else "ready"
+        out_console.print(f"{verdict}: {warnings} warning(s)", highlight=False)
+    if failed:
+        raise typer.Exit(code=1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``forget``, ``export`` and ``doctor`` to ``app`` and give it the one-line error
+    handling and ``--debug`` option of :class:`CommandGroup` (idempotent)."""
+    app.info.cls = CommandGroup
+    commands = {c.name for c in app.registered_commands}
+    for name, function in (
+        ("forget", forget_command),
+        ("export", export_command),
+        ("doctor", doctor_command),
+    ):
+        if name not in commands:
+            app.command(name)(function)
+
+
+__all__ = [
+    "CommandGroup",
+    "describe",
+    "doctor_checks",
+    "fail",
+    "import_export_file",
+    "open_redis",
+    "progress_bar",
+    "progress_store",
+    "redis_checks",
+    "register",
+    "run_on_redis",
+]

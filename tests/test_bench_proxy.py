@@ -1,0 +1,109 @@
+"""``bench proxy`` in its short mode (``--requests 40``): it runs end to end through a real
+proxy and the stand-in, and writes every field of its JSON report. Speed is not checked here
+(the machine is shared); the long mode is run by hand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from litellm_memory_hook.tools.bench_proxy import (
+    PREFIX_STEM,
+    conversation_lines,
+)
+
+from .conftest import real_redis_url
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+SIDE_FIELDS = {
+    "requests",
+    "errors",
+    "seconds",
+    "rps",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "proxy_cpu_ms_per_request",
+    "standin_cpu_ms_per_request",
+    "hook_ms_p50",
+    "hook_ms_p99",
+    "hook_samples",
+    "round_rps",
+}
+
+
+def test_conversation_lines_are_deterministic_and_realistic() -> None:
+    lines = conversation_lines(3, 50)
+    assert lines == conversation_lines(3, 50)
+    assert lines != conversation_lines(4, 50)
+    assert all(40 <= len(line) <= 400 for line in lines)
+    assert len(set(lines)) > 40
+
+
+def test_bench_proxy_short_mode_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "proxy.json"
+    command = [
+        sys.executable,
+        "-m",
+        "litellm_memory_hook",
+        "bench",
+        "proxy",
+        "--clients",
+        "1,32",
+        "--requests",
+        "40",
+        "--history",
+        "20",
+        "--redis-url",
+        real_redis_url(),
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--json",
+        str(out),
+    ]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "on/off" in done.stdout
+    report = json.loads(out.read_text())
+
+    assert report["config"]["clients"] == [1, 32]
+    assert report["config"]["requests_per_side"] == 40
+    assert [r["clients"] for r in report["results"]] == [1, 32]
+    for result in report["results"]:
+        assert result["rounds"] >= 2
+        for side in ("on", "off"):
+            stats = result[side]
+            assert set(stats) == SIDE_FIELDS
+            assert stats["requests"] == 40
+            assert stats["errors"] == 0
+            assert stats["rps"] > 0
+            assert 0 < stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"]
+            assert stats["proxy_cpu_ms_per_request"] >= 0
+            assert len(stats["round_rps"]) == result["rounds"]
+        # the debug header is answered with the pre-call time only where the hook ran
+        assert result["on"]["hook_samples"] > 0 and result["on"]["hook_ms_p50"] > 0
+        assert result["off"]["hook_samples"] == 0
+        assert result["ratio"] == pytest.approx(result["on"]["rps"] / result["off"]["rps"], 0.01)
+        assert len(result["round_ratios"]) == result["rounds"]
+        assert set(result["ratio_noise"]) == {"min", "max", "stdev"}
+        assert result["cpu_ratio"] > 0
+    write = report["write"]
+    assert write["samples"] == 40
+    for name in ("pre_call_ms", "post_call_ms", "write_ms", "post_call_cpu_ms", "sign_ms"):
+        assert write[name]["p50"] > 0 and write[name]["p99"] >= write[name]["p50"]
+
+    # the run deleted its keys
+    client = redis.Redis.from_url(real_redis_url())
+    try:
+        prefix = report["config"]["key_prefix"]
+        assert prefix.startswith(PREFIX_STEM)
+        assert not list(client.scan_iter(match=f"{prefix}*", count=1000))
+    finally:
+        client.close()

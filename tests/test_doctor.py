@@ -1,0 +1,221 @@
+"""`litellm-memory doctor` (issue 10 item 1): Redis reachable, version, cluster or not, Lua,
+persistence and eviction policy with recommendations, the memory-enabled aliases, the LiteLLM
+version and free ports; against the test Redis, throwaway redis-servers configured badly on
+purpose, the embedded Redis, and with Redis down."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from litellm_memory_hook.store.embedded import redis_binary, start_embedded
+from litellm_memory_hook.tools import cli
+from litellm_memory_hook.tools.cli_memory import register
+from litellm_memory_hook.tools.cli_ops import (
+    LITELLM_VERSION,
+    _persistence_check,
+    _policy_check,
+)
+
+from .harness import REPO, free_port
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+register(cli.app)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Redis URL or cluster flag from the outside; each test sets what it needs."""
+    for name in ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL", "LITELLM_MEMORY_REDIS_CLUSTER"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def doctor(*args: str) -> tuple[int, dict[str, dict[str, str]], list[dict[str, str]]]:
+    """`doctor --json ARGS` with the checkout's config; (exit code, checks by name, all)."""
+    result = CliRunner().invoke(
+        cli.app, ["doctor", "--json", "--config", str(REPO / "config.yaml"), *args]
+    )
+    checks: list[dict[str, str]] = json.loads(result.stdout)
+    return result.exit_code, {c["name"]: c for c in checks}, checks
+
+
+@pytest.fixture
+def throwaway_redis(tmp_path: Path) -> Iterator[Any]:
+    """A factory of redis-server processes on free ports with the given arguments."""
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> str:
+        port = free_port()
+        process = subprocess.Popen(
+            [
+                redis_binary(),
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(tmp_path),
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        processes.append(process)
+        url = f"redis://127.0.0.1:{port}/0"
+        for _ in range(100):
+            try:
+                redis.Redis.from_url(url).ping()
+                return url
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    yield start
+    for process in processes:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.mark.redis
+def test_doctor_on_the_test_redis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every check is there: config, aliases (demo), LiteLLM at the pinned version, Redis
+    reachable, version 6.2+, standalone, Lua, persistence, eviction policy, ports."""
+    monkeypatch.setenv("REDIS_URL", REDIS_URL)
+    code, checks, ordered = doctor("--port", str(free_port()))
+    names = [c["name"] for c in ordered]
+    assert names[:3] == ["config", "memory aliases", "litellm"]
+    assert {
+        "redis reachable",
+        "redis version",
+        "redis mode",
+        "lua scripts",
+        "persistence",
+        "maxmemory-policy",
+        "proxy port",
+        "stand-in port",
+    } <= set(names)
+    assert (
+        checks["memory aliases"]["status"] == "ok" and "demo" in checks["memory aliases"]["detail"]
+    )
+    assert checks["litellm"] == {"name": "litellm", "status": "ok", "detail": LITELLM_VERSION}
+    for name in ("redis reachable", "redis version", "redis mode", "lua scripts", "proxy port"):
+        assert checks[name]["status"] == "ok", checks[name]
+    assert checks["redis mode"]["detail"] == "standalone"
+    assert code == 0
+
+
+def test_doctor_with_redis_down_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis not answering: the reachability check fails naming the URL, exit code 1; the
+    table form ends with 'problems found'."""
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    monkeypatch.setenv("REDIS_URL", url)
+    code, checks, _ = doctor()
+    table = CliRunner().invoke(cli.app, ["doctor", "--config", str(REPO / "config.yaml")])
+    assert code == 1
+    assert checks["redis reachable"]["status"] == "fail"
+    assert url in checks["redis reachable"]["detail"]
+    assert table.exit_code == 1 and "problems found" in table.stdout
+
+
+def test_doctor_recommends_aof_and_noeviction(
+    throwaway_redis: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An evicting Redis with RDB only: a warning that recommends noeviction, one that
+    recommends AOF; with AOF and noeviction both are ok."""
+    bad = throwaway_redis("--maxmemory-policy", "allkeys-lru", "--save", "60", "1")
+    monkeypatch.setenv("REDIS_URL", bad)
+    code, checks, _ = doctor()
+    assert code == 0
+    assert checks["maxmemory-policy"]["status"] == "warn"
+    assert "allkeys-lru" in checks["maxmemory-policy"]["detail"]
+    assert "recommend noeviction" in checks["maxmemory-policy"]["detail"]
+    assert checks["persistence"]["status"] == "warn"
+    assert "RDB snapshots only" in checks["persistence"]["detail"]
+    assert "appendonly yes" in checks["persistence"]["detail"]
+    good = throwaway_redis("--appendonly", "yes", "--maxmemory-policy", "noeviction")
+    monkeypatch.setenv("REDIS_URL", good)
+    _, checks, _ = doctor()
+    assert checks["persistence"]["status"] == "ok"
+    assert checks["persistence"]["detail"].startswith("AOF on (appendfsync everysec)")
+    assert checks["maxmemory-policy"]["status"] == "ok"
+
+
+def test_doctor_flags_a_cluster_setting_on_a_standalone_redis(
+    throwaway_redis: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis_cluster: true against a standalone server is a warning naming both."""
+    monkeypatch.setenv("REDIS_URL", throwaway_redis())
+    monkeypatch.setenv("LITELLM_MEMORY_REDIS_CLUSTER", "true")
+    _, checks, _ = doctor()
+    assert checks["redis mode"]["status"] == "warn"
+    assert "redis_cluster is true" in checks["redis mode"]["detail"]
+
+
+def test_doctor_on_the_embedded_redis(tmp_path: Path) -> None:
+    """Without a Redis URL: no embedded Redis running is only information; with one running
+    (as serve runs it), doctor checks it: AOF on, noeviction."""
+    folder = tmp_path / "data"
+    _, checks, _ = doctor("--data-dir", str(folder))
+    assert checks["redis"]["status"] == "info" and "serve starts one" in checks["redis"]["detail"]
+    embedded = start_embedded(folder, owner=True)
+    try:
+        code, checks, _ = doctor("--data-dir", str(folder))
+    finally:
+        embedded.stop()
+    assert code == 0
+    assert checks["redis"]["detail"].startswith(f"embedded, socket {embedded.socket}")
+    assert checks["persistence"]["status"] == "ok"
+    assert checks["maxmemory-policy"]["status"] == "ok"
+
+
+def test_doctor_reports_taken_ports(tmp_path: Path) -> None:
+    """A proxy port another program listens on is a warning saying serve would refuse."""
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        _, checks, _ = doctor("--port", str(port), "--data-dir", str(tmp_path))
+    assert checks["proxy port"]["status"] == "warn"
+    assert f"127.0.0.1:{port} already in use" in checks["proxy port"]["detail"]
+    assert "serve would refuse" in checks["proxy port"]["detail"]
+
+
+def test_doctor_with_a_missing_config_fails(tmp_path: Path) -> None:
+    """A config that cannot be read fails the config check, exit code 1."""
+    result = CliRunner().invoke(
+        cli.app, ["doctor", "--json", "--config", str(tmp_path / "nope.yaml")]
+    )
+    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    assert result.exit_code == 1
+    assert checks["config"]["status"] == "fail" and "cannot read" in checks["config"]["detail"]
+
+
+def test_persistence_and_policy_rules() -> None:
+    """The recommendations: AOF with fsync 'no' warns, no persistence at all warns that a
+    restart loses everything; volatile-* policies warn (every key has a TTL)."""
+    assert _persistence_check({"aof_enabled": 1}, {"appendfsync": "no"}).status == "warn"
+    none = _persistence_check({"aof_enabled": 0}, {"save": ""})
+    assert none.status == "warn" and "loses every memory" in none.detail
+    lru = _policy_check(
+        {
+            "maxmemory_policy": "volatile-lru",
+            "maxmemory": 10,
+            "used_memory_human": "1M",
+            "maxmemory_human": "10M",
+        }
+    )
+    assert lru.status == "warn" and "volatile-*" in lru.detail
+    ok = _policy_check(
+        {"maxmemory_policy": "noeviction", "maxmemory": 0, "used_memory_human": "1M"}
+    )
+    assert ok.status == "ok" and "no limit" in ok.detail

@@ -1,0 +1,337 @@
+"""Prometheus metrics (``GET /memory/metrics``): rendered from the hook's counters, its
+per-request observations and ``mem:stats`` at scrape time; scraped in-process after traffic on a
+real Redis, and through a real LiteLLM proxy with its real key check."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import redis as sync_redis
+import redis.asyncio as aioredis
+from fastapi import FastAPI, Request
+from prometheus_client.parser import text_string_to_metric_families
+
+from litellm_memory_hook.proxy import routes, ui
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.proxy.metrics import LAYERS, HookMetrics, log_event
+from litellm_memory_hook.settings import MemorySettings
+
+from .conftest import chat_request, make_hook, model_response, real_redis_url
+from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples(text: str) -> Samples:
+    """Every sample of a scrape: (name, sorted labels) -> value."""
+    found: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    """One sample's value (KeyError when the scrape lacks it)."""
+    return found[(name, tuple(sorted(labels.items())))]
+
+
+def hook_is_wired() -> bool:
+    """Whether the hook records per-request observations (``hook.metrics``, issue 10 item 4)."""
+    return isinstance(getattr(MemoryHook(), "metrics", None), HookMetrics)
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def test_render_counters_observations_and_store_stats(caplog: pytest.LogCaptureFixture) -> None:
+    """Counters map to requests / fail-open / Redis-error families, observations to the layer
+    and hook-time histograms, mem:stats to the extraction families; one structured log line."""
+    counters: Counter[str] = Counter(
+        rebuilt=3,
+        no_user_passthrough=2,
+        precall_errors=1,
+        breaker_passthrough=4,
+        breaker_trips=1,
+        api_store_errors=2,
+        turns_stored=6,
+        chars_window=900,
+    )
+    metrics = HookMetrics(counters)
+    with caplog.at_level(logging.DEBUG, logger="litellm_memory_hook"):
+        metrics.observe_rebuild("master:alice:demo", {"rules": 40, "window": 700}, 1.7, recalled=2)
+        metrics.observe_rebuild("master:alice:demo", {"rules": 40, "window": 90}, 0.4, recalled=0)
+    metrics.store_stats = {
+        "jobs_run": 5,
+        "jobs_committed": 3,
+        "jobs_failed": 1,
+        "dropped_pinned": 2,
+        "tokens_prompt": 1200,
+        "swept": 1,
+        "due": 4,
+        "due_now": 1,
+    }
+    found = samples(metrics.render().decode())
+
+    assert value(found, "litellm_memory_requests_total", outcome="memory") == 3
+    assert value(found, "litellm_memory_requests_total", outcome="no_user") == 2
+    assert value(found, "litellm_memory_requests_total", outcome="fail_open_error") == 1
+    assert value(found, "litellm_memory_fail_open_total", reason="error") == 1
+    assert value(found, "litellm_memory_fail_open_total", reason="breaker") == 4
+    assert value(found, "litellm_memory_fail_open_total", reason="config") == 0
+    assert value(found, "litellm_memory_redis_errors_total", source="hook") == 1
+    assert value(found, "litellm_memory_redis_errors_total", source="api") == 2
+    assert value(found, "litellm_memory_hook_events_total", event="turns_stored") == 6
+    assert ("litellm_memory_hook_events_total", (("event", "chars_window"),)) not in found
+
+    assert value(found, "litellm_memory_layer_characters_count", layer="window") == 2
+    assert value(found, "litellm_memory_layer_characters_sum", layer="window") == 790
+    assert value(found, "litellm_memory_layer_characters_bucket", layer="window", le="100.0") == 1
+    for layer in LAYERS:  # every layer is there from the start, so dashboards see zeros
+        assert ("litellm_memory_layer_characters_count", (("layer", layer),)) in found
+    assert value(found, "litellm_memory_hook_duration_milliseconds_count") == 2
+    assert value(found, "litellm_memory_hook_duration_milliseconds_bucket", le="0.5") == 1
+    assert value(found, "litellm_memory_recall_hits_total") == 1
+    assert value(found, "litellm_memory_recalled_lines_total") == 2
+
+    assert value(found, "litellm_memory_store_up") == 1
+    assert value(found, "litellm_memory_extraction_jobs_total", outcome="committed") == 3
+    assert value(found, "litellm_memory_extraction_jobs_total", outcome="failed") == 1
+    assert value(found, "litellm_memory_extraction_jobs_total", outcome="conflict") == 0
+    assert value(found, "litellm_memory_extraction_runs_total") == 5
+    assert value(found, "litellm_memory_extraction_dropped_items_total", rule="pinned") == 2
+    assert value(found, "litellm_memory_extraction_tokens_total", kind="prompt") == 1200
+    assert value(found, "litellm_memory_extraction_counter_total", counter="swept") == 1
+    assert value(found, "litellm_memory_extraction_due_conversations") == 4
+    assert value(found, "litellm_memory_extraction_overdue_conversations") == 1
+
+    events = [r for r in caplog.records if getattr(r, "memory_event", "") == "memory.rebuilt"]
+    assert len(events) == 2
+    assert events[0].getMessage().startswith('{"event":"memory.rebuilt","ref":"master:alice:demo"')
+    assert events[0].memory_fields["layers"] == {"rules": 40, "window": 700}  # type: ignore[attr-defined]
+
+
+def test_two_hooks_have_separate_registries() -> None:
+    """Each hook's metrics live in their own registry (never the global one)."""
+    first, second = HookMetrics(), HookMetrics()
+    first.observe_rebuild("a:b:c", {"window": 10}, 1.0, recalled=1)
+    assert value(samples(second.render().decode()), "litellm_memory_recall_hits_total") == 0
+    from prometheus_client import REGISTRY
+
+    assert REGISTRY.get_sample_value("litellm_memory_recall_hits_total") is None
+
+
+def test_log_event_skips_disabled_levels(caplog: pytest.LogCaptureFixture) -> None:
+    """A structured line at a disabled level is not formatted; values that are not JSON are
+    logged as text."""
+    with caplog.at_level(logging.WARNING, logger="litellm_memory_hook"):
+        log_event("quiet", logging.DEBUG, x=1)
+        log_event("loud", logging.WARNING, path=Path("/x"))
+    assert [r.getMessage() for r in caplog.records] == ['{"event":"memory.loud","path":"/x"}']
+
+
+# -- the route, in-process ----------------------------------------------------------------------
+
+
+class AdminAuth:
+    """What LiteLLM's ``UserAPIKeyAuth`` gives for the master key."""
+
+    token = "litellm_proxy_master_key"
+    api_key = "litellm_proxy_master_key"
+    team_id = None
+    user_id = "default_user_id"
+    user_role = "proxy_admin"
+
+
+class TeamAuth:
+    """A team's virtual key: not an admin."""
+
+    token = "hashed-team-a"
+    api_key = "hashed-team-a"
+    team_id = "a"
+    user_id = None
+    user_role = "internal_user"
+
+
+async def fake_auth(request: Request) -> Any:
+    """The master key unless the test header asks for a team key."""
+    return TeamAuth() if request.headers.get("x-test-team") else AdminAuth()
+
+
+def app_for(hook: MemoryHook) -> httpx.AsyncClient:
+    """An HTTP client of an app with the memory routes, this hook and the fake auth."""
+    app = FastAPI()
+    app.include_router(routes.router)
+    ui.include_once(app, ui.router)
+    app.dependency_overrides[routes.memory_auth] = fake_auth
+    app.dependency_overrides[routes.current_hook] = lambda: hook
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test")
+
+
+@pytest.fixture
+async def redis_hook(real_redis: aioredis.Redis, prefix: str) -> AsyncIterator[MemoryHook]:
+    """A hook on the real Redis (no in-proxy worker)."""
+    hook = make_hook(real_redis, prefix)
+    yield hook
+    await hook.drain()
+
+
+async def _chat(hook: MemoryHook, text: str, user: Any, call_id: str) -> None:
+    data = chat_request(text, user=user, call_id=call_id)
+    from .conftest import Auth
+
+    data = await hook.async_pre_call_hook(Auth(), None, data, "acompletion") or data
+    await hook.async_post_call_success_hook(data, Auth(), model_response("Noted."))
+
+
+@pytest.mark.redis
+async def test_scrape_after_traffic(redis_hook: MemoryHook) -> None:
+    """After real traffic through the hook and extraction counts in Redis, a scrape shows the
+    requests with memory, the pass-throughs, the job outcomes and the due set."""
+    await _chat(redis_hook, "My cat is called Miso.", "u-metrics", "m1")
+    await _chat(redis_hook, "I live in Pune with my sister Seema.", "u-metrics", "m2")
+    await _chat(redis_hook, "Hello there", None, "m3")  # no user: passed through
+    await redis_hook.queue.count(jobs_run=2, jobs_committed=1, jobs_failed=1)
+    async with app_for(redis_hook) as http:
+        answer = await http.get("/memory/metrics")
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    found = samples(answer.text)
+    assert value(found, "litellm_memory_requests_total", outcome="memory") == 2
+    assert value(found, "litellm_memory_requests_total", outcome="no_user") == 1
+    assert value(found, "litellm_memory_hook_events_total", event="turns_stored") == 4
+    assert value(found, "litellm_memory_store_up") == 1
+    assert value(found, "litellm_memory_extraction_jobs_total", outcome="committed") == 1
+    assert value(found, "litellm_memory_extraction_jobs_total", outcome="failed") == 1
+    assert value(found, "litellm_memory_extraction_runs_total") == 2
+    assert value(found, "litellm_memory_extraction_due_conversations") == 1  # after the quiet time
+    assert value(found, "litellm_memory_extraction_overdue_conversations") == 0
+
+
+@pytest.mark.redis
+async def test_scrape_has_per_request_histograms(
+    redis_hook: MemoryHook, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the hook wired to its metrics, each rebuilt request adds to the layer and hook-time
+    histograms and logs one structured line."""
+    if not hook_is_wired():
+        pytest.skip("hook.py does not create HookMetrics yet (issue 10 item 4: lines to add)")
+    with caplog.at_level(logging.DEBUG, logger="litellm_memory_hook"):
+        await _chat(redis_hook, "My cat is called Miso.", "u-hist", "h1")
+        await _chat(redis_hook, "What is my cat called?", "u-hist", "h2")
+    async with app_for(redis_hook) as http:
+        found = samples((await http.get("/memory/metrics")).text)
+    assert value(found, "litellm_memory_hook_duration_milliseconds_count") == 2
+    assert value(found, "litellm_memory_layer_characters_count", layer="window") == 2
+    assert value(found, "litellm_memory_layer_characters_sum", layer="rules") > 0
+    assert value(found, "litellm_memory_recall_hits_total") >= 0
+    events = [r for r in caplog.records if getattr(r, "memory_event", "") == "memory.rebuilt"]
+    assert len(events) == 2
+
+
+@pytest.mark.redis
+async def test_metrics_need_an_admin_key(redis_hook: MemoryHook) -> None:
+    """A tenant's key gets 403 (the figures cover every tenant)."""
+    async with app_for(redis_hook) as http:
+        answer = await http.get("/memory/metrics", headers={"x-test-team": "1"})
+    assert answer.status_code == 403
+    assert "master key" in answer.json()["detail"]
+
+
+async def test_scrape_with_redis_down(prefix: str) -> None:
+    """Redis not answering: still 200, store_up 0, the scrape's Redis error counted, no
+    extraction figures (rather than stale ones)."""
+    dead = aioredis.from_url(
+        f"redis://127.0.0.1:{free_port()}/0", socket_timeout=0.2, socket_connect_timeout=0.2
+    )
+    hook = MemoryHook(
+        settings=MemorySettings(key_prefix=prefix, worker_in_proxy=False),
+        redis=dead,
+        alias_lookup=lambda model: None,
+    )
+    async with app_for(hook) as http:
+        answer = await http.get("/memory/metrics")
+    await dead.aclose()
+    assert answer.status_code == 200
+    found = samples(answer.text)
+    assert value(found, "litellm_memory_store_up") == 0
+    assert value(found, "litellm_memory_redis_errors_total", source="metrics") == 1
+    assert not any(name.startswith("litellm_memory_extraction") for name, _ in found)
+
+
+@pytest.mark.redis
+async def test_openmetrics_when_asked(redis_hook: MemoryHook) -> None:
+    """A scraper that accepts OpenMetrics gets it."""
+    async with app_for(redis_hook) as http:
+        answer = await http.get(
+            "/memory/metrics", headers={"accept": "application/openmetrics-text; version=1.0.0"}
+        )
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("application/openmetrics-text")
+    assert answer.text.rstrip().endswith("# EOF")
+
+
+# -- through a real proxy -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A real LiteLLM proxy (the package's config.yaml) with the stand-in model and real Redis;
+    yields (base URL, key prefix)."""
+    folder = tmp_path_factory.mktemp("e2e-metrics")
+    standin_port, proxy_port = free_port(), free_port()
+    prefix = "e2x" + uuid.uuid4().hex[:8]
+    standin = start_standin(standin_port, folder / "standin.log")
+    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix=prefix)
+    try:
+        process = start_proxy(
+            config, proxy_port, folder / "proxy.log", {"REDIS_URL": real_redis_url()}
+        )
+    except Exception:
+        stop(standin)
+        raise
+    yield f"http://127.0.0.1:{proxy_port}", prefix
+    stop(process)
+    stop(standin)
+    client = sync_redis.Redis.from_url(real_redis_url())
+    for key in client.scan_iter(match=f"{prefix}:*"):
+        client.delete(key)
+    client.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.e2e
+def test_scrape_through_a_real_proxy(proxy: tuple[str, str]) -> None:
+    """Chat through the proxy, then scrape with the master key: the requests with memory are
+    counted; the route answers 401 without a key."""
+    base, _ = proxy
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    user = "metrics-" + uuid.uuid4().hex[:6]
+    for text in ("My cat is called Miso.", "What is my cat called?"):
+        client.chat.completions.create(
+            model="demo", user=user, messages=[{"role": "user", "content": text}]
+        )
+    client.chat.completions.create(model="demo", messages=[{"role": "user", "content": "hi"}])
+    with httpx.Client(timeout=30) as http:
+        assert http.get(f"{base}/memory/metrics").status_code == 401
+        answer = http.get(
+            f"{base}/memory/metrics", headers={"Authorization": f"Bearer {MASTER_KEY}"}
+        )
+    assert answer.status_code == 200, answer.text
+    found = samples(answer.text)
+    assert value(found, "litellm_memory_requests_total", outcome="memory") == 2
+    assert value(found, "litellm_memory_requests_total", outcome="no_user") == 1
+    assert value(found, "litellm_memory_store_up") == 1
+    assert value(found, "litellm_memory_extraction_due_conversations") >= 1
+    if hook_is_wired():
+        assert value(found, "litellm_memory_hook_duration_milliseconds_count") == 2
+        assert value(found, "litellm_memory_layer_characters_count", layer="window") == 2
