@@ -153,6 +153,7 @@ async def test_failed_write_is_retried_not_dropped(
     """DESIGN.md section 8: a turn that cannot be written waits in the outage buffer and is
     written when Redis answers."""
     from litellm_memory_hook.errors import StoreError
+
     data = await hook.async_pre_call_hook(Auth(), None, chat_request(), "acompletion")
     real_append = hook.store.append
     failures = iter([True])
@@ -476,9 +477,7 @@ async def test_bad_control_values_are_a_400_naming_the_field(
     """Issue 8 item 7: a bad control value gets a clear 400 naming the field, never a silent
     default."""
     with pytest.raises(HTTPException) as raised:
-        await hook.async_pre_call_hook(
-            Auth(), None, chat_request(metadata=metadata), "acompletion"
-        )
+        await hook.async_pre_call_hook(Auth(), None, chat_request(metadata=metadata), "acompletion")
     assert raised.value.status_code == 400 and field in str(raised.value.detail)
 
 
