@@ -166,7 +166,7 @@ class MemorySettings(BaseSettings):
     extraction_sweep_s: float = Field(default=600.0, ge=0)
     extraction_lines_chars: int = Field(default=24_000, ge=500)
     extraction_memory_chars: int = Field(default=6000, ge=0)
-    max_memories: int = Field(default=300, ge=1, le=5000)
+    max_memories: int = Field(default=500, ge=1, le=5000)
     memory_item_chars: int = Field(default=300, ge=20, le=5000)
     max_pinned: int = Field(default=100, ge=1, le=5000)
     pinned_item_chars: int = Field(default=500, ge=1, le=20_000)
