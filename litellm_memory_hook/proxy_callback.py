@@ -18,7 +18,7 @@ except ImportError:  # a checkout that was not pip-installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from litellm_memory_hook.proxy.hook import memory_hook
 
-from litellm_memory_hook.proxy.routes import mount
+from litellm_memory_hook.proxy.mounting import mount
 
 try:
     mount(memory_hook)  # the /memory/v1 routes, and a clean worker stop at proxy shutdown

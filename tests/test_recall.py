@@ -416,3 +416,22 @@ def test_query_context_terms_meet_replies(question: str) -> None:
     """For a short question x, the ``^`` terms of query_terms(x) are in any reply's index."""
     context = {t for t in query_terms(question) if term_kind(t) == "^"}
     assert context <= set(index_terms("ok", previous=question + "?"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "b", "c", "~d", "^e"]),
+        st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=30, unique=True).map(
+            sorted
+        ),
+        min_size=1,
+    ),
+    st.integers(min_value=1, max_value=12),
+)
+def test_rank_top_k_is_the_head_of_the_full_ranking(postings: dict[str, list[int]], k: int) -> None:
+    """rank(k) is exactly the first k of the whole ranking (best score, ties to the newer line),
+    also when many lines tie at the k-th score."""
+    terms = sorted(postings)
+    full = recall.rank(terms, postings, {}, 41, k=1000)
+    assert recall.rank(terms, postings, {}, 41, k=k) == full[:k]

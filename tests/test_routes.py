@@ -353,7 +353,9 @@ def test_mount_outside_a_proxy_does_nothing(hook: MemoryHook) -> None:
     """mount() returns False (and imports nothing) when no LiteLLM proxy is loaded."""
     if "litellm.proxy.proxy_server" in sys.modules:
         pytest.skip("another test imported the proxy server into this process")
-    assert routes.mount(hook) is False
+    from litellm_memory_hook.proxy import mounting
+
+    assert mounting.mount(hook) is False
     assert "litellm.proxy.proxy_server" not in sys.modules
 
 
@@ -362,7 +364,7 @@ REAL_PROXY_SCRIPT = textwrap.dedent(
     import asyncio, json, os, sys
     import httpx
     import litellm.proxy.proxy_server as ps
-    from litellm_memory_hook.proxy import routes
+    from litellm_memory_hook.proxy import mounting
     from litellm_memory_hook.proxy.hook import MemoryHook
     from litellm_memory_hook.settings import MemorySettings
 
@@ -380,7 +382,7 @@ REAL_PROXY_SCRIPT = textwrap.dedent(
     ps.master_key = "sk-test-master"
     out = {}
     before = len(ps.app.routes)
-    out["mount"] = [routes.mount(hook), routes.mount(hook)]
+    out["mount"] = [mounting.mount(hook), mounting.mount(hook)]
     out["added"] = len(ps.app.routes) - before
 
     async def main():

@@ -758,9 +758,14 @@ def rank(
         totals = totals + np.where(totals > 0.0, lift, 0.0)
     candidates = np.flatnonzero(totals > 0.0)
     if candidates.size > k:
-        cut = candidates.size - k
-        kth = np.partition(totals[candidates], cut)[cut]
-        candidates = candidates[totals[candidates] >= kth]
+        # The k best in numpy: those above the k-th score, then the newest of those tied with
+        # it (candidates are in ascending seq order). A Python loop over every line tied at the
+        # k-th score would cost ~1 ms when many lines share only a common word.
+        values = totals[candidates]
+        kth = np.partition(values, candidates.size - k)[candidates.size - k]
+        above = candidates[values > kth]
+        tied = candidates[values == kth]
+        candidates = np.concatenate([above, tied[tied.size - (k - above.size) :]])
     return heapq.nlargest(
         k, ((int(c) + base, float(totals[c])) for c in candidates), key=lambda i: (i[1], i[0])
     )

@@ -81,9 +81,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -109,9 +108,6 @@ from litellm_memory_hook.store.memory_sets import MemoryItem
 logger = logging.getLogger("litellm_memory_hook")
 
 PREFIX = "/memory/v1"
-SHUTDOWN_TIMEOUT_S = 20.0
-_PROXY_MODULE = "litellm.proxy.proxy_server"
-_WRAPPED_MARK = "_litellm_memory_shutdown"
 
 
 # -- request and response shapes --------------------------------------------------------------
@@ -572,71 +568,6 @@ def _has_routes(app: FastAPI) -> bool:
     return False
 
 
-def mount(hook: MemoryHook) -> bool:
-    """Add the memory routes to the running LiteLLM proxy's FastAPI app, once.
-
-    Call it from the callback module LiteLLM loads (``proxy_callback.py``). It does not import
-    the proxy: outside a proxy process (``litellm.proxy.proxy_server`` not loaded) it does
-    nothing. A second call (or a second copy of the callback module) adds nothing. It also
-    registers :func:`install_shutdown` so the hook's in-proxy worker stops cleanly.
-
-    Returns:
-        True when the routes are on the proxy's app (now or from an earlier call), False when
-        not running inside a proxy.
-    """
-    proxy_server = sys.modules.get(_PROXY_MODULE)
-    app = getattr(proxy_server, "app", None)
-    if not isinstance(app, FastAPI):
-        return False
-    if not _mounted:
-        _mounted.append(hook)
-    if not _has_routes(app):
-        app.include_router(router)
-        app.openapi_schema = None  # rebuilt on the next /openapi.json, with our routes
-        logger.info("memory API: routes mounted under %s", PREFIX)
-    from litellm_memory_hook.proxy import ui  # here: ui imports this module
-
-    if ui.include_once(app, ui.router):
-        logger.info("memory API: inspector %s, preview and metrics mounted", ui.UI_PATH)
-    install_shutdown(proxy_server, hook)
-    return True
-
-
-def install_shutdown(proxy_server: object, hook: MemoryHook) -> bool:
-    """Run ``hook.shutdown()`` (stop the in-proxy worker, wait for background writes; at most
-    :data:`SHUTDOWN_TIMEOUT_S` seconds) when the proxy shuts down.
-
-    LiteLLM 1.108.x sets a FastAPI ``lifespan``, so ``app.router.on_shutdown`` handlers never
-    run, and it loads callbacks inside that lifespan, too late to wrap it. Its lifespan ends by
-    calling the module global ``proxy_shutdown_event`` after in-flight requests drained; this
-    wraps that global (once), running our shutdown first while the router still exists. Not a
-    public LiteLLM API: when the name is missing nothing is wrapped (the worker task is then
-    cancelled with the event loop; a job cut short is retried after its lease).
-
-    Returns:
-        True when our shutdown is (now or already) registered.
-    """
-    original = getattr(proxy_server, "proxy_shutdown_event", None)
-    if original is None or not callable(original):
-        logger.warning("memory API: no proxy_shutdown_event to hook; worker stops with the loop")
-        return False
-    if getattr(original, _WRAPPED_MARK, False):
-        return True
-    call: Callable[..., Awaitable[Any]] = original
-
-    async def proxy_shutdown_event(*args: Any, **kwargs: Any) -> Any:
-        try:
-            await asyncio.wait_for(hook.shutdown(), SHUTDOWN_TIMEOUT_S)
-            logger.info("memory hook: stopped (worker and background writes)")
-        except Exception:
-            logger.exception("memory hook: shutdown failed")
-        return await call(*args, **kwargs)
-
-    setattr(proxy_shutdown_event, _WRAPPED_MARK, True)
-    setattr(proxy_server, "proxy_shutdown_event", proxy_shutdown_event)  # noqa: B010
-    return True
-
-
 __all__ = [
     "PREFIX",
     "EditIn",
@@ -649,9 +580,7 @@ __all__ = [
     "SummaryOut",
     "auth_failure",
     "current_hook",
-    "install_shutdown",
     "memory_api",
     "memory_auth",
-    "mount",
     "router",
 ]

@@ -1,6 +1,6 @@
 """The memory inspector page, the read-only JSON routes it uses, and the metrics scrape.
 
-Served by the proxy itself (:func:`litellm_memory_hook.proxy.routes.mount` adds :data:`router`):
+Served by the proxy itself (:func:`litellm_memory_hook.proxy.mounting.mount` adds :data:`router`):
 
 ==========  ====================================  ==================================================
 method      path                                  answer

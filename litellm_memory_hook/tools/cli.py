@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
@@ -29,20 +28,19 @@ from litellm_memory_hook.store.keys import (
     normalize_user_id,
     user_scope,
 )
-from litellm_memory_hook.tools import processes, standin
+from litellm_memory_hook.tools import cli_ops, processes, standin
+from litellm_memory_hook.tools.cli_common import (
+    MASTER_TENANT,
+    ConfigOption,
+    DataDirOption,
+    console,
+)
 from litellm_memory_hook.tools.datasets import History, load_jsonl, load_locomo
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 app = typer.Typer(help="Long memory for chat models behind a LiteLLM proxy.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
-console = Console()
-
-ConfigOption = Annotated[Path, typer.Option("--config", help="The proxy's config.yaml.")]
-DataDirOption = Annotated[
-    Path, typer.Option("--data-dir", help="The embedded Redis folder (when REDIS_URL is unset).")
-]
-MASTER_TENANT = "master"
 BENCH_REDIS_HELP = (
     "A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
     "redis://127.0.0.1:6379/0); keys under membench: are written and deleted."
@@ -50,15 +48,12 @@ BENCH_REDIS_HELP = (
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code=2)
+    """One line on stderr, exit code 2 (:func:`litellm_memory_hook.tools.cli_ops.fail`)."""
+    return cli_ops.fail(message)
 
 
 def _load_config(path: Path) -> ProxyConfig:
-    try:
-        return ProxyConfig.load(path)
-    except MemoryHookError as exc:
-        raise _fail(str(exc)) from exc
+    return cli_ops.load_config(path)
 
 
 _embedded: list[Any] = []

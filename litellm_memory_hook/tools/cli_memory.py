@@ -42,14 +42,14 @@ from litellm_memory_hook.memory_api import (
 )
 from litellm_memory_hook.settings import AliasMemoryConfig, parse_alias_config
 from litellm_memory_hook.store.memory_sets import MemoryItem
-from litellm_memory_hook.tools.cli import (
+from litellm_memory_hook.tools.cli_common import (
     MASTER_TENANT,
     ConfigOption,
     DataDirOption,
-    _fail,
-    _load_config,
     console,
 )
+from litellm_memory_hook.tools.cli_ops import fail as _fail
+from litellm_memory_hook.tools.cli_ops import load_config as _load_config
 from litellm_memory_hook.tools.cli_ops import run_on_redis
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 

@@ -58,7 +58,7 @@ from litellm_memory_hook.memory_api import (
 )
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings, parse_alias_config
 from litellm_memory_hook.store.redis_store import AppendResult, MemoryStore
-from litellm_memory_hook.tools.cli import MASTER_TENANT, ConfigOption, DataDirOption
+from litellm_memory_hook.tools.cli_common import MASTER_TENANT, ConfigOption, DataDirOption
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 T = TypeVar("T")

@@ -1,0 +1,91 @@
+"""Putting the memory API, the inspector page and the metrics on the running LiteLLM proxy.
+
+:func:`mount` is called by the module config.yaml names (``proxy_callback.py``): it adds the
+routers of :mod:`.routes` (``/memory/v1``) and :mod:`.ui` (``/memory/ui``, the preview and
+``/memory/metrics``) to ``litellm.proxy.proxy_server.app`` once, and wraps the proxy's shutdown so
+the hook's in-proxy worker stops cleanly. Kept apart from both routers so that neither imports
+the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI
+
+from litellm_memory_hook.proxy import routes, ui
+from litellm_memory_hook.proxy.hook import MemoryHook
+
+logger = logging.getLogger("litellm_memory_hook")
+
+#: at most this long (seconds) for the hook's shutdown when the proxy stops.
+SHUTDOWN_TIMEOUT_S = 20.0
+_PROXY_MODULE = "litellm.proxy.proxy_server"
+_WRAPPED_MARK = "_litellm_memory_shutdown"
+
+
+def mount(hook: MemoryHook) -> bool:
+    """Add the memory routes to the running LiteLLM proxy's FastAPI app, once.
+
+    Call it from the callback module LiteLLM loads (``proxy_callback.py``). It does not import
+    the proxy: outside a proxy process (``litellm.proxy.proxy_server`` not loaded) it does
+    nothing. A second call (or a second copy of the callback module) adds nothing. It also
+    registers :func:`install_shutdown` so the hook's in-proxy worker stops cleanly.
+
+    Returns:
+        True when the routes are on the proxy's app (now or from an earlier call), False when
+        not running inside a proxy.
+    """
+    proxy_server = sys.modules.get(_PROXY_MODULE)
+    app = getattr(proxy_server, "app", None)
+    if not isinstance(app, FastAPI):
+        return False
+    if not routes._mounted:
+        routes._mounted.append(hook)
+    if not routes._has_routes(app):
+        app.include_router(routes.router)
+        app.openapi_schema = None  # rebuilt on the next /openapi.json, with our routes
+        logger.info("memory API: routes mounted under %s", routes.PREFIX)
+    if ui.include_once(app, ui.router):
+        logger.info("memory API: inspector %s, preview and metrics mounted", ui.UI_PATH)
+    install_shutdown(proxy_server, hook)
+    return True
+
+
+def install_shutdown(proxy_server: object, hook: MemoryHook) -> bool:
+    """Run ``hook.shutdown()`` (stop the in-proxy worker, wait for background writes; at most
+    :data:`SHUTDOWN_TIMEOUT_S` seconds) when the proxy shuts down.
+
+    LiteLLM 1.108.x sets a FastAPI ``lifespan``, so ``app.router.on_shutdown`` handlers never
+    run, and it loads callbacks inside that lifespan, too late to wrap it. Its lifespan ends by
+    calling the module global ``proxy_shutdown_event`` after in-flight requests drained; this
+    wraps that global (once), running our shutdown first while the router still exists. Not a
+    public LiteLLM API: when the name is missing nothing is wrapped (the worker task is then
+    cancelled with the event loop; a job cut short is retried after its lease).
+
+    Returns:
+        True when our shutdown is (now or already) registered.
+    """
+    original = getattr(proxy_server, "proxy_shutdown_event", None)
+    if original is None or not callable(original):
+        logger.warning("memory API: no proxy_shutdown_event to hook; worker stops with the loop")
+        return False
+    if getattr(original, _WRAPPED_MARK, False):
+        return True
+    call: Callable[..., Awaitable[Any]] = original
+
+    async def proxy_shutdown_event(*args: Any, **kwargs: Any) -> Any:
+        try:
+            await asyncio.wait_for(hook.shutdown(), SHUTDOWN_TIMEOUT_S)
+            logger.info("memory hook: stopped (worker and background writes)")
+        except Exception:
+            logger.exception("memory hook: shutdown failed")
+        return await call(*args, **kwargs)
+
+    setattr(proxy_shutdown_event, _WRAPPED_MARK, True)
+    setattr(proxy_server, "proxy_shutdown_event", proxy_shutdown_event)  # noqa: B010
+    return True

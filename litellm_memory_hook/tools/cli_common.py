@@ -1,0 +1,21 @@
+"""What every command module of the CLI shares: the console and the common options.
+
+Kept apart so that ``cli``, ``cli_memory`` and ``cli_ops`` import it and not each other (the
+imports run one way: ``cli`` -> ``cli_memory`` -> ``cli_ops`` -> ``cli_common``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+console = Console()
+
+ConfigOption = Annotated[Path, typer.Option("--config", help="The proxy's config.yaml.")]
+DataDirOption = Annotated[
+    Path, typer.Option("--data-dir", help="The embedded Redis folder (when REDIS_URL is unset).")
+]
+MASTER_TENANT = "master"
