@@ -524,7 +524,9 @@ async def test_recall_benchmark_budget_and_curve(tmp_path: Path, prefix: str) ->
         for method in ("tuned", "plain-idf")
     }
     assert curve[("k=2", "tuned")]["cover"] >= curve[("k=1", "tuned")]["cover"]
-    assert curve[("100 chars", "tuned")]["recalled_chars_median"] <= 100
+    small, large = curve[("100 chars", "tuned")], curve[("2000 chars", "tuned")]
+    assert small["recalled_chars_median"] <= large["recalled_chars_median"]
+    assert small["cover"] <= large["cover"]
     assert all(p["prompt_chars_median"] > 0 for p in curve.values())
     assert report.median_prompt_chars() > 0
     assert await _leftover_keys(prefix) == []
