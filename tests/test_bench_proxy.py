@@ -96,7 +96,14 @@ def test_bench_proxy_short_mode_writes_the_report(tmp_path: Path) -> None:
         assert result["cpu_ratio"] > 0
     write = report["write"]
     assert write["samples"] == 40
-    for name in ("pre_call_ms", "post_call_ms", "write_ms", "post_call_cpu_ms", "sign_ms"):
+    for name in (
+        "pre_call_ms",
+        "pre_call_cpu_ms",
+        "post_call_ms",
+        "write_ms",
+        "post_call_cpu_ms",
+        "sign_ms",
+    ):
         assert write[name]["p50"] > 0 and write[name]["p99"] >= write[name]["p50"]
 
     # the run deleted its keys

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn
@@ -243,3 +245,23 @@ def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:
 def _memory(keys: ConversationKeys) -> MemoryKeys:
     """The memory set a request to the alias ``demo`` uses (``memory_scope: user``)."""
     return keys.user_keys.memory_set(user_scope("demo"))
+
+
+async def test_a_regenerate_never_shows_the_reply_it_replaces(
+    store: MemoryStore, prefix: str
+) -> None:
+    """Found by a fresh-user test: the first message sent again (a regenerate) must not bring
+    the old reply back through recall; the model writes it anew."""
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
+    ask = "Please write me a short poem."
+    await store.append(
+        keys,
+        [
+            indexed(Turn(role="user", text=ask, ts_ms=NOW - 1000)),
+            indexed(Turn(role="assistant", text="Roses are red, a poem for you.", ts_ms=NOW - 900)),
+        ],
+    )
+    prepared = await prepare(store, keys, _memory(keys), [_user(ask)], ContextOptions(), now_ms=NOW)
+    assert prepared is not None and prepared.plan.regenerate
+    assert prepared.recalled == []
+    assert "Roses are red" not in json.dumps(prepared.messages)

@@ -48,8 +48,13 @@ class Stack:
     redis: redis.Redis
 
     def last_system(self) -> str:
-        """The system message of the newest request the stand-in model received."""
-        received = self.standin.get("/_standin/requests").json()
+        """The system message of the newest chat request the stand-in model received (the
+        background extraction calls, which start with their marker, are left out)."""
+        received = [
+            body
+            for body in self.standin.get("/_standin/requests").json()
+            if not str(body["messages"][0].get("content", "")).startswith("[memory-extraction]")
+        ]
         return str(received[-1]["messages"][0]["content"])
 
     def say(self, model: str, user: str, chat: str, text: str, **extra: Any) -> Any:

@@ -332,3 +332,22 @@ def test_stop_saves_and_releases(served: Served) -> None:
     assert not answers(socket_path(served.folder))
     assert serve_lock_holder(served.folder) is None
     assert (served.folder / "memory.rdb").exists()
+
+
+def test_serve_points_the_demo_alias_at_its_standin_port(tmp_path: Path) -> None:
+    """Found by a fresh-user test: `serve --standin-port 4110` runs the proxy with a copy of the
+    config whose stand-in aliases point at 4110 (the default port keeps the config as it is)."""
+    import yaml
+
+    from litellm_memory_hook.tools.processes import config_for_standin
+
+    config = Path(__file__).resolve().parents[1] / "config.yaml"
+    assert config_for_standin(config, 4010, tmp_path) == config
+    derived = config_for_standin(config, 4110, tmp_path)
+    assert derived.parent == tmp_path
+    loaded = yaml.safe_load(derived.read_text())
+    demo = next(e for e in loaded["model_list"] if e["model_name"] == "demo")
+    assert demo["litellm_params"]["api_base"] == "http://127.0.0.1:4110/v1"
+    assert (
+        loaded["litellm_settings"]["callbacks"] == "litellm_memory_hook.proxy_callback.memory_hook"
+    )

@@ -166,7 +166,7 @@ async def prepare(
         postings,
         query,
         options.recall,
-        exclude_from=exclusion_start(window_seqs, state.last_seq),
+        exclude_from=_exclude_from(plan, window_seqs, state.last_seq),
         timezone=options.timezone,
     )
     layers = PromptLayers(
@@ -200,3 +200,14 @@ def _last_user_text(raw_messages: object) -> str:
         if message.get("role") == "user":
             return content_text(message.get("content"))
     return ""
+
+
+def _exclude_from(plan: TurnPlan, window_seqs: list[int], last_seq: int) -> int:
+    """The first seq recall never returns: the recent window's oldest, and never a stored turn
+    the reply replaces (nor, for a regenerate, the repeated question before it): the model must
+    not see the reply it is asked to write again."""
+    start = exclusion_start(window_seqs, last_seq)
+    if plan.replace:
+        first = min(t.seq for t in plan.replace)
+        start = min(start, first - 1 if not plan.pending else first)
+    return max(start, 1)

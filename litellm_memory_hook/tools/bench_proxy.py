@@ -243,6 +243,7 @@ class WriteCost:
 
     samples: int
     pre_call_ms: list[float]
+    pre_call_cpu_ms: list[float]
     post_call_ms: list[float]
     write_ms: list[float]
     post_call_cpu_ms: list[float]
@@ -260,6 +261,7 @@ class WriteCost:
         return {
             "samples": self.samples,
             "pre_call_ms": spread(self.pre_call_ms),
+            "pre_call_cpu_ms": spread(self.pre_call_cpu_ms),
             "post_call_ms": spread(self.post_call_ms),
             "write_ms": spread(self.write_ms),
             "post_call_cpu_ms": spread(self.post_call_cpu_ms),
@@ -586,6 +588,7 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
     hook._write = timed_write  # type: ignore[method-assign]
     lines = conversation_lines(99, samples + 10)
     pre: list[float] = []
+    pre_cpu: list[float] = []
     post: list[float] = []
     post_cpu: list[float] = []
     sign: list[float] = []
@@ -597,9 +600,10 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
                 "messages": [{"role": "user", "content": line}],
                 "litellm_call_id": str(uuid.uuid4()),
             }
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
             pre_ms = (time.perf_counter() - started) * 1000
+            pre_cpu_ms = (time.thread_time() - cpu) * 1000
             record = data["metadata"][METADATA_KEY]
             started = time.perf_counter()
             hook._sign(record)
@@ -620,12 +624,13 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
             cpu_ms = (time.thread_time() - cpu) * 1000
             if i >= 10:  # warm-up
                 pre.append(pre_ms)
+                pre_cpu.append(pre_cpu_ms)
                 post.append(post_ms)
                 post_cpu.append(cpu_ms)
                 sign.append(sign_ms)
         if hook.counters.get("postcall_errors") or hook.counters.get("precall_errors"):
             raise RuntimeError(f"the hook failed during the write benchmark: {hook.counters}")
-        return WriteCost(samples, pre, post, write_ms[10:], post_cpu, sign)
+        return WriteCost(samples, pre, pre_cpu, post, write_ms[10:], post_cpu, sign)
     finally:
         await hook.drain()
         await client.aclose()

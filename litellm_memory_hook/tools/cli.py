@@ -156,7 +156,10 @@ def serve(
             except RuntimeError as exc:
                 raise fail(f"the stand-in model did not start: {exc}".splitlines()[0]) from exc
             console.print(f"stand-in model: http://127.0.0.1:{standin_port}/v1")
-        proxy = subprocess.Popen(processes.proxy_command(config, port, host), env=settings_env)
+        proxy_config = processes.config_for_standin(config, standin_port, data_dir)
+        proxy = subprocess.Popen(
+            processes.proxy_command(proxy_config, port, host), env=settings_env
+        )
         children.append(proxy)
         url = processes.local_url(host, port)
         console.print(f"starting the LiteLLM proxy on {host}:{port} ...")

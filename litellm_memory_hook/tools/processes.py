@@ -115,3 +115,35 @@ def stop_all(children: Sequence[subprocess.Popen[bytes]], timeout_s: float = 10)
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+
+
+#: the stand-in's address in the package's config.yaml.
+DEFAULT_STANDIN_BASE = "http://127.0.0.1:4010/v1"
+
+
+def config_for_standin(config: Path, standin_port: int, folder: Path) -> Path:
+    """The config the proxy runs with: ``config`` itself, or, when the stand-in runs on another
+    port than 4010, a copy in ``folder`` (``serve-config.yaml``) whose aliases that point at the
+    default stand-in address point at ``standin_port`` instead (so ``serve --standin-port``
+    reaches the ``demo`` alias). The callback path in the copy resolves to the installed
+    package.
+    """
+    import yaml
+
+    if standin_port in (0, 4010):
+        return config
+    loaded = yaml.safe_load(config.read_text())
+    changed = False
+    for entry in (loaded or {}).get("model_list") or ():
+        params = entry.get("litellm_params") if isinstance(entry, dict) else None
+        if isinstance(params, dict) and str(params.get("api_base", "")).rstrip("/") == (
+            DEFAULT_STANDIN_BASE
+        ):
+            params["api_base"] = f"http://127.0.0.1:{standin_port}/v1"
+            changed = True
+    if not changed:
+        return config
+    folder.mkdir(parents=True, exist_ok=True)
+    derived = folder / "serve-config.yaml"
+    derived.write_text(yaml.safe_dump(loaded, allow_unicode=True, sort_keys=False))
+    return derived

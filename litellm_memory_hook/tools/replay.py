@@ -24,6 +24,7 @@ import openai
 
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
+from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.tools.datasets import History
 
 
@@ -130,7 +131,11 @@ def replay(
                 extra_headers={"x-memory-debug": "1"},
             )
             raw.parse()
-            records = standin.get("/_standin/requests").json()
+            records = [
+                r
+                for r in standin.get("/_standin/requests").json()
+                if not is_extraction_call(r.get("messages"))  # background jobs run meanwhile
+            ]
             body = records[-1] if records else {}
             seen = received_text(body)
             lines = [by_id[e] for e in item.evidence if e in by_id]
