@@ -731,6 +731,11 @@ def bench_proxy(
         clients_list = [int(c) for c in clients.split(",") if c.strip()]
     except ValueError as exc:
         raise _fail(f"bad --clients: {clients}") from exc
+
+    def _on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # the run stops its processes and deletes its keys
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with console.status("starting") as status:
             report = run_proxy_bench(
@@ -744,6 +749,8 @@ def bench_proxy(
             )
     except (RuntimeError, ValueError, OSError) as exc:
         raise _fail(str(exc)) from exc
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     console.print(report_table(report, f"proxy throughput, hook on vs off, on {url}"))
     payload = report.as_json()
     for row in payload["results"]:

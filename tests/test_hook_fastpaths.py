@@ -1,0 +1,211 @@
+"""The hook's hot-path shortcuts (issue 9 item 10) give exactly what the plain code gave:
+turn parsing, message copies, the write record and its signature, and the extraction schedule
+that reads the cursor again only when it can matter."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from litellm_memory_hook.core.messages import message_to_turn
+from litellm_memory_hook.core.models import Turn, copy_json
+from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook, _turn_dict
+from litellm_memory_hook.store.keys import ConversationKeys, due_key
+
+from .conftest import Auth, chat_request, make_hook, model_response
+
+MESSAGES: list[dict[str, Any]] = [
+    {"role": "user", "content": "My cat is called Miso.", "name": "alice"},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+        ],
+        "reasoning_content": "thinking",
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "42"},
+    {"role": "assistant", "content": "Ünïcode — ok\u2028next", "x_unknown": [1, 2.5, None, True]},
+]
+
+
+def _turns() -> list[Turn]:
+    turns = [message_to_turn(m, ts_ms=1_700_000_000_000 + i) for i, m in enumerate(MESSAGES)]
+    out = [t for t in turns if t is not None]
+    out.append(Turn(role="user", text="imported", ts_ms=5, seq=9, ctx=("^cat", "^miso")))
+    return out
+
+
+def _old_from_member(member: str | bytes) -> Turn:
+    """The parse as it was: the dataclass's own constructor."""
+    data = json.loads(member)
+    ctx = data.get("ctx")
+    return Turn(
+        role=str(data["role"]),
+        text=str(data.get("text") or ""),
+        ts_ms=int(data.get("ts") or 0),
+        seq=int(data.get("seq") or 0),
+        call_id=str(data.get("call_id") or ""),
+        name=str(data.get("name") or ""),
+        tool_calls=tuple(data.get("tool_calls") or ()),
+        tool_call_id=str(data.get("tool_call_id") or ""),
+        partial=bool(data.get("partial", False)),
+        ctx=tuple(str(t) for t in ctx) if ctx else (),
+        fp=str(data.get("fp") or ""),
+        msg=data["msg"] if isinstance(data.get("msg"), dict) else None,
+    )
+
+
+@pytest.mark.parametrize("index", range(len(MESSAGES) + 1))
+def test_from_member_equals_the_constructor(index: int) -> None:
+    turn = _turns()[index]
+    member = '{"seq":7,' + turn.body_json()
+    fast, old = Turn.from_member(member), _old_from_member(member)
+    assert fast == old and fast.msg == old.msg
+    if not fast.tool_calls:  # dicts inside make a turn unhashable, either way
+        assert hash(fast) == hash(old)
+    assert asdict(fast) == asdict(old)
+    assert Turn.from_member(member.encode()) == old
+    with pytest.raises(AttributeError):
+        fast.text = "changed"  # type: ignore[misc]  # still frozen
+
+
+def test_from_member_rejects_what_it_rejected() -> None:
+    for bad in ("not json", "[1, 2]", '{"text": "no role"}'):
+        with pytest.raises(ValueError):
+            Turn.from_member(bad)
+
+
+def test_copy_json_is_a_deep_copy() -> None:
+    value: Any = {"a": [1, {"b": "c", "d": [None, True, 2.5]}], "e": ("t", [1])}
+    copied = copy_json(value)
+    assert copied == copy.deepcopy(value)
+    copied["a"][1]["d"].append("x")
+    copied["e"][1].append(2)  # a tuple is deep-copied too (the generic fallback)
+    assert value == {"a": [1, {"b": "c", "d": [None, True, 2.5]}], "e": ("t", [1])}
+
+
+@pytest.mark.parametrize("index", range(len(MESSAGES) + 1))
+def test_to_message_copies(index: int) -> None:
+    """A replayed message is the client's message, and changing it never changes the turn."""
+    turn = _turns()[index]
+    before = copy.deepcopy(turn.to_message())
+    message = turn.to_message()
+    _scribble(message)
+    assert turn.to_message() == before
+
+
+def _scribble(value: Any) -> None:
+    if isinstance(value, dict):
+        for item in list(value.values()):
+            _scribble(item)
+        value["scribbled"] = True
+    elif isinstance(value, list):
+        for item in value:
+            _scribble(item)
+        value.append("scribbled")
+
+
+@pytest.mark.parametrize("index", range(len(MESSAGES) + 1))
+def test_turn_dict_is_asdict(index: int) -> None:
+    turn = _turns()[index]
+    fast, slow = _turn_dict(turn), asdict(turn)
+    assert fast == slow and list(fast) == list(slow)
+    assert {k: type(v) for k, v in fast.items()} == {k: type(v) for k, v in slow.items()}
+    if turn.msg:
+        assert fast["msg"] is not turn.msg
+
+
+def test_signature_checks_the_whole_record(fake_redis: aioredis.Redis) -> None:
+    hook = make_hook(fake_redis, "tsig")
+    record: dict[str, Any] = {
+        "v": 1,
+        "pending": [_turn_dict(t) for t in _turns()],
+        "layers": {"window": 10},
+        "hook_ms": 1.25,
+        "big": 2**70,  # orjson refuses it: the json fallback signs it, the same each time
+    }
+    sig = hook._sign(record)
+    assert sig == hook._sign(copy.deepcopy(record)) == hook._sign({**record, "sig": "x"})
+    changed = copy.deepcopy(record)
+    changed["pending"][0]["text"] = "forged"
+    assert hook._sign(changed) != sig
+    assert hook._sign({**record, "big": 2**70 + 1}) != sig
+
+
+async def _exchange(hook: MemoryHook, n: int, **extra: Any) -> dict[str, Any]:
+    data = chat_request(f"message number {n}", call_id=f"call-{n}", **extra)
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None
+    await hook.async_post_call_success_hook(out, Auth(), model_response(f"reply {n}"))
+    return out
+
+
+class _CountingRedis:
+    """Counts HGETs of the conversation's cursor on a fakeredis client."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+        self.cursor_reads = 0
+        original = client.hget
+
+        async def hget(name: Any, key: Any) -> Any:
+            if key in ("cursor", b"cursor"):
+                self.cursor_reads += 1
+            return await original(name, key)
+
+        client.hget = hget  # type: ignore[method-assign]
+
+
+async def test_schedule_reads_the_cursor_only_when_it_can_matter(
+    fake_redis: aioredis.Redis,
+) -> None:
+    """With extraction_every=6 (3 exchanges), the due time is the quiet time until 6 messages
+    are new since the cursor; the cursor is read again only then, and a job that committed
+    since the pre-call (cursor moved) keeps it at the quiet time (no 2-message job)."""
+    prefix = "tsched"
+    hook = make_hook(fake_redis, prefix, extraction_every=6, extraction_quiet_s=100)
+    counting = _CountingRedis(fake_redis)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    ref = keys.ref
+
+    async def due_in_s() -> float:
+        score = await fake_redis.zscore(due_key(prefix), ref)
+        meta_updated = int(await fake_redis.hget(keys.meta, "updated_ms") or 0)
+        return (float(score or 0) - meta_updated) / 1000
+
+    for n in (1, 2):
+        await _exchange(hook, n)
+        assert counting.cursor_reads == 0  # 2 and 4 messages: not due, cursor not read
+        assert await due_in_s() == pytest.approx(100, abs=1)
+    # a job extracted through seq 4 after the next request's pre-call read cursor 0
+    data = chat_request("message number 3", call_id="call-3")
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None and out["metadata"][METADATA_KEY]["cursor"] == 0
+    await fake_redis.hset(keys.meta, "cursor", 4)
+    before = counting.cursor_reads
+    await hook.async_post_call_success_hook(out, Auth(), model_response("reply 3"))
+    assert counting.cursor_reads == before + 1  # 6 new by the stale cursor: read again
+    assert await due_in_s() == pytest.approx(100, abs=1)  # only 2 new: not due now
+    # without a job, 6 new messages since the cursor: due now
+    await fake_redis.hset(keys.meta, "cursor", 0)
+    await _exchange(hook, 4)
+    assert await due_in_s() == pytest.approx(0, abs=1)
+    # a flush is due now without reading the cursor
+    reads = counting.cursor_reads
+    await fake_redis.hset(keys.meta, "cursor", 8)
+    await _exchange(hook, 5, metadata={"memory_flush": True})
+    assert counting.cursor_reads == reads
+    assert await due_in_s() == pytest.approx(0, abs=1)
