@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import yaml
 
 from litellm_memory_hook.tools.bench_proxy import (
     PREFIX_STEM,
@@ -32,6 +33,7 @@ SIDE_FIELDS = {
     "p99_ms",
     "proxy_cpu_ms_per_request",
     "standin_cpu_ms_per_request",
+    "worker_cpu_ms_per_request",
     "hook_ms_p50",
     "hook_ms_p99",
     "hook_samples",
@@ -114,3 +116,39 @@ def test_bench_proxy_short_mode_writes_the_report(tmp_path: Path) -> None:
         assert not list(client.scan_iter(match=f"{prefix}*", count=1000))
     finally:
         client.close()
+
+
+def test_bench_proxy_with_a_worker_process(tmp_path: Path) -> None:
+    """``--extraction worker``: a separate ``litellm-memory worker`` process runs the extraction
+    jobs (the proxy's own worker is off) and calls the stand-in directly; the report counts
+    its jobs and its CPU."""
+    out = tmp_path / "proxy.json"
+    command = [
+        *(sys.executable, "-m", "litellm_memory_hook", "bench", "proxy"),
+        *("--clients", "4", "--requests", "48", "--history", "0", "--extraction", "worker"),
+        *("--redis-url", real_redis_url(), "--log-dir", str(tmp_path / "logs")),
+        *("--json", str(out)),
+    ]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["config"]["extraction"] == "worker"
+    config = yaml.safe_load((tmp_path / "logs" / "config.yaml").read_text())
+    assert config["callback_settings"]["memory"]["worker_in_proxy"] is False
+    # 4 users x (12 + 1 warm-up) messages each: every user reached the 12-message trigger
+    assert report["extraction_stats"].get("jobs_committed", 0) >= 4, report["extraction_stats"]
+    assert report["extraction_stats"].get("jobs_failed", 0) == 0
+    assert report["results"][0]["on"]["worker_cpu_ms_per_request"] > 0
+    assert report["results"][0]["off"]["errors"] == 0
+
+
+def test_bench_proxy_rejects_an_unknown_extraction_mode() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "litellm_memory_hook", "bench", "proxy", "--extraction", "both"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "bad --extraction" in done.stdout + done.stderr

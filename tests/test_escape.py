@@ -105,3 +105,26 @@ def test_tag_fragments_never_form_a_tag(text: str) -> None:
     assert "<" not in out
     assert ">" not in out
     assert escape_data(out) == out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=60), st.text(alphabet=st.characters(max_codepoint=127))))
+def test_fast_escape_of_lines_is_escape_data(text: str) -> None:
+    """The fast path of escape_data gives exactly what the full escape gives."""
+    from litellm_memory_hook.core.escape import _escape_full
+
+    assert escape_data(text) == _escape_full(text)
+
+
+def test_unsafe_printable_set_matches_escape_data() -> None:
+    """Every printable character that escape_data's patterns would touch is in the fast path's
+    unsafe set (checked over every code point)."""
+    from litellm_memory_hook.core import escape
+
+    printable = "".join(
+        chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and chr(c).isprintable()
+    )
+    touched = {c for run in escape._INVISIBLE.findall(printable) for c in run}
+    touched |= set(escape._OPENERS + escape._CLOSERS)
+    assert all(escape._UNSAFE_PRINTABLE.fullmatch(c) for c in touched)
+    assert set(escape._WHITESPACE_RUN.findall(printable)) == {" "}

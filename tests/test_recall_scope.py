@@ -434,28 +434,3 @@ async def test_span_script_reloaded_after_a_flush(fake_redis: aioredis.Redis, pr
     await fake_redis.script_flush()
     _, postings = await store.load(keys, memory, tail=1, date_spans=[(T0, T0 + DAY_MS)])
     assert postings.spans == [(1, 2)]
-
-
-@settings(max_examples=500, deadline=None)
-@given(st.one_of(st.text(max_size=60), st.text(alphabet=st.characters(max_codepoint=127))))
-def test_fast_escape_of_lines_is_escape_data(text: str) -> None:
-    """The ASCII fast path of recalled lines gives exactly what escape_data gives."""
-    from litellm_memory_hook.core.escape import escape_data
-    from litellm_memory_hook.core.prompt import _escape_line_piece
-
-    assert _escape_line_piece(text) == escape_data(text)
-
-
-def test_unsafe_printable_set_matches_escape_data() -> None:
-    """Every printable character that escape_data's patterns would touch is in the fast path's
-    unsafe set (checked over every code point)."""
-    from litellm_memory_hook.core import escape
-    from litellm_memory_hook.core.prompt import _UNSAFE_PRINTABLE
-
-    printable = "".join(
-        chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and chr(c).isprintable()
-    )
-    touched = {c for run in escape._INVISIBLE.findall(printable) for c in run}
-    touched |= set(escape._OPENERS + escape._CLOSERS)
-    assert all(_UNSAFE_PRINTABLE.fullmatch(c) for c in touched)
-    assert set(escape._WHITESPACE_RUN.findall(printable)) == {" "}

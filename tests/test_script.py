@@ -152,3 +152,11 @@ def test_any_text_gives_a_valid_guess(text: str) -> None:
     assert guess.script is None or guess.script in SCRIPTS
     assert guess.language is None or guess.script == "Latin"
     assert reminder_language_clause(guess)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_ascii_fast_path_counts_like_the_script_regex(text: str) -> None:
+    """The ASCII fast path of the letter count gives what the full script regex gives."""
+    from litellm_memory_hook.core.script import _letter_counts, _letter_counts_by_runs
+
+    assert _letter_counts(text) == _letter_counts_by_runs(text)

@@ -88,6 +88,15 @@ _INVISIBLE: Final = regex.compile(
 )
 
 
+# Printable characters that the full escape changes: the angle brackets and their look-alikes,
+# and the default-ignorable characters that are letters or marks (tests/test_escape.py checks
+# this set against the patterns above over every code point).
+_UNSAFE_PRINTABLE: Final = regex.compile(
+    "[<>\uff1c\ufe64\u02c2\u2329\u27e8\uff1e\ufe65\u02c3\u232a\u27e9"
+    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0]"
+)
+
+
 def escape_data(text: str) -> str:
     """Make one user- or model-written piece safe and readable inside a marked section.
 
@@ -104,6 +113,22 @@ def escape_data(text: str) -> str:
     Raises:
         Nothing; every ``str`` is accepted.
     """
+    # Fast path: most pieces are printable text without a run of spaces or a space at either
+    # end and without an unsafe character, which the full escape (~25 us a piece; a request
+    # escapes dozens: memories, recalled lines) leaves as it is.
+    if (
+        text.isprintable()
+        and "  " not in text
+        and text[:1] != " "
+        and text[-1:] != " "
+        and _UNSAFE_PRINTABLE.search(text) is None
+    ):
+        return text
+    return _escape_full(text)
+
+
+def _escape_full(text: str) -> str:
+    """:func:`escape_data` without its fast path."""
     cleaned: str = _TERMINAL_ESCAPE.sub("", text)
     cleaned = _INVISIBLE.sub("", cleaned)
     cleaned = _WHITESPACE_RUN.sub(" ", cleaned).strip(" ")

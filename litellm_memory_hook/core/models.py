@@ -6,6 +6,7 @@ import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -94,11 +95,17 @@ class Turn:
 
     @classmethod
     def from_member(cls, member: str | bytes) -> Turn:
-        """Parse a member of the ``turns`` sorted set.
+        """Parse a member of the ``turns`` sorted set (memoised, see :func:`_parse_member`).
 
         Raises:
             ValueError: not a JSON turn.
         """
+        if cls is Turn and len(member) <= _MEMBER_MEMO_MAX_BYTES:
+            return _parse_member(member)
+        return cls._parse(member)
+
+    @classmethod
+    def _parse(cls, member: str | bytes) -> Turn:
         try:
             data = orjson.loads(member)
         except orjson.JSONDecodeError as exc:
@@ -182,3 +189,20 @@ class IndexedTurn:
 
     turn: Turn
     terms: Sequence[str] = ()
+
+
+#: Members up to this size (bytes or characters) are memoised by :func:`_parse_member`.
+_MEMBER_MEMO_MAX_BYTES = 4096
+
+
+@lru_cache(maxsize=2048)
+def _parse_member(member: str | bytes) -> Turn:
+    """:meth:`Turn.from_member`, memoised on the member itself.
+
+    A member is the whole stored turn (its seq included), so the same member always parses to
+    the same turn, under any number of proxy processes: a request reads ~40-60 members, most of
+    which the conversation's previous request read too. Turns are frozen; their ``msg`` is only
+    read (:meth:`Turn.to_message` copies it). At most 2,048 members of at most 4 KB are kept
+    (~25 MB with their parsed copies).
+    """
+    return Turn._parse(member)

@@ -44,7 +44,6 @@ last.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -335,40 +334,16 @@ def _time_label(ts_ms: int, timezone: str | None) -> str:
     return f"{moment:%Y-%m-%d %H:%M} {_offset_label(offset)}"
 
 
-# Printable characters that escape_data changes: the angle brackets and their look-alikes, and
-# the default-ignorable characters that are letters or marks (tests/test_recall_scope.py checks
-# this set against escape_data's own patterns over every code point).
-_UNSAFE_PRINTABLE: Final = re.compile(
-    "[<>\uff1c\ufe64\u02c2\u2329\u27e8\uff1e\ufe65\u02c3\u232a\u27e9"
-    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0]"
-)
-
-
-def _escape_line_piece(text: str) -> str:
-    """:func:`escape_data`, with a fast path for text it would leave as it is (printable, none of
-    ``_UNSAFE_PRINTABLE``, no run of spaces, no space at either end): budgeted recall shows a
-    dozen lines or more per request, and the full escape costs ~25 us per line."""
-    if (
-        text.isprintable()
-        and "  " not in text
-        and text[:1] != " "
-        and text[-1:] != " "
-        and _UNSAFE_PRINTABLE.search(text) is None
-    ):
-        return text
-    return escape_data(text)
-
-
 def _earlier_item(line: EarlierLine, timezone: str | None) -> str:
     """One ``<earlier_lines>`` item without its bullet; ``""`` when the text escapes to nothing."""
-    text = _escape_line_piece(line.text)
+    text = escape_data(line.text)
     if not text:
         return ""
     label = time_label(line.ts_ms, timezone)
-    chat = _escape_line_piece(line.chat)[:CHAT_LABEL_CHARS].strip() if line.chat else ""
+    chat = escape_data(line.chat)[:CHAT_LABEL_CHARS].strip() if line.chat else ""
     if chat:
         label += f', other chat "{chat}"'
-    speaker = _escape_line_piece(line.speaker)
+    speaker = escape_data(line.speaker)
     return f"[{label}] {speaker}: {text}" if speaker else f"[{label}] {text}"
 
 

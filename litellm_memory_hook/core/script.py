@@ -217,6 +217,24 @@ def _latin_language(text: str) -> str | None:
     return None
 
 
+def _letter_counts_by_runs(text: str) -> dict[str, int]:
+    """Counted letters per script group (:data:`_LETTER_RUNS`)."""
+    counts: dict[str, int] = {}
+    for match in _LETTER_RUNS.finditer(text):
+        group = str(match.lastgroup)
+        counts[group] = counts.get(group, 0) + len(match.group())
+    return counts
+
+
+def _letter_counts(text: str) -> dict[str, int]:
+    """:func:`_letter_counts_by_runs`, with a fast path for ASCII text (most messages): there
+    every letter is a Latin one, so the script regex (~40x slower) is not needed."""
+    if not text.isascii():
+        return _letter_counts_by_runs(text)
+    latin = sum(1 for char in text if char.isalpha())
+    return {"Latin": latin} if latin else {}
+
+
 def detect_script(text: str) -> ScriptGuess:
     """Guess the script of a message (and Hinglish or English for Latin letters).
 
@@ -232,10 +250,7 @@ def detect_script(text: str) -> ScriptGuess:
     Raises:
         Nothing; every ``str`` is accepted.
     """
-    counts: dict[str, int] = {}
-    for match in _LETTER_RUNS.finditer(text):
-        group = str(match.lastgroup)
-        counts[group] = counts.get(group, 0) + len(match.group())
+    counts = _letter_counts(text)
     total = sum(counts.values())
     if total < MIN_LETTERS:
         return ScriptGuess(None)

@@ -116,7 +116,7 @@ def recall_query(text: str, options: RecallOptions, timezone: str | None) -> Rec
     date alone recalls nothing: date terms only lift lines that words matched)."""
     if not text or not options.enabled:
         return RecallQuery()
-    terms = tuple(recall.query_terms(text))
+    terms = recall.query_terms_cached(text)
     if not terms:
         return RecallQuery()
     dates = tuple(recall.query_dates(text, timezone))

@@ -24,9 +24,13 @@ The post-call write's cost is measured in-process (:func:`write_cost`): a
 ``_write`` (the Lua append, the user index, the extraction schedule) and the record's HMAC
 signature.
 
-The extraction worker runs in the proxy as deployed (``--no-extraction`` turns it off): every 12
-stored messages a conversation is due and the worker calls the stand-in through the router, a
-cost of memory that the hook-on side pays.
+Extraction (``--extraction``): ``proxy`` (the default deployment) runs the worker inside the
+proxy: every 12 stored messages a conversation is due and the worker calls the stand-in through
+the proxy's router, a cost of memory that the hook-on side pays in the proxy's own CPU.
+``worker`` runs it as a separate ``litellm-memory worker`` process (``worker_in_proxy: false``)
+calling the stand-in directly (``extraction_base_url``), as a deployment under load does
+(docker-compose.yml): the proxy then pays only the hook. ``off`` writes no extraction job at
+all.
 
 Keys go under ``membench-proxy-<hex>:`` and are deleted at the end.
 """
@@ -47,16 +51,24 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import httpx
 import redis
 import yaml
 
-from litellm_memory_hook.tools.processes import proxy_command, standin_command, wait_http
+from litellm_memory_hook.store.keys import stats_key
+from litellm_memory_hook.tools.processes import (
+    proxy_command,
+    standin_command,
+    wait_http,
+    worker_command,
+)
 from litellm_memory_hook.tools.replay import percentile
 
 PREFIX_STEM = "membench-proxy"
+ExtractionMode = Literal["proxy", "worker", "off"]
+EXTRACTION_MODES: tuple[ExtractionMode, ...] = ("proxy", "worker", "off")
 MEMORY_ALIAS = "bench-memory"
 PLAIN_ALIAS = "bench-plain"
 SYSTEM_PROMPT = "You are Mira, a warm and concise companion."
@@ -167,6 +179,7 @@ class SideStats:
     hook_ms: list[float] = field(default_factory=list)
     proxy_cpu_s: float = 0.0
     standin_cpu_s: float = 0.0
+    worker_cpu_s: float = 0.0
     round_rps: list[float] = field(default_factory=list)
 
     @property
@@ -186,6 +199,7 @@ class SideStats:
             "p99_ms": round(percentile(lat, 99), 2) if lat else None,
             "proxy_cpu_ms_per_request": round(self.proxy_cpu_s * 1000 / ok, 3),
             "standin_cpu_ms_per_request": round(self.standin_cpu_s * 1000 / ok, 3),
+            "worker_cpu_ms_per_request": round(self.worker_cpu_s * 1000 / ok, 3),
             "hook_ms_p50": round(statistics.median(self.hook_ms), 3) if self.hook_ms else None,
             "hook_ms_p99": round(percentile(self.hook_ms, 99), 3) if self.hook_ms else None,
             "hook_samples": len(self.hook_ms),
@@ -277,12 +291,14 @@ class ProxyBenchReport:
     write: WriteCost | None
     config: dict[str, Any]
     seconds: float
+    extraction_stats: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "config": self.config,
             "results": [r.as_json() for r in self.results],
             "write": self.write.as_json() if self.write else None,
+            "extraction_stats": self.extraction_stats,
             "seconds": round(self.seconds, 1),
         }
 
@@ -303,7 +319,7 @@ def bench_config(
     prefix: str,
     redis_url: str,
     master_key: str,
-    extraction: bool,
+    extraction: ExtractionMode,
 ) -> Path:
     """Write the run's proxy config: the two aliases on the stand-in, the hook, the prefix."""
     params = {
@@ -325,7 +341,10 @@ def bench_config(
             "memory": {
                 "key_prefix": prefix,
                 "redis_url": redis_url,
-                "extraction_enabled": extraction,
+                "extraction_enabled": extraction != "off",
+                "worker_in_proxy": extraction == "proxy",
+                "extraction_base_url": f"http://127.0.0.1:{standin_port}/v1",
+                "extraction_api_key": "not-needed",
             }
         },
         "general_settings": {"master_key": master_key},
@@ -384,10 +403,24 @@ class _Stack:
     master_key: str
     proxy_pid: int
     standin_pid: int
+    worker_pid: int | None = None
+    prefix: str = ""
+    redis_url: str = ""
+
+    def extraction_stats(self) -> dict[str, int]:
+        """The extraction job counters of the run (``mem:stats``: jobs run, committed, ...)."""
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            raw = cast(dict[bytes, bytes], client.hgetall(stats_key(self.prefix)))
+        finally:
+            client.close()
+        return {k.decode(): int(v) for k, v in sorted(raw.items())}
 
 
 @contextlib.contextmanager
-def _stack(redis_url: str, prefix: str, folder: Path, *, extraction: bool) -> Iterator[_Stack]:
+def _stack(
+    redis_url: str, prefix: str, folder: Path, *, extraction: ExtractionMode
+) -> Iterator[_Stack]:
     """The stand-in and the proxy, started together; stopped (and the keys deleted) after."""
     standin_port, proxy_port = _free_port(), _free_port()
     master_key = f"sk-bench-{secrets.token_hex(8)}"
@@ -415,8 +448,19 @@ def _stack(redis_url: str, prefix: str, folder: Path, *, extraction: bool) -> It
         )
         wait_http(f"http://127.0.0.1:{standin_port}/v1/models", processes[0], 60, standin_log)
         wait_http(f"http://127.0.0.1:{proxy_port}/health/liveliness", processes[1], 180, proxy_log)
+        worker_pid = None
+        if extraction == "worker":
+            worker = _spawn(worker_command(config), proxy_env, folder / "worker.log", folder)
+            processes.append(worker)
+            worker_pid = worker.pid
         yield _Stack(
-            f"http://127.0.0.1:{proxy_port}", master_key, processes[1].pid, processes[0].pid
+            f"http://127.0.0.1:{proxy_port}",
+            master_key,
+            processes[1].pid,
+            processes[0].pid,
+            worker_pid,
+            prefix,
+            redis_url,
         )
     finally:
         _stop(processes)
@@ -501,11 +545,15 @@ class _Driver:
 
         proxy_cpu = _cpu_seconds(self.stack.proxy_pid)
         standin_cpu = _cpu_seconds(self.stack.standin_pid)
+        worker = self.stack.worker_pid
+        worker_cpu = _cpu_seconds(worker) if worker else 0.0
         started = time.perf_counter()
         await asyncio.gather(*(client(u) for u in range(min(clients, requests))))
         seconds = time.perf_counter() - started
         stats.proxy_cpu_s += _cpu_seconds(self.stack.proxy_pid) - proxy_cpu
         stats.standin_cpu_s += _cpu_seconds(self.stack.standin_pid) - standin_cpu
+        if worker:
+            stats.worker_cpu_s += _cpu_seconds(worker) - worker_cpu
         stats.seconds += seconds
         stats.requests += requests
         stats.round_rps.append(requests / seconds if seconds > 0 else 0.0)
@@ -645,7 +693,7 @@ def run_proxy_bench(
     clients: Sequence[int] = (1, 32),
     requests: int = 400,
     history: int = 200,
-    extraction: bool = True,
+    extraction: ExtractionMode = "proxy",
     write_samples: int | None = None,
     log_dir: Path | None = None,
     progress: Progress | None = None,
@@ -657,7 +705,7 @@ def run_proxy_bench(
         clients: the numbers of concurrent clients to run, one after the other.
         requests: timed requests per side (hook on, hook off) at each number of clients.
         history: messages each user's memory conversation holds before the timed requests.
-        extraction: run the in-proxy extraction worker (as deployed).
+        extraction: ``proxy``, ``worker`` or ``off`` (the module docstring).
         write_samples: turn pairs of the in-process write measurement (default: ``requests``,
             at most 300; 0: skipped).
         log_dir: keep the processes' logs and config here (default: a temporary folder).
@@ -680,6 +728,7 @@ def run_proxy_bench(
         say("starting the stand-in and the proxy")
         with _stack(redis_url, prefix, folder, extraction=extraction) as procs:
             results = asyncio.run(_drive(procs, list(clients), requests, history, say))
+            extraction_stats = procs.extraction_stats()
         samples = min(requests, 300) if write_samples is None else write_samples
         write = None
         if samples > 0:
@@ -700,7 +749,9 @@ def run_proxy_bench(
         "cpu_count": os.cpu_count(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
-    return ProxyBenchReport(results, write, config, time.perf_counter() - started)
+    return ProxyBenchReport(
+        results, write, config, time.perf_counter() - started, extraction_stats
+    )
 
 
 def report_table(report: ProxyBenchReport, title: str) -> Any:

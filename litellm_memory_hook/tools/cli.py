@@ -706,8 +706,13 @@ def bench_proxy(
         int, typer.Option(min=0, help="Messages each user's memory holds before timing.")
     ] = 200,
     extraction: Annotated[
-        bool, typer.Option(help="Run the in-proxy extraction worker (as deployed).")
-    ] = True,
+        str,
+        typer.Option(
+            help="Where extraction runs: proxy (the in-proxy worker, the default deployment), "
+            "worker (a separate `litellm-memory worker` process calling the model directly) "
+            "or off."
+        ),
+    ] = "proxy",
     redis_url: Annotated[
         str | None,
         typer.Option(
@@ -724,9 +729,15 @@ def bench_proxy(
     and the stand-in model, hook on and off side by side in one run (alternating rounds), the
     ratio on/off, and the post-call write's cost. Short mode for CI: --requests 40.
     """
-    from litellm_memory_hook.tools.bench_proxy import report_table, run_proxy_bench
+    from litellm_memory_hook.tools.bench_proxy import (
+        EXTRACTION_MODES,
+        report_table,
+        run_proxy_bench,
+    )
 
     url = redis_url or MemorySettings().redis_url
+    if extraction not in EXTRACTION_MODES:
+        raise _fail(f"bad --extraction {extraction!r}: use one of {', '.join(EXTRACTION_MODES)}")
     try:
         clients_list = [int(c) for c in clients.split(",") if c.strip()]
     except ValueError as exc:
@@ -767,6 +778,13 @@ def bench_proxy(
             f"{w['write_ms']['p50']}/{w['write_ms']['p99']}, CPU {w['post_call_cpu_ms']['p50']}"
             f"), record signature {w['sign_ms']['p50']}"
         )
+    jobs = payload["extraction_stats"]
+    worker_ms = [row["on"]["worker_cpu_ms_per_request"] for row in payload["results"]]
+    console.print(
+        f"extraction {extraction}: {jobs.get('jobs_committed', 0)} jobs committed, "
+        f"{jobs.get('jobs_failed', 0)} failed"
+        + (f"; worker process CPU ms/req {worker_ms}" if extraction == "worker" else "")
+    )
     console.print(f"{report.seconds:.0f} s, load average {payload['config']['load_average']}")
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)

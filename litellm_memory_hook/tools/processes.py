@@ -25,6 +25,12 @@ def standin_command(port: int) -> list[str]:
     return [sys.executable, "-m", "litellm_memory_hook", "standin", "--port", str(port)]
 
 
+def worker_command(config: Path) -> list[str]:
+    """The command line of a standalone extraction worker (``litellm-memory worker``) reading
+    the memory settings of the proxy config ``config``."""
+    return [sys.executable, "-m", "litellm_memory_hook", "worker", "--config", str(config)]
+
+
 def proxy_command(config: Path, port: int, host: str) -> list[str]:
     """The command line of a LiteLLM proxy with ``config`` (the ``litellm`` CLI of this Python)."""
     return [
