@@ -435,3 +435,52 @@ def test_rank_top_k_is_the_head_of_the_full_ranking(postings: dict[str, list[int
     terms = sorted(postings)
     full = recall.rank(terms, postings, {}, 41, k=1000)
     assert recall.rank(terms, postings, {}, 41, k=k) == full[:k]
+
+
+_POSTING_LISTS = st.lists(
+    st.tuples(
+        st.lists(st.integers(min_value=0, max_value=60), max_size=12),
+        st.floats(min_value=0.01, max_value=5.0, allow_nan=False),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    main=_POSTING_LISTS,
+    boost=st.lists(
+        st.tuples(
+            st.lists(st.integers(min_value=0, max_value=60), max_size=12),
+            st.floats(min_value=0.01, max_value=2.0, allow_nan=False),
+        ),
+        max_size=3,
+    ),
+    exclude=st.one_of(st.none(), st.integers(min_value=0, max_value=70)),
+    k=st.integers(min_value=1, max_value=20),
+    ordered=st.booleans(),
+)
+def test_small_rank_equals_the_numpy_rank(
+    main: list[tuple[list[int], float]],
+    boost: list[tuple[list[int], float]],
+    exclude: int | None,
+    k: int,
+    ordered: bool,
+) -> None:
+    """The plain-Python sums of small inputs choose the same lines with the same scores as the
+    numpy path: same order of additions, repeats within a term once, boosts only where a word
+    matched, exclusion, ties to the newer line."""
+    from litellm_memory_hook.core.recall import _rank_arrays, _rank_small
+
+    def terms(pairs: list[tuple[list[int], float]]) -> recall._Terms:
+        lists: list[Sequence[int]] = [sorted(set(p)) if ordered else p for p, _ in pairs]
+        keep = [i for i, p in enumerate(lists) if p]
+        return [lists[i] for i in keep], [pairs[i][1] for i in keep]  # type: ignore[return-value]
+
+    main_terms, boost_terms = terms(main), terms(boost)
+    if not main_terms[0]:
+        return
+    assert _rank_small(main_terms, boost_terms, exclude, k) == _rank_arrays(
+        main_terms, boost_terms, exclude, k
+    )

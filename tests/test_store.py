@@ -164,3 +164,39 @@ async def test_forget_user_deletes_every_key_through_the_index(
     left = [key async for key in any_redis.scan_iter(match=f"{prefix}:*")]
     assert left and all(b"u-B" in key or key == due_key(prefix).encode() for key in left)
     assert await any_redis.zrange(due_key(prefix), 0, -1) == [other.ref.encode()]
+
+
+async def test_append_with_memory_touches_the_user_index_in_the_same_write(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """``append(memory=...)`` does what ``touch_user_index`` does (index members, TTLs of the
+    index and of the memory set), for a one-script write and for a batched one, and nothing
+    when the call id was already stored."""
+    store = MemoryStore(any_redis, ttl_s=1234, batch_turns=3)
+    keys = _keys(prefix)
+    memory = _memory(keys)
+    await any_redis.hset(memory.pinned, "0000000000001-abcdef", "typed by hand")
+    await any_redis.expire(memory.pinned, 5)
+    done = await store.append(keys, [_turn("user", "hi there")], call_id="c1", memory=memory)
+    assert done.written
+    members = {m.decode() for m in await any_redis.smembers(keys.user_keys.index)}
+    assert members == {keys.index_member, memory.scope}
+    for key in (keys.meta, keys.turns, keys.user_keys.index, memory.pinned):
+        assert 1200 < await any_redis.ttl(key) <= 1234, key
+    assert await any_redis.exists(memory.memories) == 0  # a TTL never creates a key
+
+    # a duplicate call id writes nothing and touches nothing
+    await any_redis.delete(keys.user_keys.index)
+    again = await store.append(keys, [_turn("user", "hi there")], call_id="c1", memory=memory)
+    assert not again.written
+    assert await any_redis.exists(keys.user_keys.index) == 0
+
+    # a write larger than one script (batches of 3): the index is touched after the last batch
+    other = _keys(prefix, "u-B")
+    other_memory = _memory(other)
+    many = [_turn("user", f"line {i} about plums") for i in range(8)]
+    result = await store.append(other, many, call_id="seed", memory=other_memory)
+    assert (result.written, result.first_seq, result.last_seq) == (True, 1, 8)
+    members = {m.decode() for m in await any_redis.smembers(other.user_keys.index)}
+    assert members == {other.index_member, other_memory.scope}
+    assert 1200 < await any_redis.ttl(other.user_keys.index) <= 1234

@@ -350,6 +350,16 @@ def _spaceless_words(run: str) -> list[str]:
     return kept
 
 
+#: Memos of terms (:func:`tokenize`, :func:`rank_texts`, :func:`query_terms_cached`). Most texts
+#: whose terms :func:`rank_texts` keeps in memory. A user's memory set is scored
+#: against every new message, and its texts change only when an extraction job commits: the
+#: terms of each text are computed once, not per request (3.2 ms -> 0.3 ms per request at 50
+#: memories). Texts longer than ``_TERMS_MEMO_MAX_CHARS`` are not kept, so the memo holds at most
+#: about 4,096 x 2,000 characters of text plus their terms (~20 MB).
+_TERMS_MEMO_SIZE = 4096
+_TERMS_MEMO_MAX_CHARS = 2000
+
+
 def tokenize(text: str, stopwords: frozenset[str] | None = None) -> list[str]:
     r"""Split a message into the words recall matches on, in text order, repeats kept.
 
@@ -372,7 +382,20 @@ def tokenize(text: str, stopwords: frozenset[str] | None = None) -> list[str]:
     Returns:
         The terms; ``[]`` when the text holds only stopwords, short words, emoji or punctuation.
     """
-    stop = default_stopwords() if stopwords is None else stopwords
+    if stopwords is None and len(text) <= _TERMS_MEMO_MAX_CHARS:
+        return list(_tokenize_memo(text))
+    return _tokenize(text, default_stopwords() if stopwords is None else stopwords)
+
+
+@lru_cache(maxsize=1024)
+def _tokenize_memo(text: str) -> tuple[str, ...]:
+    """:func:`tokenize` with the default stopwords, memoised: a request tokenises its new
+    message for recall and again to index it after the reply, and the reply is tokenised
+    again as the context of the next message."""
+    return tuple(_tokenize(text, default_stopwords()))
+
+
+def _tokenize(text: str, stop: frozenset[str]) -> list[str]:
     folded = _fold(text)
     out: list[str] = []
     for match in _RUN.finditer(folded):
@@ -627,15 +650,6 @@ def query_terms(
     return _terms(words, list(dict.fromkeys(words)), options)
 
 
-#: Most texts whose terms :func:`rank_texts` keeps in memory. A user's memory set is scored
-#: against every new message, and its texts change only when an extraction job commits: the
-#: terms of each text are computed once, not per request (3.2 ms -> 0.3 ms per request at 50
-#: memories). Texts longer than ``_TERMS_MEMO_MAX_CHARS`` are not kept, so the memo holds at most
-#: about 4,096 x 2,000 characters of text plus their terms (~20 MB).
-_TERMS_MEMO_SIZE = 4096
-_TERMS_MEMO_MAX_CHARS = 2000
-
-
 @lru_cache(maxsize=_TERMS_MEMO_SIZE)
 def _text_terms_memo(text: str, options: TermOptions) -> frozenset[str]:
     return frozenset(index_terms(text, options=options))
@@ -691,6 +705,13 @@ Postings = Mapping[str, Sequence[int] | npt.NDArray[Any]]
 """term -> ascending sequence numbers of the lines holding it (may be only the newest ones)."""
 
 Key = TypeVar("Key", bound=Hashable)
+
+#: At most this many postings in all are summed in plain Python (:func:`_rank_small`); more go
+#: through numpy (:func:`_rank_arrays`), whose fixed cost (~100 us) a memory set of a few dozen
+#: items or a message of rare words never repays. Both give the same result (a property test).
+SMALL_RANK_POSTINGS = 256
+
+_Terms = tuple[list[Sequence[int] | npt.NDArray[Any]], list[float]]
 
 
 def _weights(term_weights: Mapping[str, float] | None) -> dict[str, float]:
@@ -762,8 +783,8 @@ def rank(
     if k <= 0 or n_docs <= 0:
         return []
     weights = _weights(term_weights)
-    main: tuple[list[Sequence[int] | npt.NDArray[Any]], list[float]] = ([], [])
-    boost: tuple[list[Sequence[int] | npt.NDArray[Any]], list[float]] = ([], [])
+    main: _Terms = ([], [])
+    boost: _Terms = ([], [])
     for term in sorted(set(query)):
         seqs = postings.get(term)
         if seqs is None or len(seqs) == 0:
@@ -776,6 +797,37 @@ def rank(
             target[1].append(weight)
     if not main[0]:
         return []
+    if sum(map(len, main[0])) + sum(map(len, boost[0])) <= SMALL_RANK_POSTINGS:
+        return _rank_small(main, boost, exclude_from_seq, k)
+    return _rank_arrays(main, boost, exclude_from_seq, k)
+
+
+def _rank_small(
+    main: _Terms, boost: _Terms, exclude_from_seq: int | None, k: int
+) -> list[tuple[int, float]]:
+    """:func:`rank`'s sums and choice in plain Python: per message, the term weights in the
+    terms' order (the order numpy adds them in), repeats within a term counted once."""
+
+    def sums(terms: _Terms) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for seqs, weight in zip(*terms, strict=True):
+            for seq in dict.fromkeys(map(int, seqs)):
+                if exclude_from_seq is None or seq < exclude_from_seq:
+                    out[seq] = out.get(seq, 0.0) + weight
+        return out
+
+    totals = sums(main)
+    if boost[0]:
+        for seq, lift in sums(boost).items():
+            if seq in totals:
+                totals[seq] += lift
+    return heapq.nlargest(k, totals.items(), key=lambda i: (i[1], i[0]))
+
+
+def _rank_arrays(
+    main: _Terms, boost: _Terms, exclude_from_seq: int | None, k: int
+) -> list[tuple[int, float]]:
+    """:func:`rank`'s sums and choice with numpy (any number of postings)."""
     every, weight_of = _flatten(main[0], main[1], exclude_from_seq)
     if every.size == 0:
         return []

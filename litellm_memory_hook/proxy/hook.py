@@ -744,6 +744,7 @@ class MemoryHook(CustomLogger):
         if not turns:
             return
         previous = str(record.get("previous") or "")
+        memory = keys.user_keys.memory_set(str(record.get("mscope") or ""))
         result = await self.store.append(
             keys,
             indexed_chain(turns, previous),
@@ -752,6 +753,7 @@ class MemoryHook(CustomLogger):
             replace=[stored_terms(t) for t in replace],
             at_ms=at,
             seeded=int(record.get("seeded") or 0),
+            memory=memory,  # the user's index is touched in the same script
         )
         if not result.written:
             self.counters["duplicate_writes_skipped"] += 1
@@ -761,8 +763,6 @@ class MemoryHook(CustomLogger):
             self.counters["turns_trimmed"] += await trim_oldest(
                 self.store, keys, settings.max_stored_messages
             )
-        memory = keys.user_keys.memory_set(str(record.get("mscope") or ""))
-        await self.store.touch_user_index(keys, memory)
         if not record.get("extract", True):
             return
         quiet_ms = int(settings.extraction_quiet_s * 1000)

@@ -167,8 +167,9 @@ APPEND_TURNS = (
     """
 -- Append turns to a conversation, idempotently on call_id, updating the recall index.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
+-- KEYS[5..] (optional) the user's index set, then the keys of the conversation's memory set
 -- ARGV[1] call_id ("" = no idempotency check)
--- ARGV[2] TTL in seconds, set on every key of the conversation that exists
+-- ARGV[2] TTL in seconds, set on every key (KEYS) that exists
 -- ARGV[3] now, epoch ms (meta.updated_ms)
 -- ARGV[4] postings cap per term
 -- ARGV[5] number of meta fields written only if absent; then that many field, value pairs
@@ -178,6 +179,7 @@ APPEND_TURNS = (
 --   (a client's own history seeding a new conversation: concurrent first requests seed it once)
 -- then: number of new turns; for each: body (turn JSON without "{"), 1 when indexed
 -- then: their terms, as index_turns reads them (positions in the new turns)
+-- then (with KEYS[5]): number of members, then the members added to the user's index set
 -- Returns {1, first_seq, last_seq} when written, {0, seq, seq} when call_id was already stored.
 """
     + _POSTINGS_LUA
@@ -207,9 +209,13 @@ for j = 1, n_new do
   end
   i = i + 2
 end
-index_turns(i, seqs, tonumber(ARGV[4]))
+i = index_turns(i, seqs, tonumber(ARGV[4]))
 if call_id ~= '' and last > 0 then redis.call('HSET', KEYS[3], call_id, last) end
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
+if #KEYS >= 5 then
+  local n_members = tonumber(ARGV[i])
+  if n_members > 0 then redis.call('SADD', KEYS[5], unpack(ARGV, i + 1, i + n_members)) end
+end
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
 return {1, first, last}
 """
@@ -772,6 +778,7 @@ class MemoryStore:
         replace: Sequence[IndexedTurn] = (),
         at_ms: int | None = None,
         seeded: int = 0,
+        memory: MemoryKeys | None = None,
     ) -> AppendResult:
         """Append turns, idempotent on ``call_id``: one Lua script, or bounded batches.
 
@@ -804,6 +811,11 @@ class MemoryStore:
             at_ms: ``updated_ms`` to record (default now).
             seeded: the first this-many ``turns`` are the client's own history seeding a new
                 conversation; they are skipped when the conversation is no longer empty.
+            memory: the conversation's memory set: when given, a write also does what
+                :meth:`touch_user_index` does (the conversation and the set join the user's
+                index; the index and the set get the TTL again), in the same script for a
+                one-script write (one round trip for a request's turn pair), after the last
+                batch otherwise. Nothing is touched when ``call_id`` was already stored.
 
         Raises:
             StoreError: Redis failed (a batched write may be part-way: append again with the
@@ -819,16 +831,23 @@ class MemoryStore:
         if not self._fits_one_script((*items, *replace)):
             if replace:  # deleted first, in batches (deleting again on a retry changes nothing)
                 await self.delete_turns(keys, replace)
-            return await self._append_batched(
+            result = await self._append_batched(
                 keys, items, call_id, [*head, *_removal_args(())], at, seeded
             )
+            if result.written and memory is not None:
+                await self.touch_user_index(keys, memory)
+            return result
         head.extend(_removal_args(replace))
         args: list[Any] = [call_id, self.ttl_s, at, self.postings_cap, *head, seeded, len(items)]
         for item in items:
             args.extend((item.turn.body_json(), 1 if item.terms else 0))
         args.extend(_term_args(items))
+        names = self._script_keys(keys)
+        if memory is not None:
+            names.extend((keys.user_keys.index, *memory.all()))
+            args.extend((2, keys.index_member, memory.scope))
         try:
-            written, first, last = await self._append(keys=self._script_keys(keys), args=args)
+            written, first, last = await self._append(keys=names, args=args)
         except RedisError as exc:
             raise StoreError(f"append {keys.ref}: {exc}") from exc
         return AppendResult(bool(written), int(first), int(last))
