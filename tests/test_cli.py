@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from .conftest import LOCOMO
-from .harness import MASTER_KEY, REPO, free_port, wait_http
+from .harness import MASTER_KEY, REPO, chat_calls, free_port, wait_http
 
 pytestmark = pytest.mark.e2e
 CLI = [sys.executable, "-m", "litellm_memory_hook"]
@@ -136,11 +136,7 @@ def test_readme_curl_pair_shows_memory(served: Served) -> None:
     """The README's two requests: the second reaches the model with the first turn before it."""
     assert _chat(served, "alice", "My cat is called Miso.") == "Noted: My cat is called Miso."
     _chat(served, "alice", "What is my cat called?")
-    records = [
-        body
-        for body in httpx.get(f"http://127.0.0.1:{STANDIN_PORT}/_standin/requests").json()
-        if "[memory-extraction]" not in json.dumps(body.get("messages", [])[:1])
-    ]
+    records = chat_calls(httpx.get(f"http://127.0.0.1:{STANDIN_PORT}/_standin/requests").json())
     last = [(m["role"], m["content"]) for m in records[-1]["messages"][1:]]
     assert last == [
         ("user", "My cat is called Miso."),

@@ -22,7 +22,6 @@ import httpx
 import openai
 import pytest
 import redis.asyncio as aioredis
-import yaml
 from redis.cluster import RedisCluster as SyncCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, ResponseError
@@ -33,8 +32,9 @@ from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 
+from . import harness
 from .conftest import Auth, chat_request, make_hook, model_response
-from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+from .harness import MASTER_KEY, chat_calls
 from .redis_servers import RedisCluster
 from .test_worker import ScriptedModel, _lookup, _reply
 
@@ -196,30 +196,17 @@ def cluster_proxy(
 ) -> Iterator[tuple[str, httpx.Client, SyncCluster, str, Path]]:
     """Stand-in + a LiteLLM proxy whose memory Redis is the cluster (``redis_cluster: true``
     through ``LITELLM_MEMORY_REDIS_CLUSTER``), with a 1 s extraction quiet time."""
-    folder = tmp_path_factory.mktemp("e2e-cluster")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "e2c" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
-    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix=prefix)
-    loaded = yaml.safe_load(config.read_text())
-    loaded["callback_settings"]["memory"].update(
-        {"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2}
-    )
-    config.write_text(yaml.safe_dump(loaded, allow_unicode=True))
-    env = {"LITELLM_MEMORY_REDIS_URL": redis_cluster.url, "LITELLM_MEMORY_REDIS_CLUSTER": "true"}
-    try:
-        proxy = start_proxy(config, proxy_port, folder / "proxy.log", env)
-    except Exception:
-        stop(standin)
-        raise
-    sync = SyncCluster.from_url(redis_cluster.url, decode_responses=True)
-    with httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as standin_client:
-        yield f"http://127.0.0.1:{proxy_port}", standin_client, sync, prefix, folder / "proxy.log"
-    stop(proxy)
-    stop(standin)
-    for key in sync.scan_iter(match=f"{prefix}:*"):
-        sync.delete(key)
-    sync.close()
+    with harness.stack(
+        tmp_path_factory.mktemp("e2e-cluster"),
+        stem="e2c",
+        memory={"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2},
+        redis_env={
+            "LITELLM_MEMORY_REDIS_URL": redis_cluster.url,
+            "LITELLM_MEMORY_REDIS_CLUSTER": "true",
+        },
+        keys=SyncCluster.from_url(redis_cluster.url, decode_responses=True),
+    ) as running:
+        yield running.proxy, running.standin, running.redis, running.prefix, running.log
 
 
 def test_end_to_end_through_a_proxy_on_the_cluster(
@@ -267,11 +254,7 @@ def test_end_to_end_through_a_proxy_on_the_cluster(
     client.chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "What is my cat called?"}]
     )
-    body: dict[str, Any] = [
-        r
-        for r in standin.get("/_standin/requests").json()
-        if not str(r["messages"][0].get("content", "")).startswith("[memory-extraction]")
-    ][-1]
+    body: dict[str, Any] = chat_calls(standin.get("/_standin/requests").json())[-1]
     text = json.dumps(body, ensure_ascii=False)
     assert "My cat is called Miso." in text and "I live in Pune." in text
     assert "My birthday is on 3 March." in text and "Has a cat called Miso." in text

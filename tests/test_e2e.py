@@ -3,56 +3,39 @@ a real Redis, driven by the openai client, streaming and not (C01, C02, C04, C23
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
-import redis
 
+from . import harness
 from .conftest import forged_record, real_redis_url
-from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+from .harness import MASTER_KEY
 
 pytestmark = pytest.mark.e2e
 
 
-@dataclass
-class Stack:
+class Stack(harness.Running):
     """The running processes and clients of the end-to-end tests."""
 
-    base_url: str
-    standin: httpx.Client
-    client: openai.OpenAI
-    redis: redis.Redis
-    prefix: str
-    log: Path
+    @property
+    def base_url(self) -> str:
+        """The proxy's OpenAI base URL."""
+        return f"{self.proxy}/v1"
 
-    def received(self) -> list[dict[str, Any]]:
-        """Chat request bodies the stand-in model received, oldest first (the background
-        extraction calls, marked by their first line, are left out)."""
-        return [
-            body
-            for body in self.standin.get("/_standin/requests").json()
-            if "[memory-extraction]" not in json.dumps(body.get("messages", [])[:1])
-        ]
+    @functools.cached_property
+    def client(self) -> openai.OpenAI:
+        """An openai client of the proxy with the master key."""
+        return self.openai()
 
     def reset(self) -> None:
         """Forget the stand-in's records and queued replies."""
         self.standin.delete("/_standin/requests")
-
-    def script(self, *replies: Any) -> None:
-        """Queue scripted replies."""
-        self.standin.post("/_standin/replies", json=list(replies)).raise_for_status()
-
-    def turns(self, user: str, conversation: str = "demo") -> list[dict[str, Any]]:
-        """Stored turns of a conversation of the master tenant."""
-        key = f"{self.prefix}:{{master:{user}}}:c:{conversation}:turns"
-        return [json.loads(m) for m in self.redis.zrange(key, 0, -1)]
 
 
 EXTRA_MODELS = [
@@ -94,37 +77,14 @@ EXTRA_MODELS = [
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Stand-in model + LiteLLM proxy (the package's config.yaml, installed-package load path)."""
-    folder = tmp_path_factory.mktemp("e2e")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "e2e" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
-    models = json.loads(
-        json.dumps(EXTRA_MODELS).replace("BASE", f"http://127.0.0.1:{standin_port}/v1")
-    )
-    config = derived_config(
-        folder / "config.yaml",
-        standin_port=standin_port,
-        prefix=prefix,
-        extra_models=models,
+    with harness.stack(
+        tmp_path_factory.mktemp("e2e"),
+        stem="e2e",
+        kind=Stack,
+        extra_models=EXTRA_MODELS,
         extra={"router_settings": {"fallbacks": [{"big": ["small"]}], "num_retries": 0}},
-    )
-    try:
-        proxy = start_proxy(
-            config, proxy_port, folder / "proxy.log", {"REDIS_URL": real_redis_url()}
-        )
-    except Exception:
-        stop(standin)
-        raise
-    base = f"http://127.0.0.1:{proxy_port}/v1"
-    client = openai.OpenAI(base_url=base, api_key=MASTER_KEY, max_retries=0, timeout=60)
-    r = redis.Redis.from_url(real_redis_url(), decode_responses=True)
-    with httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as standin_client:
-        yield Stack(base, standin_client, client, r, prefix, folder / "proxy.log")
-    stop(proxy)
-    stop(standin)
-    for key in r.scan_iter(match=f"{prefix}:*"):
-        r.delete(key)
-    r.close()
+    ) as running:
+        yield running
 
 
 def _user() -> str:
@@ -146,7 +106,7 @@ def test_memory_across_two_non_streaming_requests(stack: Stack) -> None:
     stack.client.chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "What is my cat called?"}]
     )
-    body = stack.received()[-1]
+    body = stack.chat_calls()[-1]
     assert _texts(body)[1:] == [
         ("user", "My cat is called Miso."),
         ("assistant", "Noted: My cat is called Miso."),
@@ -172,7 +132,7 @@ def test_streaming_turn_is_stored_once_and_read_back(stack: Stack) -> None:
     stack.client.chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "What is my cat called?"}]
     )
-    assert ("assistant", "Noted: My cat is called Miso.") in _texts(stack.received()[-1])
+    assert ("assistant", "Noted: My cat is called Miso.") in _texts(stack.chat_calls()[-1])
     turns = stack.turns(user)
     assert [(t["role"], t["text"]) for t in turns[:2]] == [
         ("user", "My cat is called Miso."),
@@ -226,7 +186,7 @@ def test_client_disconnect_mid_stream(stack: Stack) -> None:
     stack.client.chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "next"}]
     )
-    assert all("w29" not in str(c) for _, c in _texts(stack.received()[-1]))
+    assert all("w29" not in str(c) for _, c in _texts(stack.chat_calls()[-1]))
 
 
 def test_metadata_null_and_no_user_pass_through(stack: Stack) -> None:
@@ -245,7 +205,7 @@ def test_metadata_null_and_no_user_pass_through(stack: Stack) -> None:
         },
     )
     assert response.status_code == 200
-    assert _texts(stack.received()[-1]) == [
+    assert _texts(stack.chat_calls()[-1]) == [
         ("system", "You are Mira, a warm and concise companion."),
         ("user", "hi"),
     ]
@@ -267,7 +227,7 @@ def test_anthropic_messages_endpoint_is_not_broken(stack: Stack) -> None:
     )
     assert response.status_code == 200, response.text
     assert response.json()["content"][0]["text"] == "Noted: hi"
-    body = json.dumps(stack.received()[-1])
+    body = json.dumps(stack.chat_calls()[-1])
     assert "Be brief." in body and "memory_context" not in body and "You are Mira" not in body
 
 
@@ -294,14 +254,14 @@ def test_echoed_system_block_is_replaced_not_duplicated(stack: Stack) -> None:
         {"role": "user", "content": "hi"},
     ]
     stack.client.chat.completions.create(model="demo", user=user, messages=messages)  # type: ignore[arg-type]
-    first_system = stack.received()[-1]["messages"][0]["content"]
+    first_system = stack.chat_calls()[-1]["messages"][0]["content"]
     messages += [
         {"role": "assistant", "content": "Noted: hi"},
         {"role": "system", "content": first_system},
         {"role": "user", "content": "again"},
     ]
     stack.client.chat.completions.create(model="demo", user=user, messages=messages)  # type: ignore[arg-type]
-    body = stack.received()[-1]
+    body = stack.chat_calls()[-1]
     systems = [m for m in body["messages"] if m["role"] == "system"]
     assert len(systems) == 1
     content = systems[0]["content"]
@@ -346,7 +306,7 @@ def test_alias_without_memory_is_untouched(stack: Stack) -> None:
     stack.reset()
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}]
     stack.client.chat.completions.create(model="plain", user=_user(), messages=messages)  # type: ignore[arg-type]
-    assert _texts(stack.received()[-1]) == [("system", "S"), ("user", "hi")]
+    assert _texts(stack.chat_calls()[-1]) == [("system", "S"), ("user", "hi")]
 
 
 def test_fallback_stores_the_clients_text_not_the_injected_prompt(stack: Stack) -> None:
@@ -365,7 +325,7 @@ def test_fallback_stores_the_clients_text_not_the_injected_prompt(stack: Stack) 
     assert reply.choices[0].message.content == "A cat."
     turns = stack.turns(user, "shared")
     assert [t["text"] for t in turns] == ["what is this?\n[image]", "A cat."]
-    assert len(stack.received()) == 2
+    assert len(stack.chat_calls()) == 2
 
 
 def _seed(stack: Stack, user: str, lines: list[tuple[str, str]]) -> None:
@@ -421,7 +381,7 @@ def test_assembled_system_message_with_every_layer(stack: Stack) -> None:
     layers = json.loads(raw.headers["x-memory-layers"])
     assert layers["fixed_memories"] > 0 and layers["summary"] > 0 and layers["earlier_lines"] > 0
     assert float(raw.headers["x-memory-hook-ms"]) > 0
-    system = stack.received()[-1]["messages"][0]["content"]
+    system = stack.chat_calls()[-1]["messages"][0]["content"]
     assert system.startswith("You are Mira")
     positions = [
         system.index(tag)
@@ -462,7 +422,7 @@ def test_operator_wording_from_config(stack: Stack) -> None:
         user=user,
         messages=[{"role": "user", "content": "Hallo, wie geht es dir heute?"}],
     )
-    system = stack.received()[-1]["messages"][0]["content"]
+    system = stack.chat_calls()[-1]["messages"][0]["content"]
     assert "Fakten, die der Nutzer selbst schrieb." in system
     assert system.split("<memory_reminder>")[1].strip().startswith("Bleib in deiner Rolle.")
 
@@ -472,25 +432,17 @@ def proxy_without_redis(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[str, httpx.Client]]:
     """A proxy whose memory Redis does not answer (a closed port)."""
-    folder = tmp_path_factory.mktemp("noredis")
     import socket
 
     dead = socket.socket()  # bound, never listening: connections to it are refused
     dead.bind(("127.0.0.1", 0))
     dead_port = dead.getsockname()[1]
-    standin_port, proxy_port = free_port(), free_port()
-    standin = start_standin(standin_port, folder / "standin.log")
-    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix="dead")
-    env = {"LITELLM_MEMORY_REDIS_URL": f"redis://127.0.0.1:{dead_port}/0"}
-    try:
-        proxy = start_proxy(config, proxy_port, folder / "proxy.log", env)
-    except Exception:
-        stop(standin)
-        raise
-    with httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as client:
-        yield f"http://127.0.0.1:{proxy_port}/v1", client
-    stop(proxy)
-    stop(standin)
+    with harness.stack(
+        tmp_path_factory.mktemp("noredis"),
+        stem="dead",
+        redis_env={"LITELLM_MEMORY_REDIS_URL": f"redis://127.0.0.1:{dead_port}/0"},
+    ) as running:
+        yield f"{running.proxy}/v1", running.standin
     dead.close()
 
 

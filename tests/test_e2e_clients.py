@@ -14,35 +14,23 @@ import copy
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .conftest import real_redis_url
-from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+from . import harness
+from .harness import MASTER_KEY
 
 pytestmark = pytest.mark.e2e
 
 RULES = "You are Mira, a warm and concise companion."
-MARKER = "[memory-extraction]"
 
 
-@dataclass
-class Clients:
+class Clients(harness.Running):
     """The proxy, the stand-in and Redis of these tests."""
-
-    proxy: str
-    standin: httpx.Client
-    http: httpx.Client
-    redis: redis.Redis
-    prefix: str
-    log: Path
 
     def chat(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:
         """POST a chat body as a client would send it (master key)."""
@@ -54,21 +42,7 @@ class Clients:
 
     def received(self) -> dict[str, Any]:
         """The last chat body the model received (extraction calls left out)."""
-        bodies = [
-            b
-            for b in self.standin.get("/_standin/requests").json()
-            if MARKER not in json.dumps(b.get("messages", [])[:1])
-        ]
-        return dict(bodies[-1])
-
-    def script(self, *replies: Any) -> None:
-        """Queue chat replies."""
-        self.standin.post("/_standin/replies", json=list(replies)).raise_for_status()
-
-    def turns(self, user: str, conversation: str = "demo") -> list[dict[str, Any]]:
-        """Stored turns of a conversation of the master tenant."""
-        key = f"{self.prefix}:{{master:{user}}}:c:{conversation}:turns"
-        return [json.loads(m) for m in self.redis.zrange(key, 0, -1)]
+        return dict(self.chat_calls()[-1])
 
     def both(self, body: dict[str, Any], **kwargs: Any) -> tuple[list[Any], list[Any]]:
         """Send the same body to the plain alias and to the memory alias; the messages each
@@ -87,50 +61,20 @@ class Clients:
 @pytest.fixture(scope="module")
 def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clients]:
     """Stand-in + proxy with the package's config, a plain alias, Open WebUI's headers."""
-    folder = tmp_path_factory.mktemp("e2e-clients")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "e2c" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
     plain = {
         "model_name": "plain",
-        "litellm_params": {
-            "model": "openai/standin",
-            "api_base": f"http://127.0.0.1:{standin_port}/v1",
-            "api_key": "x",
-        },
+        "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
     }
-    config = derived_config(
-        folder / "config.yaml", standin_port=standin_port, prefix=prefix, extra_models=[plain]
-    )
-    import yaml
-
-    loaded = yaml.safe_load(config.read_text())
-    loaded["callback_settings"]["memory"].update(
-        {"user_header": "x-openwebui-user-id", "conversation_header": "x-openwebui-chat-id"}
-    )
-    # fuzzed bodies must not put the deployments in cooldown or be retried
-    loaded["router_settings"] = {"num_retries": 0, "disable_cooldowns": True}
-    config.write_text(yaml.safe_dump(loaded, allow_unicode=True))
-    try:
-        proxy = start_proxy(
-            config, proxy_port, folder / "proxy.log", {"REDIS_URL": real_redis_url()}
-        )
-    except Exception:
-        stop(standin)
-        raise
-    r = redis.Redis.from_url(real_redis_url(), decode_responses=True)
-    with (
-        httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as standin_client,
-        httpx.Client(timeout=60) as http,
-    ):
-        yield Clients(
-            f"http://127.0.0.1:{proxy_port}", standin_client, http, r, prefix, folder / "proxy.log"
-        )
-    stop(proxy)
-    stop(standin)
-    for key in r.scan_iter(match=f"{prefix}:*"):
-        r.delete(key)
-    r.close()
+    with harness.stack(
+        tmp_path_factory.mktemp("e2e-clients"),
+        stem="e2c",
+        kind=Clients,
+        extra_models=[plain],
+        memory={"user_header": "x-openwebui-user-id", "conversation_header": "x-openwebui-chat-id"},
+        # fuzzed bodies must not put the deployments in cooldown or be retried
+        extra={"router_settings": {"num_retries": 0, "disable_cooldowns": True}},
+    ) as running:
+        yield running
 
 
 def _user() -> str:

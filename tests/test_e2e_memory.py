@@ -14,17 +14,14 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
-import redis
 
-from .conftest import real_redis_url
-from .harness import derived_config, free_port, start_proxy, start_standin, stop
+from . import harness
 
 pytestmark = pytest.mark.e2e
 
@@ -32,33 +29,16 @@ HERE = Path(__file__).resolve().parent
 KEY_A, KEY_B = "sk-tenant-a", "sk-tenant-b"
 
 
-@dataclass
-class MemoryStack:
+class MemoryStack(harness.Running):
     """The processes and clients of these tests."""
-
-    proxy: str
-    standin: httpx.Client
-    http: httpx.Client
-    redis: redis.Redis
-    prefix: str
-    log: Path
 
     def client(self, key: str = KEY_A) -> openai.OpenAI:
         """An openai client of the proxy with a tenant's key."""
-        return openai.OpenAI(base_url=f"{self.proxy}/v1", api_key=key, max_retries=0, timeout=60)
+        return self.openai(key)
 
     def extraction_requests(self) -> list[dict[str, Any]]:
         """Extraction calls the stand-in received."""
         return list(self.standin.get("/_standin/extraction_requests").json())
-
-    def chat_requests(self) -> list[dict[str, Any]]:
-        """Chat calls (not extraction: those start with the marker) the stand-in received,
-        oldest first."""
-        return [
-            b
-            for b in self.standin.get("/_standin/requests").json()
-            if "[memory-extraction]" not in json.dumps(b.get("messages", [])[:1])
-        ]
 
     def script_extraction(self, *replies: Any) -> None:
         """Queue replies for extraction calls."""
@@ -85,36 +65,14 @@ def mstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryStack]:
     """Stand-in + proxy with a 1 s quiet trigger and two tenants (custom_auth)."""
     folder = tmp_path_factory.mktemp("e2e-memory")
     shutil.copy(HERE / "custom_auth_two_tenants.py", folder / "custom_auth_two_tenants.py")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "e2m" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
-    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix=prefix)
-    loaded = __import__("yaml").safe_load(config.read_text())
-    loaded["callback_settings"]["memory"].update(
-        {"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2}
-    )
-    loaded["general_settings"]["custom_auth"] = "custom_auth_two_tenants.user_api_key_auth"
-    config.write_text(__import__("yaml").safe_dump(loaded, allow_unicode=True))
-    try:
-        proxy = start_proxy(
-            config, proxy_port, folder / "proxy.log", {"REDIS_URL": real_redis_url()}
-        )
-    except Exception:
-        stop(standin)
-        raise
-    r = redis.Redis.from_url(real_redis_url(), decode_responses=True)
-    with (
-        httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as standin_client,
-        httpx.Client(timeout=30) as http,
-    ):
-        yield MemoryStack(
-            f"http://127.0.0.1:{proxy_port}", standin_client, http, r, prefix, folder / "proxy.log"
-        )
-    stop(proxy)
-    stop(standin)
-    for key in r.scan_iter(match=f"{prefix}:*"):
-        r.delete(key)
-    r.close()
+    with harness.stack(
+        folder,
+        stem="e2m",
+        kind=MemoryStack,
+        memory={"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2},
+        general={"custom_auth": "custom_auth_two_tenants.user_api_key_auth"},
+    ) as running:
+        yield running
 
 
 def _user() -> str:
@@ -163,7 +121,7 @@ def test_thirteen_messages_lead_to_one_job_and_the_next_request_carries_it(
     client.chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "Where do I live?"}]
     )
-    system = _system(mstack.chat_requests()[-1])
+    system = _system(mstack.chat_calls()[-1])
     assert "Lives in Pune." in system and "They talked about Miso." in system
     turns = mstack.redis.zrange(f"{mstack.prefix}:{{team-a:{user}}}:c:demo:turns", 0, -1)
     assert not any("memory-extraction" in t for t in turns)
@@ -219,7 +177,7 @@ def test_pinned_memories_reach_the_model_exactly_and_jobs_never_change_them(
         messages=[{"role": "user", "content": "सीमा कहाँ रहती है?"}],
         extra_body={"metadata": {"memory_flush": True}},
     )
-    assert typed in _system(mstack.chat_requests()[-1])
+    assert typed in _system(mstack.chat_calls()[-1])
     extraction = mstack.wait_extractions(before + 1)[-1]
     assert typed in json.dumps(extraction, ensure_ascii=False)
     deadline = time.monotonic() + 10
@@ -253,7 +211,7 @@ def test_a_second_tenant_never_reads_or_changes_the_first_tenants_memories(
     mstack.client(KEY_B).chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "What is my secret?"}]
     )
-    assert "Secret A" not in _system(mstack.chat_requests()[-1])
+    assert "Secret A" not in _system(mstack.chat_calls()[-1])
     listing_a = mstack.api("GET", "/memories", params={"user": user, "model": "demo"}).json()
     assert [p["text"] for p in listing_a["pinned"]] == ["Secret A"]
     assert (
@@ -296,7 +254,7 @@ def test_the_same_user_under_two_tenants_never_shares_chat_or_recall(mstack: Mem
     client_a.chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "What is my locker code?"}]
     )
-    seen_by_a = json.dumps(mstack.chat_requests()[-1], ensure_ascii=False)
+    seen_by_a = json.dumps(mstack.chat_calls()[-1], ensure_ascii=False)
     assert "4711" in seen_by_a.split("<earlier_lines>")[1]  # recalled, outside the window
 
     pinned = mstack.api(
@@ -307,13 +265,13 @@ def test_the_same_user_under_two_tenants_never_shares_chat_or_recall(mstack: Mem
         client_b.chat.completions.create(
             model="demo", user=user, messages=[{"role": "user", "content": text}]
         )
-        seen_by_b = json.dumps(mstack.chat_requests()[-1], ensure_ascii=False)
+        seen_by_b = json.dumps(mstack.chat_calls()[-1], ensure_ascii=False)
         assert "4711" not in seen_by_b and "Bruno" not in seen_by_b and "trains" not in seen_by_b
         assert "B likes jazz." in seen_by_b
     client_a.chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "Any music for me?"}]
     )
-    assert "B likes jazz." not in json.dumps(mstack.chat_requests()[-1], ensure_ascii=False)
+    assert "B likes jazz." not in json.dumps(mstack.chat_calls()[-1], ensure_ascii=False)
 
     turns_a = mstack.redis.zrange(f"{mstack.prefix}:{{team-a:{user}}}:c:demo:turns", 0, -1)
     turns_b = mstack.redis.zrange(f"{mstack.prefix}:{{team-b:{user}}}:c:demo:turns", 0, -1)

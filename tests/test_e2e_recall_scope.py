@@ -8,19 +8,16 @@ recall it; another user never gets it; ``x-memory-layers`` reports the recall la
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import openai
 import pytest
-import redis
 
-from .conftest import real_redis_url
-from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+from . import harness
 
 pytestmark = pytest.mark.e2e
 
@@ -39,23 +36,18 @@ MODELS = [
 FILLER = [f"ok, noted number {i}" for i in range(50)]
 
 
-@dataclass
-class Stack:
+class Stack(harness.Running):
     """The proxy, the stand-in's control client, an OpenAI client and Redis."""
 
-    standin: httpx.Client
-    client: openai.OpenAI
-    redis: redis.Redis
+    @functools.cached_property
+    def client(self) -> openai.OpenAI:
+        """An openai client of the proxy with the master key."""
+        return self.openai()
 
     def last_system(self) -> str:
         """The system message of the newest chat request the stand-in model received (the
-        background extraction calls, which start with their marker, are left out)."""
-        received = [
-            body
-            for body in self.standin.get("/_standin/requests").json()
-            if not str(body["messages"][0].get("content", "")).startswith("[memory-extraction]")
-        ]
-        return str(received[-1]["messages"][0]["content"])
+        background extraction calls are left out)."""
+        return str(self.chat_calls()[-1]["messages"][0]["content"])
 
     def say(self, model: str, user: str, chat: str, text: str, **extra: Any) -> Any:
         """One chat turn with a conversation id, as a frontend sends it."""
@@ -71,32 +63,10 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Stand-in model + LiteLLM proxy with the two aliases above."""
-    folder = tmp_path_factory.mktemp("e2e-recall")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "e2e" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
-    models = json.loads(json.dumps(MODELS).replace("BASE", f"http://127.0.0.1:{standin_port}/v1"))
-    config = derived_config(
-        folder / "config.yaml", standin_port=standin_port, prefix=prefix, extra_models=models
-    )
-    try:
-        proxy = start_proxy(
-            config, proxy_port, folder / "proxy.log", {"REDIS_URL": real_redis_url()}
-        )
-    except Exception:
-        stop(standin)
-        raise
-    client = openai.OpenAI(
-        base_url=f"http://127.0.0.1:{proxy_port}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60
-    )
-    r = redis.Redis.from_url(real_redis_url(), decode_responses=True)
-    with httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=30) as control:
-        yield Stack(control, client, r)
-    stop(proxy)
-    stop(standin)
-    for key in r.scan_iter(match=f"{prefix}:*"):
-        r.delete(key)
-    r.close()
+    with harness.stack(
+        tmp_path_factory.mktemp("e2e-recall"), stem="e2e", kind=Stack, extra_models=MODELS
+    ) as running:
+        yield running
 
 
 def test_a_fact_from_chat_a_reaches_chat_b(stack: Stack) -> None:

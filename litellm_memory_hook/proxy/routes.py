@@ -177,36 +177,39 @@ _ConversationField = Field(
 )
 
 
-class PinIn(BaseModel):
+class _TextIn(BaseModel):
+    """A body that names a memory set and carries a memory's text (:class:`PinIn`,
+    :class:`EditIn`; each sets its own ``text`` description and example)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str = _UserField
+    model: str = _ModelField
+    text: str
+    conversation: str | None = _ConversationField
+
+
+def _example(text: str) -> ConfigDict:
+    """The config a :class:`_TextIn` body adds to its base's: an OpenAPI example with ``text``."""
+    return ConfigDict(
+        json_schema_extra={"examples": [{"user": "alice", "model": "demo", "text": text}]}
+    )
+
+
+class PinIn(_TextIn):
     """Body of ``POST /memory/v1/pinned``."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [{"user": "alice", "model": "demo", "text": "My cat is called Miso."}]
-        },
-    )
+    model_config = _example("My cat is called Miso.")
 
-    user: str = _UserField
-    model: str = _ModelField
     text: str = Field(description="The memory, as the user wrote it (trimmed; length-limited).")
-    conversation: str | None = _ConversationField
 
 
-class EditIn(BaseModel):
+class EditIn(_TextIn):
     """Body of ``PATCH /memory/v1/pinned/{id}``."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [{"user": "alice", "model": "demo", "text": "My cat is called Mochi."}]
-        },
-    )
+    model_config = _example("My cat is called Mochi.")
 
-    user: str = _UserField
-    model: str = _ModelField
     text: str = Field(description="The new text (trimmed; length-limited).")
-    conversation: str | None = _ConversationField
 
 
 class FlushIn(BaseModel):

@@ -73,9 +73,7 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -95,7 +93,7 @@ from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES
 from litellm_memory_hook.extraction.parse import fact_key
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
 from litellm_memory_hook.tools.datasets import History, HistoryLine, load_locomo
-from litellm_memory_hook.tools.processes import proxy_command, standin_command, wait_http
+from litellm_memory_hook.tools.processes import free_port, standin_and_proxy
 from litellm_memory_hook.tools.standin import parse_extraction_prompt
 
 __all__ = [
@@ -607,13 +605,6 @@ def report_table(report: BenchReport, title: str = "extraction cost and evidence
 # --- processes -------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def derive_config(
     source: Path,
     dest: Path,
@@ -662,28 +653,6 @@ def _namespace(config: Mapping[str, Any], model: str) -> str:
     return model
 
 
-def _spawn(
-    command: list[str], env: Mapping[str, str], log: Path, cwd: Path
-) -> subprocess.Popen[bytes]:
-    with log.open("wb") as handle:
-        return subprocess.Popen(
-            command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd, env=dict(env)
-        )
-
-
-def _stop_all(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
-    """Terminate the processes together; kill those still running after ``timeout_s`` seconds."""
-    for process in processes:
-        if process.poll() is None:
-            process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def _tail(path: Path, chars: int = 3000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]
@@ -718,11 +687,6 @@ def _stack(
     prefix = f"{PREFIX_STEM}-{secrets.token_hex(4)}"
     standin_port, proxy_port = free_port(), free_port()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_MEMORY_")}
-    standin_env = {
-        **base_env,
-        "STANDIN_MODE": "oracle",
-        "STANDIN_ORACLE": str(data.resolve()),
-    }
     loaded = derive_config(
         config,
         folder / "config.yaml",
@@ -733,45 +697,33 @@ def _stack(
     )
     master_key = str((loaded.get("general_settings") or {}).get("master_key") or "sk-none")
     namespace = _namespace(loaded, model)
-    proxy_env = {
-        **base_env,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "REDIS_URL": redis_url,
-        "LITELLM_MEMORY_REDIS_URL": redis_url,
-    }
     client = redis.Redis.from_url(redis_url, decode_responses=True)
-    processes: list[subprocess.Popen[bytes]] = []
     try:
         client.ping()
-        # both start at once (the proxy does not call the stand-in before a request)
-        standin_log, proxy_log = folder / "standin.log", folder / "proxy.log"
-        processes.append(_spawn(standin_command(standin_port), standin_env, standin_log, folder))
-        processes.append(
-            _spawn(
-                proxy_command(folder / "config.yaml", proxy_port, "127.0.0.1"),
-                proxy_env,
-                proxy_log,
-                folder,
-            )
-        )
-        wait_http(f"http://127.0.0.1:{standin_port}/v1/models", processes[0], 60, standin_log)
-        wait_http(f"http://127.0.0.1:{proxy_port}/health/liveliness", processes[1], 180, proxy_log)
         with (
-            httpx.Client(base_url=f"http://127.0.0.1:{standin_port}", timeout=60) as standin,
+            standin_and_proxy(
+                folder / "config.yaml",
+                folder,
+                standin_port=standin_port,
+                proxy_port=proxy_port,
+                env=base_env,
+                standin_env={"STANDIN_MODE": "oracle", "STANDIN_ORACLE": str(data.resolve())},
+                proxy_env={"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS_URL": redis_url},
+            ) as started,
+            httpx.Client(base_url=started.standin_url, timeout=60) as standin,
             httpx.Client(timeout=60) as http,
         ):
             yield _Stack(
-                f"http://127.0.0.1:{proxy_port}",
+                started.proxy_url,
                 standin,
                 http,
                 client,
                 prefix,
                 master_key,
                 namespace,
-                folder / "proxy.log",
+                started.proxy_log,
             )
     finally:
-        _stop_all(processes)
         with contextlib.suppress(redis.RedisError):
             _delete_prefix(client, prefix)
         client.close()

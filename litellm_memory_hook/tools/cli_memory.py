@@ -18,6 +18,7 @@ the console and exit code 2.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
@@ -40,7 +41,6 @@ from litellm_memory_hook.memory_api import (
     MemoryTarget,
     resolve_target,
 )
-from litellm_memory_hook.settings import AliasMemoryConfig, parse_alias_config
 from litellm_memory_hook.store.memory_sets import MemoryItem
 from litellm_memory_hook.tools.cli_common import (
     MASTER_TENANT,
@@ -48,9 +48,16 @@ from litellm_memory_hook.tools.cli_common import (
     DataDirOption,
     console,
 )
+from litellm_memory_hook.tools.cli_ops import (
+    DEFAULT_CONFIG,
+    DEFAULT_DATA_DIR,
+    TenantOption,
+    UserOption,
+    alias_lookup,
+    run_on_redis,
+)
 from litellm_memory_hook.tools.cli_ops import fail as _fail
 from litellm_memory_hook.tools.cli_ops import load_config as _load_config
-from litellm_memory_hook.tools.cli_ops import run_on_redis
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 T = TypeVar("T")
@@ -64,16 +71,7 @@ memories_app = typer.Typer(
     no_args_is_help=True,
 )
 
-UserOption = Annotated[
-    str, typer.Option("--user", help="The user id (the chat request's 'user' field).")
-]
 ModelOption = Annotated[str, typer.Option("--model", help="The memory-enabled model alias.")]
-TenantOption = Annotated[
-    str,
-    typer.Option(
-        "--tenant", help="Tenant: master (the master key), team-<id>, user-<id> or key-<hash>."
-    ),
-]
 ConversationOption = Annotated[
     str | None,
     typer.Option(
@@ -83,61 +81,103 @@ ConversationOption = Annotated[
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-DEFAULT_CONFIG = Path("config.yaml")
-DEFAULT_DATA_DIR = Path(".litellm-memory")
 
 
-def _alias_lookup(config: ProxyConfig) -> Callable[[str], AliasMemoryConfig | None]:
-    """Alias name -> its memory config from config.yaml (``None``: unknown or memory off).
+@dataclass(frozen=True)
+class MemorySetOptions:
+    """The options every ``memories`` command shares: the memory set and where it is stored."""
 
-    The returned function raises :class:`ConfigError` for an invalid ``model_info.memory``.
+    user: str
+    model: str
+    tenant: str
+    conversation: str | None
+    config: Path
+    data_dir: Path
+
+    def call(
+        self, call: Callable[[MemoryAPI, MemoryTarget], Awaitable[T]]
+    ) -> tuple[MemoryTarget, T]:
+        """Resolve the memory set the options name and run ``call(api, target)`` on it.
+
+        Returns:
+            The resolved target and what ``call`` returned.
+
+        Raises:
+            typer.Exit: (code 2) bad config, unknown alias or user, Redis failure, or any
+                :class:`MemoryHookError` from ``call``.
+        """
+        config = _load_config(self.config)
+        try:
+            target = resolve_target(
+                config.settings,
+                alias_lookup(config),
+                tenant=self.tenant,
+                user=self.user,
+                model=self.model,
+                conversation=self.conversation,
+            )
+        except MemoryHookError as exc:
+            raise _fail(str(exc)) from exc
+
+        async def job(redis: Any) -> T:
+            return await call(MemoryAPI(redis, config.settings), target)
+
+        return target, run_on_redis(config, self.data_dir, job)
+
+
+def _option(name: str, annotation: object, default: object = inspect.Parameter.empty) -> Any:
+    """A keyword-only parameter, as typer reads a command's option from its signature."""
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
+#: the shared options of :class:`MemorySetOptions`, in the order the help lists them: the memory
+#: set's before a command's own options, where it is stored after them.
+_SET_OPTIONS = (
+    _option("user", UserOption),
+    _option("model", ModelOption, "demo"),
+    _option("tenant", TenantOption, MASTER_TENANT),
+    _option("conversation", ConversationOption, None),
+)
+_STORE_OPTIONS = (
+    _option("config", ConfigOption, DEFAULT_CONFIG),
+    _option("data_dir", DataDirOption, DEFAULT_DATA_DIR),
+)
+
+
+def _memories_command(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register ``body(options: MemorySetOptions, ...)`` as ``memories <name>``.
+
+    The command's parameters, as typer reads them: ``body``'s own arguments (its parameters
+    without a default), ``--user --model --tenant --conversation``, ``body``'s own options,
+    ``--config --data-dir``; its help is ``body``'s docstring. Returns ``body`` unchanged.
     """
 
-    def lookup(name: str) -> AliasMemoryConfig | None:
-        return parse_alias_config(config.model_info(name))
+    def register(body: Callable[..., None]) -> Callable[..., None]:
+        own = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in list(inspect.signature(body, eval_str=True).parameters.values())[1:]
+        ]
+        params = [
+            *(p for p in own if p.default is p.empty),
+            *_SET_OPTIONS,
+            *(p for p in own if p.default is not p.empty),
+            *_STORE_OPTIONS,
+        ]
+        shared = [p.name for p in (*_SET_OPTIONS, *_STORE_OPTIONS)]
 
-    return lookup
+        def command(**values: Any) -> None:
+            body(MemorySetOptions(**{n: values.pop(n) for n in shared}), **values)
 
+        command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        command.__doc__ = body.__doc__
+        command.__name__ = command.__qualname__ = body.__name__
+        memories_app.command(name)(command)
+        return body
 
-def _run(config: ProxyConfig, data_dir: Path, job: Callable[[Any], Awaitable[T]]) -> T:
-    """Run ``job(redis)`` on a fresh asyncio Redis client; every failure becomes one line and
-    exit code 2 (:func:`litellm_memory_hook.tools.cli_ops.run_on_redis`)."""
-    return run_on_redis(config, data_dir, job)
-
-
-def _memory_call(
-    config_path: Path,
-    data_dir: Path,
-    *,
-    user: str,
-    model: str,
-    tenant: str,
-    conversation: str | None,
-    call: Callable[[MemoryAPI, MemoryTarget], Awaitable[T]],
-) -> tuple[MemoryTarget, T]:
-    """Resolve the memory set named by the options and run ``call(api, target)`` on it.
-
-    Raises:
-        typer.Exit: (code 2) bad config, unknown alias or user, Redis failure, or any
-            :class:`MemoryHookError` from ``call``.
-    """
-    config = _load_config(config_path)
-    try:
-        target = resolve_target(
-            config.settings,
-            _alias_lookup(config),
-            tenant=tenant,
-            user=user,
-            model=model,
-            conversation=conversation,
-        )
-    except MemoryHookError as exc:
-        raise _fail(str(exc)) from exc
-
-    async def job(redis: Any) -> T:
-        return await call(MemoryAPI(redis, config.settings), target)
-
-    return target, _run(config, data_dir, job)
+    return register
 
 
 def _when(ms: int | None) -> str:
@@ -155,16 +195,8 @@ def _describe(target: MemoryTarget) -> str:
     return f"user {target.user!r} of tenant {target.tenant!r}, alias {target.alias!r}"
 
 
-@memories_app.command("list")
-def list_command(
-    user: UserOption,
-    model: ModelOption = "demo",
-    tenant: TenantOption = MASTER_TENANT,
-    conversation: ConversationOption = None,
-    as_json: JsonFlag = False,
-    config: ConfigOption = DEFAULT_CONFIG,
-    data_dir: DataDirOption = DEFAULT_DATA_DIR,
-) -> None:
+@_memories_command("list")
+def list_command(options: MemorySetOptions, as_json: JsonFlag = False) -> None:
     """List pinned and extracted memories with their ids, oldest first.
 
     Example: litellm-memory memories list --user alice --model demo
@@ -173,15 +205,7 @@ def list_command(
     async def call(api: MemoryAPI, target: MemoryTarget) -> MemoryListing:
         return await api.list(target)
 
-    target, listing = _memory_call(
-        config,
-        data_dir,
-        user=user,
-        model=model,
-        tenant=tenant,
-        conversation=conversation,
-        call=call,
-    )
+    target, listing = options.call(call)
     if as_json:
         payload = {
             "pinned": [_item_json(i) for i in listing.pinned],
@@ -202,15 +226,10 @@ def list_command(
     console.print(f"{len(listing.pinned)} pinned, {len(listing.memories)} extracted")
 
 
-@memories_app.command("pin")
+@_memories_command("pin")
 def pin_command(
+    options: MemorySetOptions,
     text: Annotated[str, typer.Argument(help="The memory, as the user would write it.")],
-    user: UserOption,
-    model: ModelOption = "demo",
-    tenant: TenantOption = MASTER_TENANT,
-    conversation: ConversationOption = None,
-    config: ConfigOption = DEFAULT_CONFIG,
-    data_dir: DataDirOption = DEFAULT_DATA_DIR,
 ) -> None:
     """Pin a memory: the model sees it in every chat and never changes it.
 
@@ -220,28 +239,15 @@ def pin_command(
     async def call(api: MemoryAPI, target: MemoryTarget) -> MemoryItem:
         return await api.pin(target, text)
 
-    target, item = _memory_call(
-        config,
-        data_dir,
-        user=user,
-        model=model,
-        tenant=tenant,
-        conversation=conversation,
-        call=call,
-    )
+    target, item = options.call(call)
     console.print(f"pinned {item.id} for {_describe(target)}")
 
 
-@memories_app.command("edit")
+@_memories_command("edit")
 def edit_command(
+    options: MemorySetOptions,
     item_id: Annotated[str, typer.Argument(metavar="ID", help="The pinned memory's id.")],
     text: Annotated[str, typer.Argument(help="The new text.")],
-    user: UserOption,
-    model: ModelOption = "demo",
-    tenant: TenantOption = MASTER_TENANT,
-    conversation: ConversationOption = None,
-    config: ConfigOption = DEFAULT_CONFIG,
-    data_dir: DataDirOption = DEFAULT_DATA_DIR,
 ) -> None:
     """Replace the text of a pinned memory (ids: `memories list`).
 
@@ -251,29 +257,16 @@ def edit_command(
     async def call(api: MemoryAPI, target: MemoryTarget) -> MemoryItem:
         return await api.edit(target, item_id, text)
 
-    target, item = _memory_call(
-        config,
-        data_dir,
-        user=user,
-        model=model,
-        tenant=tenant,
-        conversation=conversation,
-        call=call,
-    )
+    target, item = options.call(call)
     console.print(f"edited {item.id} for {_describe(target)}")
 
 
-@memories_app.command("delete")
+@_memories_command("delete")
 def delete_command(
+    options: MemorySetOptions,
     item_id: Annotated[
         str, typer.Argument(metavar="ID", help="A pinned or extracted memory's id.")
     ],
-    user: UserOption,
-    model: ModelOption = "demo",
-    tenant: TenantOption = MASTER_TENANT,
-    conversation: ConversationOption = None,
-    config: ConfigOption = DEFAULT_CONFIG,
-    data_dir: DataDirOption = DEFAULT_DATA_DIR,
 ) -> None:
     """Delete a memory: a pinned one, else an extracted one (which is then not extracted again).
 
@@ -292,27 +285,12 @@ def delete_command(
             raise MemoryNotFoundError(f"no memory {item_id!r} (pinned or extracted)") from exc
         return "extracted"
 
-    target, kind = _memory_call(
-        config,
-        data_dir,
-        user=user,
-        model=model,
-        tenant=tenant,
-        conversation=conversation,
-        call=call,
-    )
+    target, kind = options.call(call)
     console.print(f"deleted {kind} memory {item_id} of {_describe(target)}")
 
 
-@memories_app.command("flush")
-def flush_command(
-    user: UserOption,
-    model: ModelOption = "demo",
-    tenant: TenantOption = MASTER_TENANT,
-    conversation: ConversationOption = None,
-    config: ConfigOption = DEFAULT_CONFIG,
-    data_dir: DataDirOption = DEFAULT_DATA_DIR,
-) -> None:
+@_memories_command("flush")
+def flush_command(options: MemorySetOptions) -> None:
     """Make the conversation due for extraction now (a worker picks it up at its next poll).
 
     Example: litellm-memory memories flush --user alice --conversation chat-7
@@ -321,15 +299,7 @@ def flush_command(
     async def call(api: MemoryAPI, target: MemoryTarget) -> int:
         return await api.flush(target)
 
-    target, due_ms = _memory_call(
-        config,
-        data_dir,
-        user=user,
-        model=model,
-        tenant=tenant,
-        conversation=conversation,
-        call=call,
-    )
+    target, due_ms = options.call(call)
     console.print(f"{target.conversation.ref} is due for extraction since {_when(due_ms)}")
 
 
@@ -438,7 +408,7 @@ def stats_command(
     async def job(redis: Any) -> StoreStats:
         return await store_stats(redis, prefix, scan=scan)
 
-    stats = _run(proxy_config, data_dir, job)
+    stats = run_on_redis(proxy_config, data_dir, job)
     if as_json:
         typer.echo(json.dumps(stats.as_json(), indent=2, sort_keys=True))
         return
@@ -528,7 +498,7 @@ def worker_command(
 
     async def job(redis: Any) -> list[JobOutcome]:
         model = OpenAIModel(settings.extraction_base_url, api_key)
-        worker = ExtractionWorker(redis, settings, model, alias_lookup=_alias_lookup(proxy_config))
+        worker = ExtractionWorker(redis, settings, model, alias_lookup=alias_lookup(proxy_config))
         try:
             if once:
                 return await worker.run_due()
@@ -537,7 +507,7 @@ def worker_command(
         finally:
             await model.close()
 
-    outcomes = _run(proxy_config, data_dir, job)
+    outcomes = run_on_redis(proxy_config, data_dir, job)
     if not once:
         console.print("worker stopped")
         return
