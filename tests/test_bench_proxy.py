@@ -105,6 +105,8 @@ def test_bench_proxy_short_mode_writes_the_report(tmp_path: Path) -> None:
         "write_ms",
         "post_call_cpu_ms",
         "sign_ms",
+        "round_trip_ms",
+        "round_trip_cpu_ms",
     ):
         assert write[name]["p50"] > 0 and write[name]["p99"] >= write[name]["p50"]
 

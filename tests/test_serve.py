@@ -298,6 +298,12 @@ def test_readme_path_chat_pin_show_export_forget(served: Served) -> None:
     shown = served.cli("show", "--user", "alice")
     assert shown.returncode == 0, shown.stderr
     assert "Asha" in shown.stdout and "4 stored turns" in shown.stdout
+    # the reminder follows the last stored user message, as the chat's did ("English")
+    assert "the last stored user message" in shown.stdout
+    assert "English" in shown.stdout and "Latin letters" not in shown.stdout
+    nobody = served.cli("show", "--user", "nobody-yet")
+    assert nobody.returncode == 0, nobody.stderr
+    assert "a placeholder" in nobody.stdout and "Latin letters" not in nobody.stdout
     assert answers(socket_path(served.folder))  # show attached; it did not stop the server
     exported = served.cli("export", "--user", "alice")
     assert exported.returncode == 0, exported.stderr
@@ -351,3 +357,41 @@ def test_serve_points_the_demo_alias_at_its_standin_port(tmp_path: Path) -> None
     assert (
         loaded["litellm_settings"]["callbacks"] == "litellm_memory_hook.proxy_callback.memory_hook"
     )
+
+
+def test_a_mistyped_data_dir_fails_instead_of_starting_an_empty_redis(tmp_path: Path) -> None:
+    """Reading and changing commands on a ``--data-dir`` that does not exist fail with one line
+    (exit 2) and create nothing; an import creates the folder (it writes the memory there)."""
+    missing = tmp_path / "no-such-dir"
+    config = str(Path(__file__).resolve().parents[1] / "config.yaml")
+    for command in (
+        ["show", "--user", "alice"],
+        ["export", "--user", "alice"],
+        ["stats"],
+        ["forget", "--user", "alice", "--yes"],
+    ):
+        done = subprocess.run(
+            [*CLI, *command, "--config", config, "--data-dir", str(missing)],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert "does not exist, so it holds no memory" in done.stderr, command
+        assert "Traceback" not in done.stderr
+        assert not missing.exists(), command
+    lines = tmp_path / "chat.jsonl"
+    lines.write_text(json.dumps({"role": "user", "content": "My cat is called Miso."}) + "\n")
+    imported = subprocess.run(
+        [*CLI, "import", str(lines), "--format", "jsonl", "--user", "alice", "--config", config]
+        + ["--data-dir", str(missing)],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    assert missing.is_dir()  # the Redis the import started stopped with it (no serve holds it)

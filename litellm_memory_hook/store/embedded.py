@@ -229,21 +229,32 @@ def _start(folder: Path, socket: Path) -> EmbeddedRedis:
     return EmbeddedRedis(folder, str(socket), started=True, owner=True, _process=process)
 
 
-def start_embedded(folder: Path = DEFAULT_FOLDER, *, owner: bool = False) -> EmbeddedRedis:
+def start_embedded(
+    folder: Path = DEFAULT_FOLDER, *, owner: bool = False, create: bool = True
+) -> EmbeddedRedis:
     """Attach to the embedded Redis of ``folder``, or start it.
 
     Args:
-        folder: the data folder (created when missing).
+        folder: the data folder (created when missing, with ``create``).
         owner: ``serve`` (holding the folder's :class:`ServeLock`): :meth:`EmbeddedRedis.stop`
             shuts the server down even when it was running already (left by a killed
             ``serve``, or started by a command). Otherwise a running server is only attached
             to, and a server this call starts is stopped when this process exits, unless a
             ``serve`` holds the folder by then.
+        create: ``False`` for commands that only read or change existing memory: a folder
+            that does not exist is an error (a mistyped ``--data-dir`` would otherwise start an
+            empty Redis and show nothing, or write where no proxy reads).
 
     Raises:
-        EmbeddedRedisError: no redis-server, or it did not start (the message says why).
+        EmbeddedRedisError: no redis-server, it did not start, or (without ``create``) the
+            folder does not exist (the message says why).
     """
     folder = folder.resolve()
+    if not create and not folder.is_dir():
+        raise EmbeddedRedisError(
+            f"{folder} does not exist, so it holds no memory: check --data-dir (serve creates "
+            "the folder), or set REDIS_URL / callback_settings.memory.redis_url"
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -21,8 +21,10 @@ inside the proxy (``x-memory-hook-ms`` of the requests sent with ``x-memory-debu
 The post-call write's cost is measured in-process (:func:`write_cost`): a
 :class:`~litellm_memory_hook.proxy.hook.MemoryHook` on the same Redis runs the pre-call hook and
 ``async_post_call_success_hook`` for a growing conversation, timing the post-call hook, its
-``_write`` (the Lua append, the user index, the extraction schedule) and the record's HMAC
-signature.
+``_write`` (the Lua append with the user index, the extraction schedule) and the record's HMAC
+signature, and a bare redis-py round trip (``PING``, wall and CPU time): the floor under each of
+the hook's Redis calls (two in pre-call: the read and the fetch of recalled lines; two in
+post-call: the append and the schedule).
 
 Extraction (``--extraction``): ``proxy`` (the default deployment) runs the worker inside the
 proxy: every 12 stored messages a conversation is due and the worker calls the stand-in through
@@ -42,7 +44,6 @@ import contextlib
 import os
 import random
 import secrets
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -59,9 +60,11 @@ import yaml
 
 from litellm_memory_hook.store.keys import stats_key
 from litellm_memory_hook.tools.processes import (
-    proxy_command,
-    standin_command,
-    wait_http,
+    PROXY_ENV,
+    free_port,
+    spawn,
+    standin_and_proxy,
+    terminate_all,
     worker_command,
 )
 from litellm_memory_hook.tools.replay import percentile
@@ -262,6 +265,8 @@ class WriteCost:
     write_ms: list[float]
     post_call_cpu_ms: list[float]
     sign_ms: list[float]
+    round_trip_ms: list[float] = field(default_factory=list)
+    round_trip_cpu_ms: list[float] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         def spread(values: Sequence[float]) -> dict[str, float | None]:
@@ -280,6 +285,8 @@ class WriteCost:
             "write_ms": spread(self.write_ms),
             "post_call_cpu_ms": spread(self.post_call_cpu_ms),
             "sign_ms": spread(self.sign_ms),
+            "round_trip_ms": spread(self.round_trip_ms),
+            "round_trip_cpu_ms": spread(self.round_trip_cpu_ms),
         }
 
 
@@ -304,12 +311,6 @@ class ProxyBenchReport:
 
 
 # --- processes -------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def bench_config(
@@ -351,25 +352,6 @@ def bench_config(
     }
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
-
-
-def _spawn(
-    command: list[str], env: dict[str, str], log: Path, cwd: Path
-) -> subprocess.Popen[bytes]:
-    with log.open("wb") as handle:
-        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd, env=env)
-
-
-def _stop(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
-    for process in processes:
-        if process.poll() is None:
-            process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -422,7 +404,7 @@ def _stack(
     redis_url: str, prefix: str, folder: Path, *, extraction: ExtractionMode
 ) -> Iterator[_Stack]:
     """The stand-in and the proxy, started together; stopped (and the keys deleted) after."""
-    standin_port, proxy_port = _free_port(), _free_port()
+    standin_port, proxy_port = free_port(), free_port()
     master_key = f"sk-bench-{secrets.token_hex(8)}"
     config = bench_config(
         folder / "config.yaml",
@@ -433,37 +415,35 @@ def _stack(
         extraction=extraction,
     )
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_MEMORY_")}
-    proxy_env = {
-        **base_env,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "REDIS_URL": redis_url,
-        "LITELLM_MEMORY_REDIS_URL": redis_url,
-    }
-    processes: list[subprocess.Popen[bytes]] = []
+    redis_env = {"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS_URL": redis_url}
+    worker: list[subprocess.Popen[bytes]] = []
     try:
-        standin_log, proxy_log = folder / "standin.log", folder / "proxy.log"
-        processes.append(_spawn(standin_command(standin_port), base_env, standin_log, folder))
-        processes.append(
-            _spawn(proxy_command(config, proxy_port, "127.0.0.1"), proxy_env, proxy_log, folder)
-        )
-        wait_http(f"http://127.0.0.1:{standin_port}/v1/models", processes[0], 60, standin_log)
-        wait_http(f"http://127.0.0.1:{proxy_port}/health/liveliness", processes[1], 180, proxy_log)
-        worker_pid = None
-        if extraction == "worker":
-            worker = _spawn(worker_command(config), proxy_env, folder / "worker.log", folder)
-            processes.append(worker)
-            worker_pid = worker.pid
-        yield _Stack(
-            f"http://127.0.0.1:{proxy_port}",
-            master_key,
-            processes[1].pid,
-            processes[0].pid,
-            worker_pid,
-            prefix,
-            redis_url,
-        )
+        with standin_and_proxy(
+            config,
+            folder,
+            standin_port=standin_port,
+            proxy_port=proxy_port,
+            env=base_env,
+            proxy_env=redis_env,
+        ) as running:
+            if extraction == "worker":
+                worker_env = {**base_env, **PROXY_ENV, **redis_env}
+                worker.append(
+                    spawn(worker_command(config), folder / "worker.log", cwd=folder, env=worker_env)
+                )
+            try:
+                yield _Stack(
+                    running.proxy_url,
+                    master_key,
+                    running.proxy.pid,
+                    running.standin.pid,
+                    worker[0].pid if worker else None,
+                    prefix,
+                    redis_url,
+                )
+            finally:
+                terminate_all(worker)
     finally:
-        _stop(processes)
         with contextlib.suppress(redis.RedisError):
             _delete_prefix(redis_url, prefix)
 
@@ -678,7 +658,17 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
                 sign.append(sign_ms)
         if hook.counters.get("postcall_errors") or hook.counters.get("precall_errors"):
             raise RuntimeError(f"the hook failed during the write benchmark: {hook.counters}")
-        return WriteCost(samples, pre, pre_cpu, post, write_ms[10:], post_cpu, sign)
+        # The floor under both halves: one redis-py round trip (a PING) on the same client.
+        trip: list[float] = []
+        trip_cpu: list[float] = []
+        for _ in range(samples + 10):
+            started, cpu = time.perf_counter(), time.thread_time()
+            await client.ping()
+            trip.append((time.perf_counter() - started) * 1000)
+            trip_cpu.append((time.thread_time() - cpu) * 1000)
+        return WriteCost(
+            samples, pre, pre_cpu, post, write_ms[10:], post_cpu, sign, trip[10:], trip_cpu[10:]
+        )
     finally:
         await hook.drain()
         await client.aclose()
@@ -749,9 +739,7 @@ def run_proxy_bench(
         "cpu_count": os.cpu_count(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
-    return ProxyBenchReport(
-        results, write, config, time.perf_counter() - started, extraction_stats
-    )
+    return ProxyBenchReport(results, write, config, time.perf_counter() - started, extraction_stats)
 
 
 def report_table(report: ProxyBenchReport, title: str) -> Any:

@@ -56,28 +56,10 @@ def _load_config(path: Path) -> ProxyConfig:
     return cli_ops.load_config(path)
 
 
-_embedded: list[Any] = []
-
-
-def _redis_url(settings: MemorySettings, data_dir: Path) -> str:
-    """The configured Redis; with none configured, the embedded one that ``serve`` uses with
-    the same ``--data-dir`` (reattached while ``serve`` runs, else started on its data)."""
-    if "redis_url" in settings.model_fields_set:
-        return settings.redis_url
-    from litellm_memory_hook.store.embedded import start_embedded
-
-    if not _embedded:
-        _embedded.append(start_embedded(data_dir))
-        console.print(f"embedded Redis of {data_dir}/", style="dim")
-    return str(_embedded[0].url)
-
-
-def _redis_client(settings: MemorySettings, data_dir: Path) -> Any:
-    """An asyncio client of :func:`_redis_url` (a Redis Cluster with ``redis_cluster``)."""
-    from litellm_memory_hook.store.client import redis_client
-
-    url = _redis_url(settings, data_dir)
-    return redis_client(url, cluster=settings.redis_cluster and url == settings.redis_url)
+def _redis_client(settings: MemorySettings, data_dir: Path, *, create: bool = False) -> Any:
+    """An asyncio client of the configured Redis, else the embedded one of ``data_dir``
+    (:func:`litellm_memory_hook.tools.cli_ops.open_redis`; ``create`` only for imports)."""
+    return cli_ops.open_redis(settings, data_dir, create=create)
 
 
 def _identity(
@@ -99,6 +81,11 @@ def _identity(
     )
     memory = keys.user_keys.memory_set(scope)
     return Identity(tenant, user_id, conv, namespace, keys, memory, model)
+
+
+#: The next message ``show`` assumes when none is given and none is stored: no letters, so the
+#: language reminder names no script (a chat's first message decides it).
+SHOW_PLACEHOLDER = "\u2026"
 
 
 @app.command()
@@ -290,7 +277,7 @@ def import_command(
     who = _identity(proxy_config, model, user, conversation, tenant or MASTER_TENANT)
 
     async def run() -> Any:
-        redis = _redis_client(proxy_config.settings, data_dir)
+        redis = _redis_client(proxy_config.settings, data_dir, create=True)
         try:
             with progress_bar("lines", len(history.lines)) as update:
                 store = progress_store(
@@ -308,8 +295,12 @@ def import_command(
         finally:
             await redis.aclose()
 
+    from litellm_memory_hook.store.embedded import EmbeddedRedisError
+
     try:
         result = asyncio.run(run())
+    except EmbeddedRedisError as exc:
+        raise fail(f"embedded Redis in {data_dir}/: {exc}") from exc
     except MemoryHookError as exc:
         raise fail(str(exc)) from exc
     if result.turns == 0 and history.lines:
@@ -383,7 +374,13 @@ def show_command(
     ] = None,
     model: Annotated[str, typer.Option(help="The memory-enabled alias.")] = "demo",
     tenant: Annotated[str, typer.Option(help="Tenant.")] = MASTER_TENANT,
-    message: Annotated[str, typer.Option(help="The next user message.")] = "(next message)",
+    message: Annotated[
+        str | None,
+        typer.Option(
+            help="The next user message (recall and the language reminder follow it; default: "
+            "the last stored user message)."
+        ),
+    ] = None,
     config: ConfigOption = Path("config.yaml"),
     data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
@@ -402,18 +399,34 @@ def show_command(
         try:
             store = MemoryStore.for_settings(redis, settings)
             count = await store.count_turns(who.keys)
+            probe = message
+            if probe is None:
+                state, _ = await store.load(who.keys, who.memory, tail=options.budget.messages)
+                users = [t.text for t in state.tail if t.role == "user" and t.text.strip()]
+                probe = users[-1] if users else SHOW_PLACEHOLDER
             prepared = await prepare(
-                store, who.keys, who.memory, [{"role": "user", "content": message}], options
+                store, who.keys, who.memory, [{"role": "user", "content": probe}], options
             )
-            return count, prepared
+            return count, prepared, probe
         finally:
             await redis.aclose()
 
+    from litellm_memory_hook.store.embedded import EmbeddedRedisError
+
     try:
-        count, prepared = asyncio.run(run())
+        count, prepared, probe = asyncio.run(run())
+    except EmbeddedRedisError as exc:
+        raise _fail(f"embedded Redis in {data_dir}/: {exc}") from exc
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
     console.print(f"conversation {who.keys.ref}: {count} stored turns")
+    if message is None:
+        console.print(
+            "next message (no --message): "
+            + ("a placeholder" if probe == SHOW_PLACEHOLDER else "the last stored user message"),
+            style="dim",
+            highlight=False,
+        )
     if prepared is None:
         console.print("nothing to show")
         return
@@ -776,7 +789,8 @@ def bench_proxy(
             f"in-process, ms p50/p99: pre-call {w['pre_call_ms']['p50']}/{w['pre_call_ms']['p99']}"
             f", post-call {w['post_call_ms']['p50']}/{w['post_call_ms']['p99']} (_write "
             f"{w['write_ms']['p50']}/{w['write_ms']['p99']}, CPU {w['post_call_cpu_ms']['p50']}"
-            f"), record signature {w['sign_ms']['p50']}"
+            f"), record signature {w['sign_ms']['p50']}; one Redis round trip (PING) "
+            f"{w['round_trip_ms']['p50']} (CPU {w['round_trip_cpu_ms']['p50']})"
         )
     jobs = payload["extraction_stats"]
     worker_ms = [row["on"]["worker_cpu_ms_per_request"] for row in payload["results"]]

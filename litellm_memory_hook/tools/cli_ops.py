@@ -206,26 +206,36 @@ def alias_lookup(config: ProxyConfig) -> Callable[[str], AliasMemoryConfig | Non
     return lookup
 
 
-def redis_url(settings: MemorySettings, data_dir: Path, *, quiet: bool = False) -> str:
+def redis_url(
+    settings: MemorySettings, data_dir: Path, *, quiet: bool = False, create: bool = False
+) -> str:
     """The configured Redis URL; with none configured, the embedded Redis of ``data_dir`` (the
     one ``serve`` runs, attached to; started for this command when none runs). Notes go to
-    stderr, so stdout stays clean for JSON."""
+    stderr, so stdout stays clean for JSON.
+
+    Raises:
+        EmbeddedRedisError: the embedded Redis did not start, or ``data_dir`` does not exist
+            and ``create`` is false (only imports create it; other commands would read or
+            write an empty store no proxy uses).
+    """
     if "redis_url" in settings.model_fields_set:
         return settings.redis_url
     from litellm_memory_hook.store.embedded import start_embedded
 
-    embedded = start_embedded(data_dir)
+    embedded = start_embedded(data_dir, create=create)
     if not quiet:
         state = "running" if not embedded.started else "started for this command"
         err_console.print(f"embedded Redis {embedded.socket} ({state})", style="dim")
     return embedded.url
 
 
-def open_redis(settings: MemorySettings, data_dir: Path, *, quiet: bool = False) -> Any:
+def open_redis(
+    settings: MemorySettings, data_dir: Path, *, quiet: bool = False, create: bool = False
+) -> Any:
     """An asyncio client of :func:`redis_url` (a Cluster client with ``redis_cluster``)."""
     from litellm_memory_hook.store.client import redis_client
 
-    url = redis_url(settings, data_dir, quiet=quiet)
+    url = redis_url(settings, data_dir, quiet=quiet, create=create)
     cluster = settings.redis_cluster and not url.startswith("unix:")
     return redis_client(url, cluster=cluster, timeout_s=CLI_REDIS_TIMEOUT_S)
 
@@ -236,11 +246,13 @@ def run_on_redis(
     job: Callable[[Any], Awaitable[T]],
     *,
     quiet: bool = False,
+    create: bool = False,
 ) -> T:
-    """Run ``job(redis)`` on a fresh client; Redis and package errors become one line, exit 2."""
+    """Run ``job(redis)`` on a fresh client; Redis and package errors become one line, exit 2.
+    ``create``: an embedded Redis folder that does not exist yet is created (imports)."""
 
     async def main() -> T:
-        redis = open_redis(config.settings, data_dir, quiet=quiet)
+        redis = open_redis(config.settings, data_dir, quiet=quiet, create=create)
         try:
             return await job(redis)
         finally:
@@ -498,7 +510,7 @@ def import_export_file(
                 document, tenant=to_tenant, user=to_user, fresh=fresh, progress=update
             )
 
-    result = run_on_redis(proxy_config, data_dir, job)
+    result = run_on_redis(proxy_config, data_dir, job, create=True)
     out_console.print(
         f"imported {result.conversations} conversation(s), {result.turns} turns, "
         f"{result.memory_sets} memory set(s) ({result.memories} memories) for user {to_user!r} "
