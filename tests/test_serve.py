@@ -384,9 +384,9 @@ def test_a_mistyped_data_dir_fails_instead_of_starting_an_empty_redis(tmp_path: 
         assert not missing.exists(), command
     lines = tmp_path / "chat.jsonl"
     lines.write_text(json.dumps({"role": "user", "content": "My cat is called Miso."}) + "\n")
+    command = ["import", str(lines), "--format", "jsonl", "--user", "alice", "--config", config]
     imported = subprocess.run(
-        [*CLI, "import", str(lines), "--format", "jsonl", "--user", "alice", "--config", config]
-        + ["--data-dir", str(missing)],
+        [*CLI, *command, "--data-dir", str(missing)],
         cwd=tmp_path,
         env=_env(),
         capture_output=True,

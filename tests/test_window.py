@@ -85,13 +85,16 @@ def test_message_budget_and_char_budget() -> None:
     assert len(window) == 10 and window[-2]["content"].startswith("m099")
 
 
-def test_a_huge_new_message_keeps_its_end() -> None:
-    """Case C22 b: 200,000 characters ending in a question: the question survives."""
-    new = [{"role": "user", "content": "y" * 200_000 + " Question: what is 2+2?"}]
+def test_a_huge_new_message_reaches_the_model_whole() -> None:
+    """Case C22 b: 200,000 characters ending in a question reach the model as sent (the question
+    survives, and so does the rest: the client's turn is never cut); no history fits beside it."""
+    text = "y" * 200_000 + " Question: what is 2+2?"
+    new = [{"role": "user", "content": text}]
     window = build_window(C24, new, max_chars=8000, max_messages=40)
-    assert len(window) == 1
-    assert window[0]["content"].endswith("Question: what is 2+2?")
-    assert len(window[0]["content"]) <= 8000
+    assert window == new
+    parts = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": "x"}}]
+    with_parts = [{"role": "user", "content": parts}]
+    assert build_window(C24, with_parts, max_chars=8000, max_messages=40) == with_parts
 
 
 def test_image_parts_of_the_new_message_reach_the_model() -> None:

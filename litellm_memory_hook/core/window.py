@@ -7,9 +7,11 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
 * A unit is one message, or a tool-call group: an assistant message with ``tool_calls`` and the
   ``tool`` messages answering each of its calls. A group is kept whole or dropped whole; a group
   missing a reply, and a ``tool`` message without its assistant ``tool_calls``, are dropped.
-* When the new turn alone is over the budget, its text keeps its end (cut on a grapheme boundary),
-  so a question at the end of a long paste survives. Likewise the newest earlier message, when it
-  alone does not fit the room left (and at least ``MIN_TAIL_CHARS`` are left), keeps its end.
+* The new turn is the client's: it reaches the model whole, whatever its size (a 200,000-character
+  paste ending in a question arrives as sent, as it would without the hook; case C22 b). It
+  counts against the budget, so a new turn over it leaves no room for history. The newest
+  earlier message, when it alone does not fit the room left (and at least ``MIN_TAIL_CHARS`` are
+  left), keeps its end (cut on a grapheme boundary).
 * No stored message with empty text content is ever returned (an assistant message with
   ``tool_calls`` has ``content: None`` instead of ``""``).
 * The client's own messages (``verbatim``: a whole-history client's history, and the new turn)
@@ -91,37 +93,6 @@ def _verbatim_units(messages: Sequence[Message]) -> list[list[Message]]:
     return units
 
 
-def trim_new_turn(new: Sequence[Message], max_chars: int) -> list[Message]:
-    """The new turn as sent, with the text of its last user / tool message cut to keep its end
-    when over budget.
-
-    A list-of-parts content keeps its non-text parts (the image the user just sent reaches the
-    model as sent); its text parts are replaced by one cut text part.
-    """
-    kept = list(new)
-    if not kept:
-        return []
-    at = max(
-        (i for i, m in enumerate(kept) if m.get("role") in ("user", "tool")), default=len(kept) - 1
-    )
-    last = kept[at]
-    others = sum(message_chars(m) for i, m in enumerate(kept) if i != at)
-    room = max(max_chars - others, max_chars // 2, 2)
-    text = content_text(last.get("content"))
-    if len(text) <= room:
-        return kept
-    content = last.get("content")
-    cut = keep_tail(_text_only(content), room)
-    if isinstance(content, list):
-        media = [
-            p for p in content if not (isinstance(p, dict) and p.get("type") in TEXT_PART_TYPES)
-        ]
-        new_content: Any = [{"type": "text", "text": cut}, *media]
-    else:
-        new_content = cut
-    return [*kept[:at], {**last, "content": new_content}, *kept[at + 1 :]]
-
-
 def _cut_to(message: Message, room: int) -> Message:
     """A stored message with its text cut to its last ``room`` characters (grapheme-safe)."""
     return {**message, "content": keep_tail(content_text(message.get("content")), room)}
@@ -152,14 +123,15 @@ def build_window(
     Args:
         history: earlier messages, oldest first (stored turns or the client's own history).
         new: the new turn (usually one user message).
-        max_chars: character budget of the whole window, new turn included.
+        max_chars: character budget of the whole window, new turn included (the new turn is
+            never cut: only history gives way).
         max_messages: message budget of the whole window, new turn included.
         verbatim: ``history`` is the client's own (see the module docstring).
 
     Returns:
         A list of OpenAI messages, oldest first, that a strict provider accepts.
     """
-    current = trim_new_turn(new, max_chars)
+    current = list(new)
     used_chars = sum(message_chars(m) for m in current)
     used_messages = len(current)
     picked: list[list[Message]] = []
