@@ -108,12 +108,19 @@ def test_tag_fragments_never_form_a_tag(text: str) -> None:
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.one_of(st.text(max_size=60), st.text(alphabet=st.characters(max_codepoint=127))))
+@given(
+    st.one_of(
+        st.text(max_size=60),
+        st.text(alphabet=st.characters(max_codepoint=127)),
+        st.text(min_size=1, max_size=60).map(lambda t: t * (2100 // len(t) + 1)),  # no memo
+    )
+)
 def test_fast_escape_of_lines_is_escape_data(text: str) -> None:
-    """The fast path of escape_data gives exactly what the full escape gives."""
+    """The fast path and the memo of escape_data give exactly what the full escape gives, for
+    pieces short enough to be memoised and longer ones; a second call gives the same."""
     from litellm_memory_hook.core.escape import _escape_full
 
-    assert escape_data(text) == _escape_full(text)
+    assert escape_data(text) == _escape_full(text) == escape_data(text)
 
 
 def test_unsafe_printable_set_matches_escape_data() -> None:

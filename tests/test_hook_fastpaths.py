@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from hypothesis import given
+from hypothesis import strategies as st
 
+from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import Turn, copy_json
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook, _turn_dict
@@ -128,6 +131,21 @@ def test_turn_dict_is_asdict(index: int) -> None:
         assert fast["msg"] is not turn.msg
 
 
+@given(st.text(max_size=4))
+def test_term_kind_equals_the_unicode_rule(term: str) -> None:
+    """The ASCII shortcut of term_kind gives what the regex rule gives, for any string."""
+    plain = recall._PLAIN_START.match(term) is not None if term else True
+    assert recall.term_kind(term) == ("" if plain else term[0])
+
+
+@pytest.mark.parametrize(
+    "term", ["a", "Z", "7", "~miso", "^cat", "#x", " x", "é", "ü", "中", "\u0301a"]
+)
+def test_term_kind_examples(term: str) -> None:
+    expected = "" if recall._PLAIN_START.match(term) else term[0]
+    assert recall.term_kind(term) == expected
+
+
 def test_signature_checks_the_whole_record(fake_redis: aioredis.Redis) -> None:
     hook = make_hook(fake_redis, "tsig")
     record: dict[str, Any] = {
@@ -169,12 +187,13 @@ class _CountingRedis:
         client.hget = hget  # type: ignore[method-assign]
 
 
-async def test_schedule_reads_the_cursor_only_when_it_can_matter(
+async def test_schedule_takes_the_cursor_from_the_append(
     fake_redis: aioredis.Redis,
 ) -> None:
     """With extraction_every=6 (3 exchanges), the due time is the quiet time until 6 messages
-    are new since the cursor; the cursor is read again only then, and a job that committed
-    since the pre-call (cursor moved) keeps it at the quiet time (no 2-message job)."""
+    are new since the cursor. The append script returns the cursor as it is at the write, so
+    the cursor is never read by another round trip, and a job that committed after the
+    pre-call (cursor moved) keeps the due time at the quiet time (no 2-message job)."""
     prefix = "tsched"
     hook = make_hook(fake_redis, prefix, extraction_every=6, extraction_quiet_s=100)
     counting = _CountingRedis(fake_redis)
@@ -188,24 +207,50 @@ async def test_schedule_reads_the_cursor_only_when_it_can_matter(
 
     for n in (1, 2):
         await _exchange(hook, n)
-        assert counting.cursor_reads == 0  # 2 and 4 messages: not due, cursor not read
-        assert await due_in_s() == pytest.approx(100, abs=1)
+        assert await due_in_s() == pytest.approx(100, abs=1)  # 2 and 4 messages: not due
     # a job extracted through seq 4 after the next request's pre-call read cursor 0
     data = chat_request("message number 3", call_id="call-3")
     out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
     assert out is not None and out["metadata"][METADATA_KEY]["cursor"] == 0
     await fake_redis.hset(keys.meta, "cursor", 4)
-    before = counting.cursor_reads
     await hook.async_post_call_success_hook(out, Auth(), model_response("reply 3"))
-    assert counting.cursor_reads == before + 1  # 6 new by the stale cursor: read again
-    assert await due_in_s() == pytest.approx(100, abs=1)  # only 2 new: not due now
+    assert await due_in_s() == pytest.approx(100, abs=1)  # only 2 new since seq 4: not due
     # without a job, 6 new messages since the cursor: due now
     await fake_redis.hset(keys.meta, "cursor", 0)
     await _exchange(hook, 4)
     assert await due_in_s() == pytest.approx(0, abs=1)
-    # a flush is due now without reading the cursor
-    reads = counting.cursor_reads
+    # a flush is due now, whatever the cursor
     await fake_redis.hset(keys.meta, "cursor", 8)
     await _exchange(hook, 5, metadata={"memory_flush": True})
-    assert counting.cursor_reads == reads
     assert await due_in_s() == pytest.approx(0, abs=1)
+    # a write of 2 new messages after a job at seq 10: not due
+    await fake_redis.hset(keys.meta, "cursor", 10)
+    await _exchange(hook, 6)
+    assert await due_in_s() == pytest.approx(100, abs=1)
+    assert counting.cursor_reads == 0  # only the append script read it
+
+
+async def test_a_batched_write_reads_the_cursor_when_it_can_matter(
+    fake_redis: aioredis.Redis,
+) -> None:
+    """A write too large for one script (a long client history seeding a new conversation)
+    returns no cursor: the post-call hook reads it, once, since the write is due by the
+    pre-call's cursor."""
+    prefix = "tschedb"
+    hook = make_hook(fake_redis, prefix, extraction_every=6, extraction_quiet_s=100)
+    counting = _CountingRedis(fake_redis)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    history: list[dict[str, Any]] = []
+    for n in range(150):  # more than one script's batch_turns (100)
+        history.append({"role": "user", "content": f"old question {n}"})
+        history.append({"role": "assistant", "content": f"old answer {n}"})
+    data = chat_request("the new one", call_id="call-big")
+    data["messages"] = [*history, *data["messages"]]
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None
+    await hook.async_post_call_success_hook(out, Auth(), model_response("reply"))
+    assert await fake_redis.zcard(keys.turns) == 302
+    assert counting.cursor_reads == 1
+    score = await fake_redis.zscore(due_key(prefix), keys.ref)
+    meta_updated = int(await fake_redis.hget(keys.meta, "updated_ms") or 0)
+    assert (float(score or 0) - meta_updated) / 1000 == pytest.approx(0, abs=1)

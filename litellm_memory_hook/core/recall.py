@@ -680,7 +680,12 @@ def term_kind(term: str) -> str:
 
     Plain words start with a letter, mark or digit; any other first character is a prefix.
     """
-    return term[0] if term and _PLAIN_START.match(term) is None else ""
+    if not term:
+        return ""
+    first = term[0]
+    if first.isascii():  # the usual case, without the Unicode regex
+        return "" if first.isalnum() else first
+    return first if _PLAIN_START.match(term) is None else ""
 
 
 def idf(n_docs: int, df: int) -> float:

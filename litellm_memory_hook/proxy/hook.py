@@ -767,16 +767,19 @@ class MemoryHook(CustomLogger):
             return
         quiet_ms = int(settings.extraction_quiet_s * 1000)
         now_due = bool(record.get("flush"))
-        # The cursor only moves forward, so the one this request's pre-call read bounds the new
-        # messages from above: only when even that count reaches extraction_every is the cursor
-        # read as it is now (a job may have committed since), one round trip saved on the
-        # other 11 of 12 writes.
+        # The append script returns the cursor as it is now (a job may have committed since the
+        # pre-call). After a batched write it does not: the cursor this request's pre-call read
+        # bounds the new messages from above (it only moves forward), so the cursor is read
+        # again only when even that count reaches extraction_every.
+        cursor = result.cursor
         if (
-            not now_due
+            cursor is None
+            and not now_due
             and result.last_seq - _int(record.get("cursor")) >= settings.extraction_every
         ):
-            since_cursor = result.last_seq - await self.store.cursor(keys)
-            now_due = since_cursor >= settings.extraction_every
+            cursor = await self.store.cursor(keys)
+        if cursor is not None and not now_due:
+            now_due = result.last_seq - cursor >= settings.extraction_every
         await self.queue.schedule(keys, at if now_due else at + quiet_ms)
         if now_due and self._worker is not None:
             self._worker.wake()

@@ -262,8 +262,9 @@ class HookMetrics:
             buckets=LAYER_BUCKETS,
             registry=self.registry,
         )
-        for layer in LAYERS:
-            self.layer_chars.labels(layer)
+        # The labelled children, looked up once (``labels()`` costs a lock and a dict build per
+        # call, eleven times a request).
+        self._layer_children = {layer: self.layer_chars.labels(layer) for layer in LAYERS}
         self.hook_ms = Histogram(
             "litellm_memory_hook_duration_milliseconds",
             "Time of the pre-call hook for requests rebuilt from memory, milliseconds.",
@@ -293,8 +294,12 @@ class HookMetrics:
             hook_ms: the pre-call hook's time so far, milliseconds.
             recalled: recalled lines in the request.
         """
+        children = self._layer_children
         for layer, chars in layer_chars.items():
-            self.layer_chars.labels(layer).observe(chars)
+            child = children.get(layer)
+            if child is None:
+                child = children[layer] = self.layer_chars.labels(layer)
+            child.observe(chars)
         self.hook_ms.observe(hook_ms)
         if recalled > 0:
             self.recall_hits.inc()

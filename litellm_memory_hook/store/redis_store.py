@@ -180,14 +180,17 @@ APPEND_TURNS = (
 -- then: number of new turns; for each: body (turn JSON without "{"), 1 when indexed
 -- then: their terms, as index_turns reads them (positions in the new turns)
 -- then (with KEYS[5]): number of members, then the members added to the user's index set
--- Returns {1, first_seq, last_seq} when written, {0, seq, seq} when call_id was already stored.
+-- Returns {1, first_seq, last_seq, cursor} when written, {0, seq, seq, cursor} when call_id was
+-- already stored; cursor is meta.cursor, the seq extraction has reached (the post-call hook
+-- decides whether extraction is due without another round trip).
 """
     + _POSTINGS_LUA
     + """
 local call_id = ARGV[1]
+local function cursor() return tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0') end
 if call_id ~= '' then
   local seen = redis.call('HGET', KEYS[3], call_id)
-  if seen then return {0, tonumber(seen), tonumber(seen)} end
+  if seen then return {0, tonumber(seen), tonumber(seen), cursor()} end
 end
 local i = 6
 for _ = 1, tonumber(ARGV[5]) do
@@ -217,7 +220,7 @@ if #KEYS >= 5 then
   if n_members > 0 then redis.call('SADD', KEYS[5], unpack(ARGV, i + 1, i + n_members)) end
 end
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
-return {1, first, last}
+return {1, first, last, cursor()}
 """
 )
 
@@ -389,11 +392,17 @@ return out
 
 @dataclass(frozen=True)
 class AppendResult:
-    """What an append did: ``written`` False means the call id was already stored."""
+    """What an append did: ``written`` False means the call id was already stored.
+
+    ``cursor`` is the conversation's extraction cursor (meta ``cursor``) as the append found it
+    when one script did the write; ``None`` after a batched write (read it with
+    :meth:`MemoryStore.cursor` if needed).
+    """
 
     written: bool
     first_seq: int
     last_seq: int
+    cursor: int | None = None
 
 
 @dataclass
@@ -847,10 +856,10 @@ class MemoryStore:
             names.extend((keys.user_keys.index, *memory.all()))
             args.extend((2, keys.index_member, memory.scope))
         try:
-            written, first, last = await self._append(keys=names, args=args)
+            written, first, last, cursor = await self._append(keys=names, args=args)
         except RedisError as exc:
             raise StoreError(f"append {keys.ref}: {exc}") from exc
-        return AppendResult(bool(written), int(first), int(last))
+        return AppendResult(bool(written), int(first), int(last), int(cursor))
 
     def _bounded(self, item: IndexedTurn) -> IndexedTurn:
         """The turn within :attr:`limits`; re-indexed when bounding changed it (its name is
