@@ -346,6 +346,37 @@ def test_bad_controls_are_a_clear_400(clients: Clients) -> None:
         assert answer.status_code == 400 and field in answer.text
 
 
+def test_a_200000_character_message_reaches_the_model_whole(clients: Clients) -> None:
+    """The first rule at any size: a 200,000-character message (a pasted document) reaches the
+    model exactly as it would without the hook, streaming or not; what is stored for later
+    requests is bounded (stored_text_chars, 32,000 by default), and the next request replays
+    that bounded turn within the window."""
+    words = [f"w{i % 997}x{i % 13}" for i in range(40_000)]
+    document = " ".join(words)[:200_000]
+    assert len(document) == 200_000
+    user = _user()
+    opener = [{"role": "user", "content": "I will paste a long report next."}]
+    clients.both({"user": user, "messages": opener})
+    for stream in (False, True):
+        text = document[1:] + "." if stream else document  # the same text again is a regenerate
+        body: dict[str, Any] = {"user": user, "messages": [{"role": "user", "content": text}]}
+        if stream:
+            body["stream"] = True
+        plain, memory = clients.both(body)
+        assert plain == [{"role": "user", "content": text}]
+        assert memory[-1] == {"role": "user", "content": text}
+        assert without_memory(memory, client_led=False)[-1] == plain[-1]
+    stored = [t for t in clients.turns(user) if t["role"] == "user"]
+    assert len(stored) == 3
+    assert all(len(t["text"]) <= 32_000 for t in stored)
+    kept = stored[1]["text"]
+    assert kept.startswith("…") and document.endswith(kept[1:])  # the tail, marked as cut
+    clients.both({"user": user, "messages": [{"role": "user", "content": "Summarise it."}]})
+    seen = clients.received()["messages"]
+    assert seen[-1] == {"role": "user", "content": "Summarise it."}
+    assert sum(len(str(m.get("content"))) for m in seen[1:-1]) <= 32_000 + 100
+
+
 def test_the_alias_rules_apply_without_memory(clients: Clients) -> None:
     """Issue 8 item 6: memory off, read-only and no user id: the alias's system_prompt still
     reaches the model."""
