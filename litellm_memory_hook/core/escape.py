@@ -49,10 +49,11 @@ normalisation form stay as written.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Final
 
 import regex
+
+from litellm_memory_hook.core.memo import short_text_memo
 
 __all__ = ["ANGLE_CLOSE", "ANGLE_OPEN", "escape_data"]
 
@@ -98,6 +99,7 @@ _UNSAFE_PRINTABLE: Final = regex.compile(
 )
 
 
+@short_text_memo(max_len=2000, maxsize=4096)  # memories and recalled lines recur
 def escape_data(text: str) -> str:
     """Make one user- or model-written piece safe and readable inside a marked section.
 
@@ -114,24 +116,6 @@ def escape_data(text: str) -> str:
     Raises:
         Nothing; every ``str`` is accepted.
     """
-    # The same pieces come back request after request (a user's memories, the summary, lines
-    # recalled again): short ones are memoised.
-    if len(text) <= _ESCAPE_MEMO_MAX_CHARS:
-        return _escape_memo(text)
-    return _escape(text)
-
-
-#: Pieces up to this many characters are memoised by :func:`escape_data`.
-_ESCAPE_MEMO_MAX_CHARS = 2000
-
-
-@lru_cache(maxsize=4096)
-def _escape_memo(text: str) -> str:
-    return _escape(text)
-
-
-def _escape(text: str) -> str:
-    """:func:`escape_data` without its memo."""
     # Fast path: most pieces are printable text without a run of spaces or a space at either
     # end and without an unsafe character, which the full escape (~25 us a piece; a request
     # escapes dozens: memories, recalled lines) leaves as it is.

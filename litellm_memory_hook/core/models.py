@@ -6,10 +6,11 @@ import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import orjson
+
+from litellm_memory_hook.core.memo import short_text_memo
 
 _new_instance = object.__new__
 _SCALARS = (str, int, float, bool, type(None))
@@ -100,9 +101,7 @@ class Turn:
         Raises:
             ValueError: not a JSON turn.
         """
-        if cls is Turn and len(member) <= _MEMBER_MEMO_MAX_BYTES:
-            return _parse_member(member)
-        return cls._parse(member)
+        return _parse_member(member) if cls is Turn else cls._parse(member)
 
     @classmethod
     def _parse(cls, member: str | bytes) -> Turn:
@@ -191,11 +190,7 @@ class IndexedTurn:
     terms: Sequence[str] = ()
 
 
-#: Members up to this size (bytes or characters) are memoised by :func:`_parse_member`.
-_MEMBER_MEMO_MAX_BYTES = 4096
-
-
-@lru_cache(maxsize=2048)
+@short_text_memo(max_len=4096, maxsize=2048)
 def _parse_member(member: str | bytes) -> Turn:
     """:meth:`Turn.from_member`, memoised on the member itself.
 

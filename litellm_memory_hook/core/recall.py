@@ -71,6 +71,8 @@ import regex
 from icu4py.breakers import WordBreaker
 from indic_transliteration import sanscript
 
+from litellm_memory_hook.core.memo import short_text_memo
+
 __all__ = [
     "BOOST_KINDS",
     "CONTEXT_PREFIX",
@@ -382,13 +384,13 @@ def tokenize(text: str, stopwords: frozenset[str] | None = None) -> list[str]:
     Returns:
         The terms; ``[]`` when the text holds only stopwords, short words, emoji or punctuation.
     """
-    if stopwords is None and len(text) <= _TERMS_MEMO_MAX_CHARS:
-        return list(_tokenize_memo(text))
-    return _tokenize(text, default_stopwords() if stopwords is None else stopwords)
+    if stopwords is None:
+        return list(_default_tokens(text))
+    return _tokenize(text, stopwords)
 
 
-@lru_cache(maxsize=1024)
-def _tokenize_memo(text: str) -> tuple[str, ...]:
+@short_text_memo(max_len=_TERMS_MEMO_MAX_CHARS, maxsize=1024)
+def _default_tokens(text: str) -> tuple[str, ...]:
     """:func:`tokenize` with the default stopwords, memoised: a request tokenises its new
     message for recall and again to index it after the reply, and the reply is tokenised
     again as the context of the next message."""
@@ -650,29 +652,17 @@ def query_terms(
     return _terms(words, list(dict.fromkeys(words)), options)
 
 
-@lru_cache(maxsize=_TERMS_MEMO_SIZE)
-def _text_terms_memo(text: str, options: TermOptions) -> frozenset[str]:
+@short_text_memo(max_len=_TERMS_MEMO_MAX_CHARS, maxsize=_TERMS_MEMO_SIZE)
+def _text_terms_cached(text: str, options: TermOptions) -> frozenset[str]:
+    """:func:`index_terms` of a text (default stopwords, no context) as a set, memoised."""
     return frozenset(index_terms(text, options=options))
 
 
-def _text_terms_cached(text: str, options: TermOptions) -> frozenset[str]:
-    """:func:`index_terms` of a text (default stopwords, no context) as a set, memoised."""
-    if len(text) > _TERMS_MEMO_MAX_CHARS:
-        return frozenset(index_terms(text, options=options))
-    return _text_terms_memo(text, options)
-
-
-@lru_cache(maxsize=256)
-def _query_terms_memo(text: str, options: TermOptions) -> tuple[str, ...]:
-    return tuple(query_terms(text, options=options))
-
-
+@short_text_memo(max_len=_TERMS_MEMO_MAX_CHARS, maxsize=256)
 def query_terms_cached(text: str, options: TermOptions = DEFAULT_TERM_OPTIONS) -> tuple[str, ...]:
     """:func:`query_terms` of a message (default stopwords), memoised: a request scores its
     new message against the recall index and against the memory set."""
-    if len(text) > _TERMS_MEMO_MAX_CHARS:
-        return tuple(query_terms(text, options=options))
-    return _query_terms_memo(text, options)
+    return tuple(query_terms(text, options=options))
 
 
 def term_kind(term: str) -> str:
