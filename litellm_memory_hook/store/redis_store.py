@@ -79,6 +79,30 @@ end
 -- in order (a batched write landing after a newer writer's); the list keeps the newest cap.
 local function add_postings(postings, term, seqs, cap)
   local v = redis.call('HGET', postings, term)
+  -- The usual case, every seq newer than the newest listed (a request's own turns): the value
+  -- is rebuilt with one copy of the part kept (each copy of a full list is 4 KB, and a turn
+  -- pair updates ~60 terms).
+  local newest = (v and #v >= 8) and dec(v, #v - 3) or -1
+  local appending = true
+  for _, seq in ipairs(seqs) do
+    if seq <= newest then appending = false; break end
+    newest = seq
+  end
+  if appending then
+    local tail = {}
+    for j, seq in ipairs(seqs) do tail[j] = enc(seq) end
+    local listed = v and (#v - 4) / 4 or 0
+    local drop = math.max(listed + #seqs - cap, 0)
+    local df = (v and dec(v, 1) or 0) + #seqs
+    if drop >= listed then
+      local from = #seqs - math.min(#seqs, cap) + 1
+      redis.call('HSET', postings, term, enc(df) .. table.concat(tail, '', from))
+    else
+      redis.call('HSET', postings, term,
+                 enc(df) .. string.sub(v, 5 + drop * 4) .. table.concat(tail))
+    end
+    return
+  end
   local df, list = 0, ''
   if v then df = dec(v, 1); list = string.sub(v, 5) end
   local tail = {}
