@@ -168,6 +168,29 @@ def test_empty_text_is_one_error_line(config: Path) -> None:
         assert "Traceback" not in out
 
 
+def test_bench_latency_without_its_data_says_what_to_pass(tmp_path: Path) -> None:
+    """bench latency checks --sizes first, then names the LoCoMo file it needs: one line each,
+    exit 2, before touching Redis."""
+    for args, needle in (
+        (["--sizes", "100,abc"], "bad --sizes"),
+        (["--data", str(tmp_path / "none.json")], "no LoCoMo file at"),
+    ):
+        result = CliRunner().invoke(cli.app, ["bench", "latency", *args])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2, result.output
+        assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0]
+
+
+def test_import_names_every_format_it_reads(config: Path, tmp_path: Path) -> None:
+    """An unknown --format is one error line listing locomo, jsonl and export."""
+    history = tmp_path / "chat.csv"
+    history.write_text("role,content\n", encoding="utf-8")
+    code, out = run(config, "import", str(history), "--format", "csv", "--user", "alice")
+    lines = out.strip().splitlines()
+    assert code == 2 and len(lines) == 1, out
+    assert lines[0] == "error: unknown format 'csv' (locomo, jsonl, export)"
+
+
 def test_bad_config_is_one_error_line(tmp_path: Path) -> None:
     """A missing config.yaml is one error line, exit 2."""
     code, out = run(tmp_path / "missing.yaml", "stats")
@@ -213,7 +236,8 @@ def test_worker_once_extracts_with_the_standin(
             {"role": "assistant", "content": "Noted: Miso."},
         ]
         history.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
-        code, out = run(config, "import", str(history), "--format", "jsonl", "--user", "alice")
+        # no --format: a .jsonl file is read as jsonl (found by a fresh-user test)
+        code, out = run(config, "import", str(history), "--user", "alice")
         assert code == 0, out
         run(config, "memories", "flush", "--user", "alice")
         code, out = run(config, "worker", "--once")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 from litellm_memory_hook.tools import plots
 from litellm_memory_hook.tools.bench_recall import LOCOMO_CITATION
@@ -196,9 +197,14 @@ async def test_latency_benchmark_rows_feed_the_plots(tmp_path: Path) -> None:
         lines=lines,
         qa=(QAItem(question="Where did Asha go?", answer="Goa", evidence=(), category=4),),
     )
+    client = aioredis.from_url(real_redis_url())
+    before = {k async for k in client.scan_iter(match="membench-*")}
     rows = latency_rows_json(
         await run_latency(real_redis_url(), history, [40, 400], runs=3, naive=True)
     )
+    # the run deletes every key it wrote: its conversations and its prefix's global keys
+    assert {k async for k in client.scan_iter(match="membench-*")} == before
+    await client.aclose()
     small, large = rows
     texts = [line.text for line in lines]
     assert small["history_chars"] == sum(len(texts[i % 30]) for i in range(40))

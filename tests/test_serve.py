@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 import redis
 
@@ -205,7 +206,9 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """`litellm-memory serve` on free ports with its own data folder."""
+    """`litellm-memory serve` on free ports with its own data folder, started as a script
+    starts it in the background (`serve &`): with SIGINT ignored, which it and its children
+    inherit (found by a fresh-user test: `kill -INT` then did nothing)."""
     folder = tmp_path_factory.mktemp("serve")
     standin = free_port()
     config = derived_config(folder / "config.yaml", standin_port=standin, prefix="mem")
@@ -217,6 +220,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         stderr=subprocess.STDOUT,
         cwd=folder,
         env=_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     served = Served(process, f"http://127.0.0.1:{port}", folder / "data", config, log)
     try:
@@ -331,10 +335,14 @@ def test_readme_path_chat_pin_show_export_forget(served: Served) -> None:
 
 @pytest.mark.e2e
 def test_stop_saves_and_releases(served: Served) -> None:
-    """Ctrl-C (SIGINT): serve exits 0, the embedded Redis is shut down after saving, the data
-    folder is free again. (Runs last: it stops the module's serve.)"""
+    """Ctrl-C (SIGINT, though started with it ignored): serve exits 0 and leaves no child
+    running, the embedded Redis is shut down after saving, the data folder is free again.
+    (Runs last: it stops the module's serve.)"""
+    children = psutil.Process(served.process.pid).children(recursive=True)
+    assert children  # the stand-in, the proxy and the embedded Redis
     served.process.send_signal(signal.SIGINT)
     assert served.process.wait(timeout=60) == 0
+    assert not [c.pid for c in children if c.is_running() and c.status() != "zombie"]
     assert not answers(socket_path(served.folder))
     assert serve_lock_holder(served.folder) is None
     assert (served.folder / "memory.rdb").exists()

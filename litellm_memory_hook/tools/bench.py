@@ -13,6 +13,7 @@ Data: LoCoMo (Maharana et al., ACL 2024; snap-research/locomo, CC BY-NC 4.0).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import statistics
 import time
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.indexing import indexed_chain
@@ -31,11 +33,13 @@ from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
+from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
 from litellm_memory_hook.tools.datasets import History
 from litellm_memory_hook.tools.importer import line_to_turn
 from litellm_memory_hook.tools.replay import percentile
 
-BENCH_PREFIX = "membench"
+PREFIX_STEM = "membench"
+"""Keys of a run go under ``membench-<8 hex>:``; every one is deleted after the run."""
 
 
 @dataclass(frozen=True)
@@ -125,15 +129,34 @@ async def run_latency(
     """Time the pre-call hook at each history size (see the module docstring).
 
     Args:
-        redis_url: a real Redis (the benchmark writes keys under ``membench:`` and deletes them).
+        redis_url: a real Redis (the benchmark writes keys under ``membench-<8 hex>:`` and
+            deletes every one of them after).
         history: the text to cycle.
         sizes: stored messages per conversation.
         runs: timed hook calls per size (questions cycled from ``history.qa``).
         naive: also time the naive load-everything approach.
         naive_max: largest size for the naive approach (it takes ~0.5 s a call at 100,000).
     """
+    prefix = run_prefix(PREFIX_STEM)
+    try:
+        return await _run_latency(redis_url, prefix, history, sizes, runs, naive, naive_max)
+    finally:
+        with contextlib.suppress(RedisError):
+            delete_prefix(redis_url, prefix)
+
+
+async def _run_latency(
+    redis_url: str,
+    prefix: str,
+    history: History,
+    sizes: Sequence[int],
+    runs: int,
+    naive: bool,
+    naive_max: int,
+) -> list[LatencyRow]:
     redis = aioredis.from_url(redis_url, decode_responses=False)
-    settings = MemorySettings(redis_url=redis_url, key_prefix=BENCH_PREFIX)
+    # No extraction worker: the benchmark times the pre-call hook alone, and writes nothing.
+    settings = MemorySettings(redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False)
     hook = MemoryHook(
         settings=settings,
         redis=redis,
@@ -142,8 +165,7 @@ async def run_latency(
     store = hook.store
     questions = [q.question for q in history.qa] or ["What did we talk about?"]
     conversations = {
-        size: ConversationKeys.for_ids(BENCH_PREFIX, "master", f"bench{size}", "bench")
-        for size in sizes
+        size: ConversationKeys.for_ids(prefix, "master", f"bench{size}", "bench") for size in sizes
     }
     built: dict[int, tuple[float, int, int]] = {}
     timings: dict[int, list[float]] = {size: [] for size in sizes}

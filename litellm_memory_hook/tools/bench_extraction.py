@@ -71,7 +71,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import shutil
 import statistics
 import tempfile
@@ -92,6 +91,7 @@ from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES
 from litellm_memory_hook.extraction.parse import fact_key
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
+from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
 from litellm_memory_hook.tools.datasets import History, HistoryLine, load_locomo
 from litellm_memory_hook.tools.processes import free_port, standin_and_proxy
 from litellm_memory_hook.tools.standin import parse_extraction_prompt
@@ -684,7 +684,7 @@ def _stack(
     folder: Path,
 ) -> Iterator[_Stack]:
     """Start the oracle stand-in and the proxy; stop them and delete the prefix's keys after."""
-    prefix = f"{PREFIX_STEM}-{secrets.token_hex(4)}"
+    prefix = run_prefix(PREFIX_STEM)
     standin_port, proxy_port = free_port(), free_port()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_MEMORY_")}
     loaded = derive_config(
@@ -725,21 +725,8 @@ def _stack(
             )
     finally:
         with contextlib.suppress(redis.RedisError):
-            _delete_prefix(client, prefix)
+            delete_prefix(redis_url, prefix)
         client.close()
-
-
-def _delete_prefix(client: redis.Redis, prefix: str) -> int:
-    deleted = 0
-    batch: list[str] = []
-    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
-        batch.append(str(key))
-        if len(batch) >= 500:
-            deleted += int(cast(Any, client.delete(*batch)))
-            batch = []
-    if batch:
-        deleted += int(cast(Any, client.delete(*batch)))
-    return deleted
 
 
 # --- one sample --------------------------------------------------------------------------------

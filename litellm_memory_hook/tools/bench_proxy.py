@@ -59,6 +59,7 @@ import redis
 import yaml
 
 from litellm_memory_hook.store.keys import stats_key
+from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
 from litellm_memory_hook.tools.processes import (
     PROXY_ENV,
     free_port,
@@ -364,21 +365,6 @@ def _cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-def _delete_prefix(url: str, prefix: str) -> None:
-    client = redis.Redis.from_url(url)
-    try:
-        batch: list[Any] = []
-        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
-            batch.append(key)
-            if len(batch) >= 500:
-                client.delete(*batch)
-                batch = []
-        if batch:
-            client.delete(*batch)
-    finally:
-        client.close()
-
-
 @dataclass
 class _Stack:
     base: str
@@ -445,7 +431,7 @@ def _stack(
                 terminate_all(worker)
     finally:
         with contextlib.suppress(redis.RedisError):
-            _delete_prefix(redis_url, prefix)
+            delete_prefix(redis_url, prefix)
 
 
 # --- driving the proxy -----------------------------------------------------------------------
@@ -708,7 +694,7 @@ def run_proxy_bench(
         raise ValueError("clients must be positive numbers and requests at least 1")
     say = progress or (lambda _: None)
     started = time.perf_counter()
-    prefix = f"{PREFIX_STEM}-{secrets.token_hex(4)}"
+    prefix = run_prefix(PREFIX_STEM)
     with contextlib.ExitStack() as stack:
         if log_dir is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-proxy-")))
@@ -727,7 +713,7 @@ def run_proxy_bench(
                 write = asyncio.run(write_cost(redis_url, f"{prefix}-w", samples))
             finally:
                 with contextlib.suppress(redis.RedisError):
-                    _delete_prefix(redis_url, f"{prefix}-w")
+                    delete_prefix(redis_url, f"{prefix}-w")
     config = {
         "clients": list(clients),
         "requests_per_side": requests,

@@ -43,7 +43,7 @@ bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no
 app.add_typer(bench_app, name="bench")
 BENCH_REDIS_HELP = (
     "A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
-    "redis://127.0.0.1:6379/0); keys under membench: are written and deleted."
+    "redis://127.0.0.1:6379/0); the keys the run writes (under membench...) are deleted after."
 )
 
 
@@ -114,7 +114,10 @@ def serve(
     )
     if busy:
         raise fail(busy)
-    signal.signal(signal.SIGTERM, _stop)  # stop the children on `kill` as on Ctrl-C
+    # Stop the children on `kill` as on Ctrl-C; SIGINT explicitly too, since a serve started in
+    # the background by a script inherits it ignored (and `kill -INT` would do nothing).
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     settings_env = os.environ.copy()
     embedded = None
     lock = None
@@ -164,7 +167,9 @@ def serve(
     except KeyboardInterrupt:
         pass
     finally:
-        processes.stop_all(children)
+        # All at once (each waits for its own shutdown), the proxy's pending memory writes
+        # before the embedded Redis stops.
+        processes.terminate_all(children, timeout_s=10)
         if embedded is not None:
             embedded.stop()
         if lock is not None:
@@ -202,6 +207,9 @@ def standin_command(
         raise _fail(str(exc)) from exc
 
 
+IMPORT_FORMATS = ("locomo", "jsonl", "export")
+
+
 def _read_history(file: Path, fmt: str, sample_id: str | None) -> History:
     try:
         if fmt == "locomo":
@@ -223,11 +231,13 @@ def import_command(
         typer.Option(help="The user id (the request's 'user' field); export: the file's."),
     ] = None,
     fmt: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--format", help="locomo, jsonl or export (a file of `litellm-memory export`)."
+            "--format",
+            help="locomo, jsonl or export (a file of `litellm-memory export`); default: jsonl "
+            "for a .jsonl file, else locomo.",
         ),
-    ] = "locomo",
+    ] = None,
     sample_id: Annotated[str | None, typer.Option(help="LoCoMo sample, e.g. conv-26.")] = None,
     model: Annotated[str, typer.Option(help="The memory-enabled alias.")] = "demo",
     conversation: Annotated[str | None, typer.Option(help="Conversation id.")] = None,
@@ -265,6 +275,9 @@ def import_command(
         schedule_import,
     )
 
+    fmt = fmt or ("jsonl" if file.suffix.lower() == ".jsonl" else "locomo")
+    if fmt not in IMPORT_FORMATS:
+        raise fail(f"unknown format {fmt!r} ({', '.join(IMPORT_FORMATS)})")
     if fmt == "export":
         import_export_file(
             file, user=user, tenant=tenant, fresh=fresh, config=config, data_dir=data_dir
@@ -474,11 +487,16 @@ def bench_latency(
     from litellm_memory_hook.tools.plots import write_latency_plots
 
     url = redis_url or MemorySettings().redis_url
-    history = _read_history(data, "locomo", sample_id)
     try:
         size_list = [int(s) for s in sizes.split(",") if s.strip()]
     except ValueError as exc:
         raise _fail(f"bad --sizes: {sizes}") from exc
+    if not data.is_file():
+        raise _fail(
+            f"no LoCoMo file at {data}: bench latency cycles the text of one (--data FILE; "
+            "LoCoMo is not part of this repository: github.com/snap-research/locomo)"
+        )
+    history = _read_history(data, "locomo", sample_id)
     rows = run_latency_sync(url, history, size_list, runs=runs, naive=naive)
     table = Table(title=f"pre-call hook latency on {url}")
     for column in (

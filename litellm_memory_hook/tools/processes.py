@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -144,18 +143,6 @@ def busy_port_message(ports: Sequence[tuple[str, str, int, str]]) -> str | None:
                 f"another with {option} (litellm-memory doctor lists the ports)"
             )
     return None
-
-
-def stop_all(children: Sequence[subprocess.Popen[bytes]], timeout_s: float = 10) -> None:
-    """Stop child processes, newest first: SIGINT, then SIGKILL after ``timeout_s``."""
-    for child in reversed(children):
-        if child.poll() is None:
-            child.send_signal(signal.SIGINT)
-            try:
-                child.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
 
 
 def terminate_all(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
