@@ -154,3 +154,24 @@ def test_bench_proxy_rejects_an_unknown_extraction_mode() -> None:
     )
     assert done.returncode != 0
     assert "bad --extraction" in done.stdout + done.stderr
+
+
+def test_context_cost_requests_are_the_hook_s_shape() -> None:
+    """bench/context_cost.py compares one new message with what the hook makes of it: the
+    alias rules and a 40-item memory block in one system message, a 40-message window of
+    alternating turns, the same new message last (deterministic)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "context_cost.py"
+    spec = importlib.util.spec_from_file_location("context_cost", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kinds = module.requests_of_each_kind()
+    assert kinds == module.requests_of_each_kind()
+    one, sized = kinds["one"], kinds["memory-sized"]
+    assert len(one) == 1 and sized[-1] == one[0]
+    assert len(sized) == 42 and sized[0]["role"] == "system"
+    assert sized[0]["content"].count("\n- ") == 40  # 40 memory items
+    assert [m["role"] for m in sized[1:-1]] == ["user", "assistant"] * 20
+    assert 7_000 < sum(len(m["content"]) for m in sized) < 10_000

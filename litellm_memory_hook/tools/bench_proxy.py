@@ -355,7 +355,7 @@ def bench_config(
     return path
 
 
-def _cpu_seconds(pid: int) -> float:
+def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process (Linux ``/proc``; 0 elsewhere or when it is
     gone). The proxy runs one worker in one process."""
     try:
@@ -386,7 +386,7 @@ class _Stack:
 
 
 @contextlib.contextmanager
-def _stack(
+def bench_stack(
     redis_url: str, prefix: str, folder: Path, *, extraction: ExtractionMode
 ) -> Iterator[_Stack]:
     """The stand-in and the proxy, started together; stopped (and the keys deleted) after."""
@@ -509,17 +509,17 @@ class _Driver:
                     with contextlib.suppress(ValueError):
                         stats.hook_ms.append(float(hook_ms))
 
-        proxy_cpu = _cpu_seconds(self.stack.proxy_pid)
-        standin_cpu = _cpu_seconds(self.stack.standin_pid)
+        proxy_cpu = process_cpu_seconds(self.stack.proxy_pid)
+        standin_cpu = process_cpu_seconds(self.stack.standin_pid)
         worker = self.stack.worker_pid
-        worker_cpu = _cpu_seconds(worker) if worker else 0.0
+        worker_cpu = process_cpu_seconds(worker) if worker else 0.0
         started = time.perf_counter()
         await asyncio.gather(*(client(u) for u in range(min(clients, requests))))
         seconds = time.perf_counter() - started
-        stats.proxy_cpu_s += _cpu_seconds(self.stack.proxy_pid) - proxy_cpu
-        stats.standin_cpu_s += _cpu_seconds(self.stack.standin_pid) - standin_cpu
+        stats.proxy_cpu_s += process_cpu_seconds(self.stack.proxy_pid) - proxy_cpu
+        stats.standin_cpu_s += process_cpu_seconds(self.stack.standin_pid) - standin_cpu
         if worker:
-            stats.worker_cpu_s += _cpu_seconds(worker) - worker_cpu
+            stats.worker_cpu_s += process_cpu_seconds(worker) - worker_cpu
         stats.seconds += seconds
         stats.requests += requests
         stats.round_rps.append(requests / seconds if seconds > 0 else 0.0)
@@ -702,7 +702,7 @@ def run_proxy_bench(
             folder = log_dir
             folder.mkdir(parents=True, exist_ok=True)
         say("starting the stand-in and the proxy")
-        with _stack(redis_url, prefix, folder, extraction=extraction) as procs:
+        with bench_stack(redis_url, prefix, folder, extraction=extraction) as procs:
             results = asyncio.run(_drive(procs, list(clients), requests, history, say))
             extraction_stats = procs.extraction_stats()
         samples = min(requests, 300) if write_samples is None else write_samples
