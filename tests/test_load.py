@@ -38,8 +38,10 @@ logger = logging.getLogger(__name__)
 #: for a busy CI machine (two CPUs shared with the proxy tests).
 MAX_SCRIPT_MS = 15.0
 #: SLOWLOG measures wall time: on a machine with more runnable processes than CPUs a script can
-#: be descheduled mid-run. Up to this share of the scripts may exceed MAX_SCRIPT_MS, and never
-#: OUTLIER_MS (one unbatched seed of these sizes takes 150-250 ms on a quiet machine).
+#: be descheduled mid-run. Up to this share of the scripts (and at least one: a trim is only ~11
+#: scripts; a CI run saw one of them at 16.9 ms with a median of 7.3 ms) may exceed
+#: MAX_SCRIPT_MS, and never OUTLIER_MS (one unbatched seed of these sizes takes 150-250 ms on a
+#: quiet machine, a whole unbatched trim about as long).
 OUTLIER_SHARE = 0.02
 OUTLIER_MS = 100.0
 
@@ -113,10 +115,11 @@ async def _check_index(store: MemoryStore, keys: ConversationKeys) -> None:
 
 
 def _check_times(times: list[float]) -> None:
-    """Every script short: at most OUTLIER_SHARE above MAX_SCRIPT_MS (scheduling noise), none
-    above OUTLIER_MS, the median under two thirds of MAX_SCRIPT_MS."""
+    """Every script short: at most OUTLIER_SHARE (at least one) above MAX_SCRIPT_MS (scheduling
+    noise), none above OUTLIER_MS, the median under two thirds of MAX_SCRIPT_MS."""
     slow = [t for t in times if t > MAX_SCRIPT_MS]
-    assert len(slow) <= OUTLIER_SHARE * len(times), f"{len(slow)} scripts over {MAX_SCRIPT_MS} ms"
+    allowed = max(1, int(OUTLIER_SHARE * len(times)))
+    assert len(slow) <= allowed, f"{len(slow)} scripts over {MAX_SCRIPT_MS} ms"
     assert times[-1] <= OUTLIER_MS, f"longest script {times[-1]:.1f} ms"
     # a median of 1-3 ms on a quiet machine; 8 ms was seen when the shared CI machine ran ~3x
     # slower than usual: the median bound keeps a margin for that
