@@ -771,15 +771,13 @@ class MemoryHook(CustomLogger):
         # pre-call). After a batched write it does not: the cursor this request's pre-call read
         # bounds the new messages from above (it only moves forward), so the cursor is read
         # again only when even that count reaches extraction_every.
-        cursor = result.cursor
-        if (
-            cursor is None
-            and not now_due
-            and result.last_seq - _int(record.get("cursor")) >= settings.extraction_every
-        ):
-            cursor = await self.store.cursor(keys)
-        if cursor is not None and not now_due:
-            now_due = result.last_seq - cursor >= settings.extraction_every
+        if not now_due:
+            cursor = result.cursor
+            if cursor is None and (
+                result.last_seq - _int(record.get("cursor")) >= settings.extraction_every
+            ):
+                cursor = await self.store.cursor(keys)
+            now_due = cursor is not None and result.last_seq - cursor >= settings.extraction_every
         await self.queue.schedule(keys, at if now_due else at + quiet_ms)
         if now_due and self._worker is not None:
             self._worker.wake()

@@ -91,16 +91,14 @@ local function add_postings(postings, term, seqs, cap)
   if appending then
     local tail = {}
     for j, seq in ipairs(seqs) do tail[j] = enc(seq) end
+    -- the oldest `drop` of listed + new seqs go: first listed ones, then (more new seqs than
+    -- cap) new ones
     local listed = v and (#v - 4) / 4 or 0
     local drop = math.max(listed + #seqs - cap, 0)
+    local kept = drop < listed and string.sub(v, 5 + drop * 4) or ''
     local df = (v and dec(v, 1) or 0) + #seqs
-    if drop >= listed then
-      local from = #seqs - math.min(#seqs, cap) + 1
-      redis.call('HSET', postings, term, enc(df) .. table.concat(tail, '', from))
-    else
-      redis.call('HSET', postings, term,
-                 enc(df) .. string.sub(v, 5 + drop * 4) .. table.concat(tail))
-    end
+    local from = math.max(drop - listed, 0) + 1
+    redis.call('HSET', postings, term, enc(df) .. kept .. table.concat(tail, '', from))
     return
   end
   local df, list = 0, ''
