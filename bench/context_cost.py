@@ -45,7 +45,12 @@ import httpx
 
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.tools.bench_keys import run_prefix
-from litellm_memory_hook.tools.bench_proxy import PLAIN_ALIAS, bench_stack, process_cpu_seconds
+from litellm_memory_hook.tools.bench_proxy import (
+    PLAIN_ALIAS,
+    BenchStack,
+    bench_stack,
+    process_cpu_seconds,
+)
 
 WORDS = [
     "the",
@@ -96,7 +101,7 @@ def requests_of_each_kind(seed: int = 7) -> dict[str, list[dict[str, Any]]]:
 
 
 async def _round(
-    http: httpx.AsyncClient, stack: Any, messages: list[dict[str, Any]], n: int, clients: int
+    http: httpx.AsyncClient, stack: BenchStack, messages: list[dict[str, Any]], n: int, clients: int
 ) -> tuple[float, float]:
     """``n`` requests by ``clients`` clients; returns (seconds, proxy CPU seconds)."""
 
@@ -114,7 +119,7 @@ async def _round(
     return time.perf_counter() - started, process_cpu_seconds(stack.proxy_pid) - cpu
 
 
-async def _drive(stack: Any, clients: int, requests: int, rounds: int) -> dict[str, Any]:
+async def _drive(stack: BenchStack, clients: int, requests: int, rounds: int) -> dict[str, Any]:
     kinds = requests_of_each_kind()
     per_round = max(clients, requests // rounds // clients * clients)
     seconds = {kind: 0.0 for kind in kinds}

@@ -366,7 +366,10 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 @dataclass
-class _Stack:
+class BenchStack:
+    """The running processes of one benchmark (:func:`bench_stack`): the proxy's base URL and
+    master key, the pids whose CPU is read, the run's key prefix and Redis."""
+
     base: str
     master_key: str
     proxy_pid: int
@@ -388,7 +391,7 @@ class _Stack:
 @contextlib.contextmanager
 def bench_stack(
     redis_url: str, prefix: str, folder: Path, *, extraction: ExtractionMode
-) -> Iterator[_Stack]:
+) -> Iterator[BenchStack]:
     """The stand-in and the proxy, started together; stopped (and the keys deleted) after."""
     standin_port, proxy_port = free_port(), free_port()
     master_key = f"sk-bench-{secrets.token_hex(8)}"
@@ -418,7 +421,7 @@ def bench_stack(
                     spawn(worker_command(config), folder / "worker.log", cwd=folder, env=worker_env)
                 )
             try:
-                yield _Stack(
+                yield BenchStack(
                     running.proxy_url,
                     master_key,
                     running.proxy.pid,
@@ -438,7 +441,7 @@ def bench_stack(
 
 
 class _Driver:
-    def __init__(self, stack: _Stack, run_id: str, users: int, seed: int) -> None:
+    def __init__(self, stack: BenchStack, run_id: str, users: int, seed: int) -> None:
         self.stack = stack
         self.run_id = run_id
         self.talk = _Conversations(users, seed)
@@ -536,7 +539,7 @@ def _split(total: int, parts: int) -> list[int]:
 
 
 async def _drive(
-    stack: _Stack,
+    stack: BenchStack,
     clients_list: Sequence[int],
     requests: int,
     history: int,
