@@ -38,11 +38,13 @@ logger = logging.getLogger(__name__)
 #: for a busy CI machine (two CPUs shared with the proxy tests).
 MAX_SCRIPT_MS = 15.0
 #: SLOWLOG measures wall time: on a machine with more runnable processes than CPUs a script can
-#: be descheduled mid-run. Up to this share of the scripts (and at least one: a trim is only ~11
-#: scripts; a CI run saw one of them at 16.9 ms with a median of 7.3 ms) may exceed
+#: be descheduled mid-run. Up to this share of the scripts (and at least OUTLIER_MIN) may exceed
 #: MAX_SCRIPT_MS, and never OUTLIER_MS (one unbatched seed of these sizes takes 150-250 ms on a
-#: quiet machine, a whole unbatched trim about as long).
-OUTLIER_SHARE = 0.02
+#: quiet machine, a whole unbatched trim about as long). CI runs saw one of a trim's ~66 scripts
+#: at 16.9 ms (median 7.3 ms), and later two at 15.8 and 17.1 ms; on a quiet machine all of them
+#: take 1.5-3 ms.
+OUTLIER_SHARE = 0.05
+OUTLIER_MIN = 3
 OUTLIER_MS = 100.0
 
 pytestmark = pytest.mark.skipif(redis_binaries() is None, reason="redis-server not installed")
@@ -115,10 +117,10 @@ async def _check_index(store: MemoryStore, keys: ConversationKeys) -> None:
 
 
 def _check_times(times: list[float]) -> None:
-    """Every script short: at most OUTLIER_SHARE (at least one) above MAX_SCRIPT_MS (scheduling
-    noise), none above OUTLIER_MS, the median under two thirds of MAX_SCRIPT_MS."""
+    """Every script short: at most OUTLIER_SHARE (at least OUTLIER_MIN) above MAX_SCRIPT_MS
+    (scheduling noise), none above OUTLIER_MS, the median under two thirds of MAX_SCRIPT_MS."""
     slow = [t for t in times if t > MAX_SCRIPT_MS]
-    allowed = max(1, int(OUTLIER_SHARE * len(times)))
+    allowed = max(OUTLIER_MIN, int(OUTLIER_SHARE * len(times)))
     assert len(slow) <= allowed, f"{len(slow)} scripts over {MAX_SCRIPT_MS} ms"
     assert times[-1] <= OUTLIER_MS, f"longest script {times[-1]:.1f} ms"
     # a median of 1-3 ms on a quiet machine; 8 ms was seen when the shared CI machine ran ~3x
