@@ -458,7 +458,18 @@ class MemoryAPI:
         }
 
     async def flush(self, target: MemoryTarget) -> int:
-        """Make the conversation due for extraction now; returns the due time (epoch ms)."""
+        """Make the conversation due for extraction now; returns the due time (epoch ms).
+
+        Raises:
+            MemoryNotFoundError: the conversation has no stored turns (nothing to extract; a
+                mistyped conversation or user id would otherwise be "due" and never change).
+            StoreError: Redis failed.
+        """
+        if not await transfer.has_data(self.redis, (target.conversation.turns,)):
+            raise MemoryNotFoundError(
+                f"no conversation {target.conversation.conversation!r} for user "
+                f"{target.user!r}: nothing to extract"
+            )
         now = _now_ms()
         await self.queue.schedule(target.conversation, now, earlier_only=True)
         return now

@@ -198,9 +198,22 @@ def test_bad_config_is_one_error_line(tmp_path: Path) -> None:
     assert out.startswith("error: cannot read") and "Traceback" not in out
 
 
-def test_flush_and_stats(config: Path, key_prefix: str, sync_redis: redis.Redis) -> None:
-    """flush puts the conversation in the due set; stats shows the counters and the due
-    count, as a table and as JSON."""
+def test_flush_and_stats(
+    config: Path, tmp_path: Path, key_prefix: str, sync_redis: redis.Redis
+) -> None:
+    """flush of a conversation with no stored turns is an error and schedules nothing (a
+    fresh-user test found a mistyped id reported "due"); of a stored one it puts the
+    conversation in the due set; stats shows the counters and the due count, as a table and
+    as JSON."""
+    code, out = run(config, "memories", "flush", "--user", "alice", "--conversation", "chat-7")
+    assert code == 2, out
+    assert "no conversation 'chat-7' for user 'alice': nothing to extract" in out, out
+    assert sync_redis.zcard(f"{key_prefix}:due") == 0
+    history = tmp_path / "chat.jsonl"
+    history.write_text(json.dumps({"role": "user", "content": "Hello."}) + "\n", encoding="utf-8")
+    code, out = run(config, "import", str(history), "--user", "alice", "--conversation", "chat-7")
+    assert code == 0, out
+    sync_redis.delete(f"{key_prefix}:due")  # the import scheduled it after the quiet time
     code, out = run(config, "memories", "flush", "--user", "alice", "--conversation", "chat-7")
     assert code == 0 and "is due for extraction" in out, out
     due = sync_redis.zrange(f"{key_prefix}:due", 0, -1)
@@ -214,7 +227,8 @@ def test_flush_and_stats(config: Path, key_prefix: str, sync_redis: redis.Redis)
     assert code == 0, out
     data = json.loads(out)
     assert (data["counters"], data["due"]) == ({"jobs_run": 3}, 1), out
-    assert data["store"]["conversations"] == 0 and data["store"]["keys"] >= 2, out
+    assert (data["store"]["conversations"], data["store"]["users"]) == (1, 1), out
+    assert data["store"]["keys"] >= 5, out  # the conversation's keys, the index, due, stats
     assert data["memory"]["used_memory"] > 0, out
 
 

@@ -18,6 +18,8 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI, HTTPException, Request
 
+from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.memory_api import MemoryTarget, resolve_target
 from litellm_memory_hook.proxy import routes
 from litellm_memory_hook.proxy.hook import MemoryHook
@@ -244,7 +246,8 @@ async def test_flush_makes_conversation_due(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """POST /flush answers 202 with the due time, puts the conversation in the due set at
-    that time, wakes the in-proxy worker, and the summary route shows the due time."""
+    that time, wakes the in-proxy worker, and the summary route shows the due time; a
+    conversation with no stored turns is a 404 that schedules nothing."""
 
     class Worker:
         woken = 0
@@ -255,17 +258,25 @@ async def test_flush_makes_conversation_due(
     monkeypatch.setattr(MemoryHook, "worker", property(lambda self: Worker()))
     summary0 = (await client.get("/memory/v1/summary", params=Q)).json()
     assert summary0 == {"summary": "", "cursor": 0, "seq": 0, "due_ms": None}
-    answer = await client.post("/memory/v1/flush", json={**Q, "conversation": "chat-7"})
-    assert answer.status_code == 202, answer.text
-    due_ms = answer.json()["due_ms"]
-    ref = resolve_target(
+    missing = await client.post("/memory/v1/flush", json={**Q, "conversation": "chat-7"})
+    assert missing.status_code == 404, missing.text
+    assert (
+        missing.json()["detail"] == "no conversation 'chat-7' for user 'alice': nothing to extract"
+    )
+    assert await redis_client.zcard(due_key(hook.settings.key_prefix)) == 0
+    keys = resolve_target(
         hook.settings,
         hook.alias_config,
         tenant="team-a",
         user="alice",
         model="demo",
         conversation="chat-7",
-    ).conversation.ref
+    ).conversation
+    await hook.store.append(keys, indexed_chain([Turn(role="user", text="Hello.", ts_ms=1)]))
+    answer = await client.post("/memory/v1/flush", json={**Q, "conversation": "chat-7"})
+    assert answer.status_code == 202, answer.text
+    due_ms = answer.json()["due_ms"]
+    ref = keys.ref
     assert await redis_client.zscore(due_key(hook.settings.key_prefix), ref) == due_ms
     assert Worker.woken == 1
     summary = await client.get("/memory/v1/summary", params={**Q, "conversation": "chat-7"})

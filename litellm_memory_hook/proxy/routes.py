@@ -19,7 +19,8 @@ GET         /memory/v1/summary?user&model         200 ``{"summary", "cursor", "s
             [&conversation]
 POST        /memory/v1/flush                      202 ``{"due_ms": int}``: the conversation is due
                                                   for extraction now; body ``{"user", "model"
-                                                  [, "conversation"]}``
+                                                  [, "conversation"]}``; 404 when it has no
+                                                  stored turns
 DELETE      /memory/v1/users/{user}?model         200 ``{"user", "conversation", "deleted_keys",
             [&conversation]                       "conversations", "memory_sets"}``: forget the
                                                   user (every conversation and memory set in the
