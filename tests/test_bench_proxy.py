@@ -75,7 +75,8 @@ def test_bench_proxy_short_mode_writes_the_report(tmp_path: Path) -> None:
     assert "on/off" in done.stdout
     report = json.loads(out.read_text())
 
-    assert report["config"]["clients"] == [1, 32]
+    assert report["config"]["clients"] == [1, 32] and report["config"]["context_side"] is True
+    assert "context" in done.stdout and "on/context" in done.stdout
     assert report["config"]["requests_per_side"] == 40
     assert [r["clients"] for r in report["results"]] == [1, 32]
     for result in report["results"]:
@@ -96,6 +97,20 @@ def test_bench_proxy_short_mode_writes_the_report(tmp_path: Path) -> None:
         assert len(result["round_ratios"]) == result["rounds"]
         assert set(result["ratio_noise"]) == {"min", "max", "stdev"}
         assert result["cpu_ratio"] > 0
+        # the context side: the plain alias sent the messages the hook built (the system
+        # message and a window of the 20 seeded messages and more), cycled
+        context = result["context"]
+        assert set(context) == SIDE_FIELDS
+        assert (context["requests"], context["errors"], context["hook_samples"]) == (40, 0, 0)
+        assert len(context["round_rps"]) == result["rounds"]
+        shape = result["context_request"]
+        assert shape["lists"] == result["clients"]  # the warm-up's requests, one per client
+        assert shape["messages_p50"] >= 21 and shape["chars_p50"] > 1000, shape
+        assert result["context_ratio"] == pytest.approx(context["rps"] / result["off"]["rps"], 0.01)
+        assert result["hook_ratio"] == pytest.approx(result["on"]["rps"] / context["rps"], 0.01)
+        for name in ("context_cpu_ratio", "hook_cpu_ratio"):
+            assert result[name] > 0
+        assert set(result["context_ratio_noise"]) == {"min", "max", "stdev"}
     write = report["write"]
     assert write["samples"] == 40
     for name in (
@@ -154,24 +169,3 @@ def test_bench_proxy_rejects_an_unknown_extraction_mode() -> None:
     )
     assert done.returncode != 0
     assert "bad --extraction" in done.stdout + done.stderr
-
-
-def test_context_cost_requests_are_the_hook_s_shape() -> None:
-    """bench/context_cost.py compares one new message with what the hook makes of it: the
-    alias rules and a 40-item memory block in one system message, a 40-message window of
-    alternating turns, the same new message last (deterministic)."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "bench" / "context_cost.py"
-    spec = importlib.util.spec_from_file_location("context_cost", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    kinds = module.requests_of_each_kind()
-    assert kinds == module.requests_of_each_kind()
-    one, sized = kinds["one"], kinds["memory-sized"]
-    assert len(one) == 1 and sized[-1] == one[0]
-    assert len(sized) == 42 and sized[0]["role"] == "system"
-    assert sized[0]["content"].count("\n- ") == 40  # 40 memory items
-    assert [m["role"] for m in sized[1:-1]] == ["user", "assistant"] * 20
-    assert 7_000 < sum(len(m["content"]) for m in sized) < 10_000

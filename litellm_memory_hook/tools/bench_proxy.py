@@ -9,14 +9,21 @@ each going through a conversation that grows (:func:`conversation_lines`; every 
 history is first seeded with ``history`` messages by one whole-history request, so the recent
 window is full from the start). The same lines go to both aliases.
 
-Hook on and hook off run in the same proxy, alternated in rounds (on-off, off-on, on-off, ...),
-so a slow moment of the machine (other processes, the other engineers' tests) hits both alike;
-the spread of the per-round throughput ratios is reported as the noise. Per side: requests per
-second (requests / wall time of its rounds), latency percentiles (p50 / p95 / p99, ms, every
-request), CPU milliseconds of the proxy process per request (``/proc``: the proxy's own cost,
-less disturbed by the machine than wall time) and of the stand-in, and the pre-call hook's time
-inside the proxy (``x-memory-hook-ms`` of the requests sent with ``x-memory-debug: 1``, one in
-:data:`DEBUG_EVERY`, on both sides).
+A third side, ``context`` (``--context-side``, on by default), tells the hook's own cost from
+LiteLLM's: the plain alias is sent the very messages the hook built for the memory alias (read
+back from the stand-in's record of the warm-up requests: system message with the memory block,
+the recent window, the new message). The proxy's work grows with the request (parsing,
+validation, logging, the upstream call) whatever the hook costs, so ``context/off`` is the floor
+under ``on/off`` that no hook could beat, and ``on/context`` the hook's own share.
+
+The sides run in the same proxy, in rounds whose order rotates (on-off-context, off-context-on,
+...), so a slow moment of the machine (other processes, the other engineers' tests) hits them
+alike; the spread of the per-round throughput ratios is reported as the noise. Per side:
+requests per second (requests / wall time of its rounds), latency percentiles (p50 / p95 / p99,
+ms, every request), CPU milliseconds of the proxy process per request (``/proc``: the proxy's
+own cost, less disturbed by the machine than wall time) and of the stand-in, and the pre-call
+hook's time inside the proxy (``x-memory-hook-ms`` of the requests sent with
+``x-memory-debug: 1``, one in :data:`DEBUG_EVERY`, on every side).
 
 The post-call write's cost is measured in-process (:func:`write_cost`): a
 :class:`~litellm_memory_hook.proxy.hook.MemoryHook` on the same Redis runs the pre-call hook and
@@ -58,6 +65,7 @@ import httpx
 import redis
 import yaml
 
+from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.store.keys import stats_key
 from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
 from litellm_memory_hook.tools.processes import (
@@ -213,12 +221,15 @@ class SideStats:
 
 @dataclass
 class ClientsResult:
-    """Hook on and off at one number of clients."""
+    """Hook on and off (and the context side, when run) at one number of clients."""
 
     clients: int
     rounds: int
     on: SideStats
     off: SideStats
+    context: SideStats | None = None
+    #: the message lists the context side sent: how many, their median messages and characters
+    context_request: dict[str, float] | None = None
 
     @property
     def ratio(self) -> float:
@@ -233,26 +244,48 @@ class ClientsResult:
     def cpu_ratio(self) -> float:
         """Proxy CPU per request without the hook over with it (a throughput ratio that the
         machine's other load disturbs less)."""
-        on = self.on.proxy_cpu_s / max(self.on.requests, 1)
-        off = self.off.proxy_cpu_s / max(self.off.requests, 1)
-        return off / on if on > 0 else 0.0
+        return _cpu_ratio(self.off, self.on)
 
     def as_json(self) -> dict[str, Any]:
         ratios = self.round_ratios
-        return {
+        out: dict[str, Any] = {
             "clients": self.clients,
             "rounds": self.rounds,
             "on": self.on.as_json(),
             "off": self.off.as_json(),
             "ratio": round(self.ratio, 4),
             "round_ratios": [round(r, 4) for r in ratios],
-            "ratio_noise": {
-                "min": round(min(ratios), 4) if ratios else None,
-                "max": round(max(ratios), 4) if ratios else None,
-                "stdev": round(statistics.stdev(ratios), 4) if len(ratios) > 1 else None,
-            },
+            "ratio_noise": _noise(ratios),
             "cpu_ratio": round(self.cpu_ratio, 4),
         }
+        if self.context is not None:
+            context = self.context
+            floor = [a / b for a, b in zip(context.round_rps, self.off.round_rps, strict=True) if b]
+            out["context"] = context.as_json()
+            # LiteLLM alone with the hook's messages against one message: the floor under
+            # "ratio"; and the hook's own share, with the hook against the same messages.
+            out["context_ratio"] = round(context.rps / self.off.rps if self.off.rps else 0.0, 4)
+            out["context_ratio_noise"] = _noise(floor)
+            out["context_cpu_ratio"] = round(_cpu_ratio(self.off, context), 4)
+            out["hook_ratio"] = round(self.on.rps / context.rps if context.rps else 0.0, 4)
+            out["hook_cpu_ratio"] = round(_cpu_ratio(context, self.on), 4)
+            out["context_request"] = self.context_request
+        return out
+
+
+def _cpu_ratio(fast: SideStats, slow: SideStats) -> float:
+    """Proxy CPU per request of ``fast`` over that of ``slow`` (as a throughput ratio)."""
+    per_fast = fast.proxy_cpu_s / max(fast.requests, 1)
+    per_slow = slow.proxy_cpu_s / max(slow.requests, 1)
+    return per_fast / per_slow if per_slow > 0 else 0.0
+
+
+def _noise(ratios: Sequence[float]) -> dict[str, float | None]:
+    return {
+        "min": round(min(ratios), 4) if ratios else None,
+        "max": round(max(ratios), 4) if ratios else None,
+        "stdev": round(statistics.stdev(ratios), 4) if len(ratios) > 1 else None,
+    }
 
 
 @dataclass
@@ -377,6 +410,8 @@ class BenchStack:
     worker_pid: int | None = None
     prefix: str = ""
     redis_url: str = ""
+    #: the stand-in's ``http://127.0.0.1:<port>`` (its record of what the model received)
+    standin_url: str = ""
 
     def extraction_stats(self) -> dict[str, int]:
         """The extraction job counters of the run (``mem:stats``: jobs run, committed, ...)."""
@@ -429,6 +464,7 @@ def bench_stack(
                     worker[0].pid if worker else None,
                     prefix,
                     redis_url,
+                    running.standin_url,
                 )
             finally:
                 terminate_all(worker)
@@ -473,11 +509,44 @@ class _Driver:
             await asyncio.gather(*(one(u) for u in wanted[start : start + 8]))
         self.seeded.update(wanted)
 
+    async def built_messages(self, http: httpx.AsyncClient) -> list[list[dict[str, Any]]]:
+        """The message lists the hook sent the model for the memory alias since the stand-in's
+        record was last cleared (its first message is the system message with the alias's
+        rules), then clears the record (it would grow with every request of the run).
+
+        Raises:
+            RuntimeError: the record holds no such request.
+        """
+        record = f"{self.stack.standin_url}/_standin/requests"
+        response = await http.get(record)
+        response.raise_for_status()
+        built = [
+            body["messages"]
+            for body in response.json()
+            if isinstance(body, dict)
+            and isinstance(body.get("messages"), list)
+            and body["messages"]
+            and body["messages"][0].get("role") == "system"
+            and SYSTEM_PROMPT in str(body["messages"][0].get("content"))
+        ]
+        (await http.delete(record)).raise_for_status()
+        if not built:
+            raise RuntimeError("the stand-in recorded no request the hook built")
+        return built
+
     async def side(
-        self, http: httpx.AsyncClient, alias: str, clients: int, requests: int, stats: SideStats
+        self,
+        http: httpx.AsyncClient,
+        alias: str,
+        clients: int,
+        requests: int,
+        stats: SideStats,
+        *,
+        messages: Sequence[list[dict[str, Any]]] = (),
     ) -> None:
         """``requests`` requests to ``alias`` from ``clients`` concurrent clients (one user
-        each, each waiting for its reply before its next message)."""
+        each, each waiting for its reply before its next message): each sends its next
+        conversation line, or, given ``messages``, one of those lists (cycled)."""
         left = requests
 
         async def client(user: int) -> None:
@@ -492,7 +561,11 @@ class _Driver:
                 body = {
                     "model": alias,
                     "user": self.user(user),
-                    "messages": [{"role": "user", "content": self.talk.next_line(alias, user)}],
+                    "messages": (
+                        messages[self.sent % len(messages)]
+                        if messages
+                        else [{"role": "user", "content": self.talk.next_line(alias, user)}]
+                    ),
                 }
                 started = time.perf_counter()
                 try:
@@ -528,6 +601,17 @@ class _Driver:
         stats.round_rps.append(requests / seconds if seconds > 0 else 0.0)
 
 
+def _shape(lists: Sequence[list[dict[str, Any]]]) -> dict[str, float]:
+    """How many message lists, their median length (messages) and size (characters of text)."""
+    return {
+        "lists": len(lists),
+        "messages_p50": statistics.median(len(m) for m in lists),
+        "chars_p50": statistics.median(
+            sum(len(content_text(x.get("content"))) for x in m) for m in lists
+        ),
+    }
+
+
 def _rounds(requests: int, clients: int) -> int:
     """Rounds per number of clients: at least 2 (both orders), each round at least ~2 requests
     per client, at most :data:`MAX_ROUNDS`."""
@@ -544,6 +628,7 @@ async def _drive(
     requests: int,
     history: int,
     progress: Progress,
+    context_side: bool,
 ) -> list[ClientsResult]:
     driver = _Driver(stack, uuid.uuid4().hex[:8], max(clients_list), seed=7)
     results: list[ClientsResult] = []
@@ -552,19 +637,31 @@ async def _drive(
         async with httpx.AsyncClient(timeout=120, limits=limits) as http:
             progress(f"{clients} clients: seeding {history} messages per user")
             await driver.seed(http, clients, history)
-            warm = SideStats(), SideStats()  # connections, caches, first requests: not counted
-            await driver.side(http, MEMORY_ALIAS, clients, clients, warm[0])
-            await driver.side(http, PLAIN_ALIAS, clients, clients, warm[1])
-            rounds = _rounds(requests, clients)
+            if context_side:
+                await http.delete(f"{stack.standin_url}/_standin/requests")
+            # connections, caches, first requests: not counted
+            await driver.side(http, MEMORY_ALIAS, clients, clients, SideStats())
+            built = await driver.built_messages(http) if context_side else []
+            await driver.side(http, PLAIN_ALIAS, clients, clients, SideStats())
             on, off = SideStats(), SideStats()
+            sides: list[tuple[str, SideStats, Sequence[list[dict[str, Any]]]]] = [
+                (MEMORY_ALIAS, on, ()),
+                (PLAIN_ALIAS, off, ()),
+            ]
+            context = None
+            if built:
+                context = SideStats()
+                await driver.side(http, PLAIN_ALIAS, clients, clients, SideStats(), messages=built)
+                sides.append((PLAIN_ALIAS, context, built))
+            rounds = _rounds(requests, clients)
             for index, share in enumerate(_split(requests, rounds)):
                 progress(f"{clients} clients: round {index + 1}/{rounds}")
-                order = [(MEMORY_ALIAS, on), (PLAIN_ALIAS, off)]
-                if index % 2:
-                    order.reverse()
-                for alias, stats in order:
-                    await driver.side(http, alias, clients, share, stats)
-            results.append(ClientsResult(clients, rounds, on, off))
+                # each side leads in turn: on-off(-context), off(-context)-on, ...
+                turn = index % len(sides)
+                for alias, stats, messages in sides[turn:] + sides[:turn]:
+                    await driver.side(http, alias, clients, share, stats, messages=messages)
+            shape = _shape(built) if built else None
+            results.append(ClientsResult(clients, rounds, on, off, context, shape))
     return results
 
 
@@ -676,6 +773,7 @@ def run_proxy_bench(
     write_samples: int | None = None,
     log_dir: Path | None = None,
     progress: Progress | None = None,
+    context_side: bool = True,
 ) -> ProxyBenchReport:
     """Run the benchmark (the module docstring).
 
@@ -689,9 +787,11 @@ def run_proxy_bench(
             at most 300; 0: skipped).
         log_dir: keep the processes' logs and config here (default: a temporary folder).
         progress: called with a short description of each phase.
+        context_side: also run the context side (the module docstring).
 
     Raises:
-        RuntimeError: a process did not start, or seeding failed.
+        RuntimeError: a process did not start, seeding failed, or the stand-in recorded no
+            request the hook built (for the context side).
     """
     if not clients or any(c < 1 for c in clients) or requests < 1:
         raise ValueError("clients must be positive numbers and requests at least 1")
@@ -706,7 +806,9 @@ def run_proxy_bench(
             folder.mkdir(parents=True, exist_ok=True)
         say("starting the stand-in and the proxy")
         with bench_stack(redis_url, prefix, folder, extraction=extraction) as procs:
-            results = asyncio.run(_drive(procs, list(clients), requests, history, say))
+            results = asyncio.run(
+                _drive(procs, list(clients), requests, history, say, context_side)
+            )
             extraction_stats = procs.extraction_stats()
         samples = min(requests, 300) if write_samples is None else write_samples
         write = None
@@ -722,6 +824,7 @@ def run_proxy_bench(
         "requests_per_side": requests,
         "history": history,
         "extraction": extraction,
+        "context_side": context_side,
         "debug_every": DEBUG_EVERY,
         "redis_url": redis_url,
         "key_prefix": prefix,
@@ -732,15 +835,17 @@ def run_proxy_bench(
 
 
 def report_table(report: ProxyBenchReport, title: str) -> Any:
-    """A rich table: per number of clients, a row with the hook on and one with it off."""
+    """A rich table: per number of clients, a row with the hook on, one with it off and (when
+    run) one for the context side; the ratio column holds on/off and context/off with the
+    spread of the rounds."""
     from rich.table import Table
 
     table = Table(title=title)
     for column in (
         "clients",
-        "hook",
+        "side",
         "req/s",
-        "on/off",
+        "ratio to off",
         "p50 ms",
         "p95 ms",
         "p99 ms",
@@ -751,17 +856,21 @@ def report_table(report: ProxyBenchReport, title: str) -> Any:
         table.add_column(column, justify="right")
     for result in report.results:
         data = result.as_json()
-        noise = data["ratio_noise"]
-        for side in ("on", "off"):
+        ratios = {
+            "on": (data["ratio"], data["ratio_noise"]),
+            "context": (data.get("context_ratio"), data.get("context_ratio_noise")),
+        }
+        sides = [s for s in ("on", "off", "context") if s in data]
+        for side in sides:
             stats = data[side]
-            on = side == "on"
+            ratio, noise = ratios.get(side, (None, None))
             table.add_row(
-                str(result.clients) if on else "",
+                str(result.clients) if side == "on" else "",
                 side,
                 _fmt(stats["rps"]),
                 (
-                    f"{data['ratio']:.3f} ({_fmt(noise['min'], '.2f')}-{_fmt(noise['max'], '.2f')})"
-                    if on
+                    f"{ratio:.3f} ({_fmt(noise['min'], '.2f')}-{_fmt(noise['max'], '.2f')})"
+                    if ratio is not None and noise is not None
                     else ""
                 ),
                 _fmt(stats["p50_ms"]),
@@ -769,10 +878,10 @@ def report_table(report: ProxyBenchReport, title: str) -> Any:
                 _fmt(stats["p99_ms"]),
                 _fmt(stats["proxy_cpu_ms_per_request"], ".2f"),
                 f"{_fmt(stats['hook_ms_p50'], '.2f')} / {_fmt(stats['hook_ms_p99'], '.2f')}"
-                if on
+                if side == "on"
                 else "",
                 str(stats["errors"]),
-                end_section=not on,
+                end_section=side == sides[-1],
             )
     return table
 

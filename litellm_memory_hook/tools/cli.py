@@ -754,11 +754,19 @@ def bench_proxy(
     log_dir: Annotated[
         Path | None, typer.Option(help="Keep the processes' logs and config here.")
     ] = None,
+    context_side: Annotated[
+        bool,
+        typer.Option(
+            help="Also send the plain alias the messages the hook built: LiteLLM's own cost "
+            "of the larger request, apart from the hook's."
+        ),
+    ] = True,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
 ) -> None:
     """Throughput (requests per second) and latency (p50/p95/p99) through a real LiteLLM proxy
     and the stand-in model, hook on and off side by side in one run (alternating rounds), the
-    ratio on/off, and the post-call write's cost. Short mode for CI: --requests 40.
+    ratio on/off, the context side (the plain alias given the hook's messages: the floor under
+    on/off), and the post-call write's cost. Short mode for CI: --requests 40.
     """
     from litellm_memory_hook.tools.bench_proxy import (
         EXTRACTION_MODES,
@@ -788,6 +796,7 @@ def bench_proxy(
                 extraction=extraction,
                 log_dir=log_dir,
                 progress=lambda phase: status.update(phase),
+                context_side=context_side,
             )
     except (RuntimeError, ValueError, OSError) as exc:
         raise _fail(str(exc)) from exc
@@ -801,6 +810,13 @@ def bench_proxy(
             f"{', '.join(f'{r:.2f}' for r in row['round_ratios'])}); proxy CPU ratio "
             f"{row['cpu_ratio']:.3f}"
         )
+        if "context" in row:
+            console.print(
+                f"  the plain alias given the hook's messages: {row['context_ratio']:.3f} of off "
+                f"(CPU {row['context_cpu_ratio']:.3f}): LiteLLM's own cost of the larger "
+                f"request; the hook's own share, on/context: {row['hook_ratio']:.3f} (CPU "
+                f"{row['hook_cpu_ratio']:.3f})"
+            )
     if payload["write"]:
         w = payload["write"]
         console.print(
