@@ -607,6 +607,44 @@ _fuzz_message = st.one_of(
 )
 
 
+def test_a_part_the_proxy_rejects_is_named_at_the_client_s_index(clients: Clients) -> None:
+    """A user message with a content part LiteLLM does not accept (an Anthropic-style
+    ``tool_result``, an unknown type) gets the same answer through a memory alias as through a
+    plain alias (LiteLLM's own error, a 500 in this version), naming the client's own message
+    index (a fresh-user test saw the index of the rebuilt list), and stores nothing; the
+    conversation's memory is untouched."""
+    user = _user()
+    assert (
+        clients.chat(
+            {
+                "model": "demo",
+                "user": user,
+                "messages": [{"role": "user", "content": "My cat is called Miso."}],
+            }
+        ).status_code
+        == 200
+    )
+    stored = clients.turns(user)
+    assert len(stored) == 2
+    for part in (
+        {"type": "tool_result", "tool_use_id": "t1", "content": "42"},
+        {"type": "weird", "text": "hello"},
+    ):
+        messages = [
+            {"role": "user", "content": "My cat is called Miso."},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": [{"type": "text", "text": "and?"}, part]},
+        ]
+        answers = []
+        for model in ("plain", "demo"):
+            answer = clients.chat({"model": model, "user": user, "messages": messages})
+            detail = answer.json()["error"]["message"].replace(repr(model), "MODEL")
+            answers.append((answer.status_code, detail))
+        assert answers[0][0] >= 400 and "index 2" in answers[0][1], answers[0]
+        assert answers[1] == answers[0]
+    assert clients.turns(user) == stored
+
+
 def _status_class(code: int) -> int:
     return code // 100
 
@@ -619,15 +657,20 @@ def test_fuzzed_bodies_get_the_same_status_with_and_without_the_hook(
     clients: Clients, messages: Any
 ) -> None:
     """Issue 9 item 4: arbitrary bodies sent to a memory alias and to a plain alias get the same
-    status class; a body the proxy would reject reaches it untouched and is not stored; our code
-    logs no exception."""
+    status class and, when rejected, the same error (its message indexes the client's messages,
+    not the rebuilt list); a body the proxy would reject reaches it untouched and is not stored;
+    our code logs no exception."""
     user = _user()
     size_before = clients.log.stat().st_size
     answers = []
+    details = []
     for model in ("plain", "demo"):
         answer = clients.chat({"model": model, "user": user, "messages": messages})
         answers.append(_status_class(answer.status_code))
+        details.append(answer.text.replace(repr(model), "MODEL") if answer.is_error else "")
     assert answers[0] == answers[1], (messages, answers)
+    # a rejected body was rejected as the client sent it: the same error, the same indexes
+    assert details[0] == details[1], messages
     with clients.log.open("rb") as log:
         log.seek(size_before)
         tail = log.read().decode("utf-8", "replace")

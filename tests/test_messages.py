@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from litellm_memory_hook.core.messages import (
     content_text,
     is_blank,
+    is_valid_request,
     keep_tail,
     message_to_turn,
     split_request,
@@ -106,3 +107,25 @@ def test_head_cut_keeps_whole_graphemes() -> None:
             assert len(out) <= limit and out.endswith("…")
             assert text.startswith(out[:-1])
             assert set(regex.findall(r"\X", out[:-1])) <= clusters
+
+
+def test_a_user_part_the_proxy_rejects_makes_the_request_invalid() -> None:
+    """With the proxy's list of user part types, a user message holding another part (an
+    Anthropic-style ``tool_result``) is invalid, so the hook passes the request through as
+    sent; parts of other roles are not judged by that list (LiteLLM checks user messages only);
+    without a list any part type is valid. The hook reads LiteLLM's own list."""
+    from litellm.types.llms.openai import ValidUserMessageContentTypes
+
+    from litellm_memory_hook.proxy.hook import USER_PART_TYPES
+
+    assert frozenset(ValidUserMessageContentTypes) == USER_PART_TYPES
+    types = frozenset({"text", "image_url"})
+    text = {"type": "text", "text": "hi"}
+    foreign = {"type": "tool_result", "tool_use_id": "t1", "content": "42"}
+    assert is_valid_request([{"role": "user", "content": [text]}], types)
+    assert not is_valid_request([{"role": "user", "content": [text, foreign]}], types)
+    assert is_valid_request([{"role": "user", "content": [text, foreign]}])
+    assert is_valid_request([{"role": "assistant", "content": [text, foreign]}], types)
+    assert not is_valid_request(
+        [{"role": "user", "content": "hi"}, {"role": "user", "content": [foreign]}], types
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -378,10 +378,12 @@ def messages_to_turns(
 _VALID_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
-def _valid_part(part: object) -> bool:
+def _valid_part(part: object, allowed: Collection[str] | None) -> bool:
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
         return False
     kind = part["type"]
+    if allowed is not None and kind not in allowed:
+        return False
     if kind in TEXT_PART_TYPES:
         return isinstance(part.get("text"), str)
     if kind == "image_url":
@@ -404,12 +406,13 @@ def _valid_call(call: object) -> bool:
     )
 
 
-def _valid_message(message: object) -> bool:
+def _valid_message(message: object, user_part_types: Collection[str] | None) -> bool:
     if not isinstance(message, dict) or message.get("role") not in _VALID_ROLES:
         return False
     role, content = message["role"], message.get("content")
     if isinstance(content, list):
-        if not all(_valid_part(p) for p in content):
+        allowed = user_part_types if role == "user" else None
+        if not all(_valid_part(p, allowed) for p in content):
             return False
     elif content is None:
         if role not in ("assistant", "function"):
@@ -426,13 +429,22 @@ def _valid_message(message: object) -> bool:
     return role != "tool" or isinstance(message.get("tool_call_id"), str)
 
 
-def is_valid_request(raw: object) -> bool:
+def is_valid_request(raw: object, user_part_types: Collection[str] | None = None) -> bool:
     """True when a request's ``messages`` has the OpenAI shape: a non-empty list of message
     dicts with a known role, string / parts / (for assistant) null content, string names, well
     formed ``tool_calls`` and ``tool_call_id``.
 
     The hook rebuilds only such requests; any other body reaches the proxy exactly as the
     client sent it (untouched, not stored), so the proxy answers it as it would without the
-    hook (issue 9 item 4).
+    hook (issue 9 item 4), its error naming the client's own message index rather than one in
+    the rebuilt list.
+
+    Args:
+        raw: the request's ``messages``.
+        user_part_types: the content part types the proxy accepts in a user message (LiteLLM's
+            ``ValidUserMessageContentTypes``); a user message with another part is invalid.
+            ``None``: any part type.
     """
-    return isinstance(raw, list) and bool(raw) and all(_valid_message(m) for m in raw)
+    return (
+        isinstance(raw, list) and bool(raw) and all(_valid_message(m, user_part_types) for m in raw)
+    )

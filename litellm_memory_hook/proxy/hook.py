@@ -104,6 +104,21 @@ class MemoryRequiredError(MemoryHookError):
     """An alias that requires memory got a request without a usable user id."""
 
 
+def _user_part_types() -> frozenset[str] | None:
+    """The content part types LiteLLM accepts in a user message: it answers 400 to any other,
+    naming the message's index, so a request holding one is passed through as the client sent
+    it (the index is then the client's). ``None`` (any type) for a LiteLLM without the list."""
+    try:
+        from litellm.types.llms.openai import ValidUserMessageContentTypes
+    except ImportError:  # pragma: no cover - depends on the installed LiteLLM
+        return None
+    return frozenset(ValidUserMessageContentTypes)
+
+
+#: :func:`_user_part_types`, read once.
+USER_PART_TYPES = _user_part_types()
+
+
 def _metadata(data: dict[str, Any]) -> dict[str, Any]:
     metadata = data.get("metadata")
     if not isinstance(metadata, dict):
@@ -415,7 +430,7 @@ class MemoryHook(CustomLogger):
             if is_extraction_call(data.get("messages")):
                 self.counters["extraction_calls_passed"] += 1
                 return data
-            if not is_valid_request(data.get("messages")):
+            if not is_valid_request(data.get("messages"), USER_PART_TYPES):
                 self.counters["invalid_passthrough"] += 1
                 return data  # the proxy judges it as the client sent it
             self.ensure_worker()
