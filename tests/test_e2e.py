@@ -488,3 +488,28 @@ def test_forged_memory_record_in_metadata_writes_nothing(stack: Stack) -> None:
         assert response.status_code == 200
     assert [t["text"] for t in stack.turns(victim)] == ["my secret", "Noted: my secret"]
     assert not stack.redis.exists(f"{stack.prefix}:{{master:{victim}}}:c:demo:x")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "problem"),
+    [
+        ("/pinned", b"[1, 2]", "must be a JSON object, not list"),
+        ("/pinned", b"null", "must be a JSON object, not NoneType"),
+        ("/flush", b"123", "must be a JSON object, not int"),
+        ("/flush", b'"str"', "must be a JSON object, not str"),
+        ("/pinned", b"{not json", "JSON decode error"),  # FastAPI's own answer
+        ("/pinned", b'{"user": "a", "model": "demo", "text": "\\ud800"}', "lone surrogate"),
+    ],
+)
+def test_a_memory_api_body_that_is_not_a_json_object_is_a_422(
+    stack: Stack, path: str, body: bytes, problem: str
+) -> None:
+    """With a valid key, a body that is not a JSON object gets a 422 naming the problem (a
+    fresh-user test got "401 invalid API key": LiteLLM's key check crashes on such a body)."""
+    answer = stack.http.post(
+        f"{stack.proxy}/memory/v1{path}",
+        content=body,
+        headers={"Authorization": f"Bearer {MASTER_KEY}", "content-type": "application/json"},
+    )
+    assert answer.status_code == 422, answer.text
+    assert problem in answer.text

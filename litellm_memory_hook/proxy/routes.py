@@ -81,6 +81,7 @@ conversations share. Both go through the user's index (no ``KEYS``); forgetting 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import weakref
 from collections.abc import Iterator
@@ -302,15 +303,43 @@ def auth_failure(exc: Exception, *, key_sent: bool) -> HTTPException:
     return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
 
 
+def body_error(raw: bytes) -> str | None:
+    """Why a request body cannot be a memory route's body, or ``None`` when it can be (or is
+    empty: FastAPI then names the missing fields).
+
+    LiteLLM's key check reads the body and crashes on one that is not a JSON object, which
+    would come back as "invalid API key"; so a body must be JSON (UTF-8), an object, and hold
+    no lone surrogate (``"\\ud800"``: valid JSON, but not encodable text).
+    """
+    if not raw.strip():
+        return None
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        return f"the request body is not JSON: {exc}"
+    if not isinstance(body, dict):
+        return f"the request body must be a JSON object, not {type(body).__name__}"
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "the request body holds a lone surrogate escape (\\ud800-\\udfff): not text"
+    return None
+
+
 async def memory_auth(request: Request) -> Any:
     """FastAPI dependency: LiteLLM's key check for the memory routes.
 
-    Calls ``user_api_key_auth`` with the same headers LiteLLM's own routes read and returns its
+    Checks the body first (:func:`body_error`: 422 for a body that is not a JSON object), then
+    calls ``user_api_key_auth`` with the same headers LiteLLM's own routes read and returns its
     ``UserAPIKeyAuth``; tests override this dependency (``app.dependency_overrides``).
 
     Raises:
-        HTTPException: 401, 403 or 429, see :func:`auth_failure`.
+        HTTPException: 422 for a bad body; 401, 403 or 429, see :func:`auth_failure`.
     """
+    if request.method in ("POST", "PUT", "PATCH"):
+        problem = body_error(await request.body())
+        if problem is not None:
+            raise HTTPException(status_code=422, detail=problem)
     headers = {name: request.headers.get(header) for name, header in _KEY_HEADERS.items()}
     key_sent = any(isinstance(v, str) and v.strip() for v in headers.values())
     try:
