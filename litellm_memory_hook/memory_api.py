@@ -568,7 +568,7 @@ class MemoryAPI:
 
         Raises:
             MemoryInputError: bad user id, data already there (without ``fresh``), a malformed
-                turn. StoreError: Redis failed.
+                turn (then nothing is written). StoreError: Redis failed.
         """
         user_id = normalize_user_id(user)
         if user_id is None:
@@ -583,6 +583,14 @@ class MemoryAPI:
                 f"user {user_id!r} of tenant {tenant!r} already has data in {', '.join(taken)}; "
                 "forget it first, or import with --fresh to replace it"
             )
+        # every turn is checked before anything is deleted or written: a malformed document
+        # leaves the user's data as it was (a fresh-user test found half an import written)
+        prepared = []
+        for conversation in document.conversations:
+            try:
+                prepared.append(transfer.prepare_turns(conversation.turns))
+            except ValueError as exc:
+                raise MemoryInputError(f"conversation {conversation.id!r}: {exc}") from exc
         for conversation_keys in conversations:
             await transfer.delete_conversation(self.redis, conversation_keys)
         for memory in sets:
@@ -595,8 +603,8 @@ class MemoryAPI:
             await self._index(keys, memory.scope)
         total = sum(len(c.turns) for c in document.conversations)
         done = 0
-        for conversation_keys, conversation in zip(
-            conversations, document.conversations, strict=True
+        for conversation_keys, conversation, turns in zip(
+            conversations, document.conversations, prepared, strict=True
         ):
             dump = _conversation_dump(conversation, tenant=tenant, user=user_id)
             scope = conversation.memory_set or conversation_keys.index_member
@@ -608,7 +616,12 @@ class MemoryAPI:
 
             try:
                 done += await transfer.restore_conversation(
-                    store, conversation_keys, dump, memory_scope=scope, progress=step
+                    store,
+                    conversation_keys,
+                    dump,
+                    memory_scope=scope,
+                    progress=step,
+                    prepared=turns,
                 )
             except ValueError as exc:
                 raise MemoryInputError(f"conversation {conversation.id!r}: {exc}") from exc

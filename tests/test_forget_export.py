@@ -365,6 +365,28 @@ async def test_malformed_turn_is_an_input_error(hook: MemoryHook, client: aiored
         )
 
 
+async def test_a_malformed_document_writes_nothing(
+    hook: MemoryHook, client: aioredis.Redis
+) -> None:
+    """A document with one bad turn (in its last conversation) is refused before anything is
+    written: no memory set, index or conversation of the user appears, so the corrected
+    document then imports without --fresh (a fresh-user test found the memory sets and the
+    index written, and the corrected file refused as "already has data")."""
+    await populate(hook, client)
+    api = MemoryAPI(client, hook.settings)
+    good = await api.export(target(hook), whole_user=True)
+    assert len(good.conversations) >= 2 and good.memory_sets
+    raw = good.model_dump(mode="json")
+    raw["conversations"][-1]["turns"][0]["seq"] = "abc"
+    bad = ExportDocument.parse(raw)
+    with pytest.raises(MemoryInputError, match="positive integer 'seq'"):
+        await api.import_export(bad, tenant="team-z", user="zz")
+    assert not [k async for k in client.scan_iter(match=f"{hook.settings.key_prefix}:*zz*")]
+    await api.import_export(good, tenant="team-z", user="zz")
+    copy = await api.export(target(hook, "zz", tenant="team-z"), whole_user=True)
+    assert [len(c.turns) for c in copy.conversations] == [len(c.turns) for c in good.conversations]
+
+
 # -- HTTP ------------------------------------------------------------------------------------------
 
 

@@ -272,6 +272,19 @@ def seq_runs(turns: Sequence[IndexedTurn], chunk: int = CHUNK_TURNS) -> list[lis
     return runs
 
 
+def prepare_turns(turns: Sequence[dict[str, Any]]) -> list[IndexedTurn]:
+    """A dump's turns ready to append (:func:`stored_turn` of each), checked before anything is
+    written.
+
+    Raises:
+        ValueError: a turn is malformed or seqs are not ascending.
+    """
+    prepared = [stored_turn(t) for t in turns]
+    if any(b.turn.seq <= a.turn.seq for a, b in pairwise(prepared)):
+        raise ValueError("turn seqs are not ascending")
+    return prepared
+
+
 async def restore_conversation(
     store: MemoryStore,
     keys: ConversationKeys,
@@ -279,6 +292,7 @@ async def restore_conversation(
     *,
     memory_scope: str,
     progress: Progress | None = None,
+    prepared: Sequence[IndexedTurn] | None = None,
 ) -> int:
     """Write a conversation back: turns with their seqs (and recall index), meta, calls, index
     entries for it and its memory set, its due time; every key with the retention TTL.
@@ -291,18 +305,18 @@ async def restore_conversation(
         dump: what to write; ``turns`` in ascending seq order.
         memory_scope: the index member of the memory set the conversation uses.
         progress: called with the number of turns written so far.
+        prepared: :func:`prepare_turns` of ``dump.turns`` when the caller already checked them
+            (an import checks every conversation before it writes any).
 
     Returns:
         The number of turns written.
 
     Raises:
-        ValueError: a turn is malformed or seqs are not ascending.
+        ValueError: a turn is malformed or seqs are not ascending (nothing written).
         StoreError: Redis failed (what was written stays; forget and import again).
     """
-    turns = [stored_turn(t) for t in dump.turns]
+    turns = list(prepared) if prepared is not None else prepare_turns(dump.turns)
     seqs = [t.turn.seq for t in turns]
-    if any(b <= a for a, b in pairwise(seqs)):
-        raise ValueError(f"conversation {keys.conversation!r}: turn seqs are not ascending")
     redis = store.redis
     written = 0
     for run in seq_runs(turns):
