@@ -103,6 +103,13 @@ class MemoryListing:
     version: int
 
 
+#: why a user id was refused (:func:`~litellm_memory_hook.store.keys.normalize_user_id`).
+_BAD_USER = (
+    "'user' must be a user id that can get memory: not empty or invisible, not a placeholder "
+    "such as 'null', 'default' or 'anonymous'"
+)
+
+
 def resolve_target(
     settings: MemorySettings,
     alias_lookup: Callable[[str], AliasMemoryConfig | None],
@@ -127,7 +134,7 @@ def resolve_target(
     """
     user_id = normalize_user_id(user)
     if user_id is None:
-        raise MemoryInputError("'user' must be a non-empty user id")
+        raise MemoryInputError(_BAD_USER)
     if not isinstance(model, str) or not model.strip():
         raise MemoryInputError("'model' must name a memory-enabled model alias")
     alias = alias_lookup(model)
@@ -405,10 +412,16 @@ class MemoryAPI:
         """Replace a pinned memory's text.
 
         Raises:
-            MemoryInputError: bad text. MemoryNotFoundError: no such pinned memory.
+            MemoryInputError: bad text, or the id is an extracted memory (the model's, not
+                editable: delete it and pin the new text). MemoryNotFoundError: no such memory.
         """
         value = self._checked_text(text)
         if not await self.memsets.edit_pinned(target.memory, item_id, value):
+            if any(m.id == item_id for m in (await self.list(target)).memories):
+                raise MemoryInputError(
+                    f"{item_id!r} is an extracted memory: only pinned memories can be edited "
+                    "(delete it, then pin the new text)"
+                )
             raise MemoryNotFoundError(f"no pinned memory {item_id!r}")
         return MemoryItem(item_id, value)
 
@@ -572,7 +585,7 @@ class MemoryAPI:
         """
         user_id = normalize_user_id(user)
         if user_id is None:
-            raise MemoryInputError("'user' must be a non-empty user id")
+            raise MemoryInputError(_BAD_USER)
         keys = UserKeys.for_ids(self.settings.key_prefix, tenant, user_id)
         conversations = [keys.conversation(c.key) for c in document.conversations]
         sets = [keys.memory_set(m.scope) for m in document.memory_sets]

@@ -219,6 +219,27 @@ async def test_tenants_are_isolated(client: httpx.AsyncClient) -> None:
     assert mine["pinned"] == [item]
 
 
+async def test_editing_an_extracted_memory_says_what_it_is(
+    client: httpx.AsyncClient, hook: MemoryHook, redis_client: aioredis.Redis
+) -> None:
+    """PATCH /pinned/{id} of an extracted memory is a 400 saying only pinned memories can be
+    edited (a fresh-user test read "no pinned memory" for a memory it could see); the memory
+    is unchanged; an unknown id stays a 404; a placeholder user id is named as such."""
+    memory = target(hook).memory
+    await redis_client.hset(memory.memories, "1718000000000-aaaaaa", "Alice likes tea.")
+    answer = await client.patch(
+        "/memory/v1/pinned/1718000000000-aaaaaa", json={**Q, "text": "Alice likes coffee."}
+    )
+    assert answer.status_code == 400, answer.text
+    assert "is an extracted memory: only pinned memories can be edited" in answer.text
+    assert await redis_client.hget(memory.memories, "1718000000000-aaaaaa") == b"Alice likes tea."
+    missing = await client.patch("/memory/v1/pinned/1718000000000-bbbbbb", json={**Q, "text": "x"})
+    assert missing.status_code == 404
+    placeholder = await client.get("/memory/v1/memories", params={**Q, "user": "null"})
+    assert placeholder.status_code == 400
+    assert "placeholder such as 'null'" in placeholder.json()["detail"]
+
+
 async def test_delete_extracted_memory_leaves_tombstone(
     client: httpx.AsyncClient, hook: MemoryHook, redis_client: aioredis.Redis
 ) -> None:
