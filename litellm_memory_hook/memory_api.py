@@ -56,6 +56,7 @@ from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import MemoryHookError, StoreError
 from litellm_memory_hook.extraction.parse import fact_hash
+from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store import transfer
 from litellm_memory_hook.store.keys import (
@@ -110,6 +111,11 @@ _BAD_USER = (
 )
 
 
+def _check_tenant(tenant: str) -> None:
+    if not is_tenant(tenant):
+        raise MemoryInputError(f"tenant {tenant!r} is not a tenant id: use {TENANT_FORMS}")
+
+
 def resolve_target(
     settings: MemorySettings,
     alias_lookup: Callable[[str], AliasMemoryConfig | None],
@@ -130,8 +136,11 @@ def resolve_target(
         conversation: a conversation id; default: the alias namespace's default conversation.
 
     Raises:
-        MemoryInputError: the user id is not usable, or the alias has no memory.
+        MemoryInputError: the tenant is not one of
+            :data:`~litellm_memory_hook.proxy.identity.TENANT_FORMS`, the user id is not
+            usable, or the alias has no memory.
     """
+    _check_tenant(tenant)
     user_id = normalize_user_id(user)
     if user_id is None:
         raise MemoryInputError(_BAD_USER)
@@ -583,6 +592,7 @@ class MemoryAPI:
             MemoryInputError: bad user id, data already there (without ``fresh``), a malformed
                 turn (then nothing is written). StoreError: Redis failed.
         """
+        _check_tenant(tenant)
         user_id = normalize_user_id(user)
         if user_id is None:
             raise MemoryInputError(_BAD_USER)

@@ -491,3 +491,26 @@ async def test_real_litellm_auth_and_mount(key_prefix: str, redis_client: aiored
     )
     pinned = await redis_client.hvals(target(hook, tenant="master").memory.pinned)
     assert pinned == [b"Mi gato se llama Miso."]
+
+
+def test_a_tenant_no_key_can_have_is_refused(hook: MemoryHook) -> None:
+    """resolve_target (the CLI's --tenant, imports) takes only the tenant forms the proxy gives
+    keys; a fresh-user test wrote memory under "bad tenant!", which no key can reach. Every
+    tenant tenant_from_auth gives is accepted."""
+    from litellm_memory_hook.memory_api import MemoryInputError
+    from litellm_memory_hook.proxy.identity import is_tenant, tenant_from_auth
+
+    for bad in ("bad tenant!", "", "team-", "key-xyz", "Master", "key-" + "A" * 24):
+        with pytest.raises(MemoryInputError, match="is not a tenant id"):
+            resolve_target(hook.settings, hook.alias_config, tenant=bad, user="a", model="demo")
+    for auth in (FakeAuth("a b"), FakeAuth(""), FakeAuth("x")):
+        auth.team_id = auth.team_id or None  # type: ignore[assignment]
+        auth.token = "sk-some-key"
+        assert is_tenant(tenant_from_auth(auth)), tenant_from_auth(auth)
+    for good in ("master", "team-a", "user-bob", "key-" + "0a" * 12):
+        assert (
+            resolve_target(
+                hook.settings, hook.alias_config, tenant=good, user="a", model="demo"
+            ).tenant
+            == good
+        )

@@ -54,6 +54,25 @@ class Identity:
         }
 
 
+#: the forms :func:`tenant_from_auth` gives: no other tenant can own a key.
+TENANT_FORMS = "'master', 'team-<team id>', 'user-<user id>' or 'key-<24 hex digits>'"
+_KEY_TENANT = frozenset("0123456789abcdef")
+
+
+def is_tenant(value: object) -> bool:
+    """True for a tenant id of one of :data:`TENANT_FORMS` (a typo'd ``--tenant`` would
+    otherwise write memory that no key can reach)."""
+    if not isinstance(value, str):
+        return False
+    if value == "master":
+        return True
+    for form in ("team-", "user-"):
+        if value.startswith(form) and value[len(form) :]:
+            return True
+    digits = value[4:]
+    return value.startswith("key-") and len(digits) == 24 and set(digits) <= _KEY_TENANT
+
+
 def tenant_from_auth(auth: object) -> str:
     """The tenant id for a ``UserAPIKeyAuth`` (or any object with the same attributes)."""
     team_id = getattr(auth, "team_id", None)
