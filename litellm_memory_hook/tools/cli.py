@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.proxy.identity import Identity
@@ -350,7 +351,7 @@ def replay_command(
         raise _fail("replay needs --format locomo (questions and evidence labels)")
     history = _read_history(file, fmt, sample_id)
     key = api_key or (_load_config(config).master_key if config.exists() else None) or "sk-none"
-    with console.status("replaying questions") as status:
+    with console.status(Text("replaying questions")) as status:
         result = replay(
             history,
             base_url=base_url,
@@ -359,7 +360,7 @@ def replay_command(
             user=user,
             standin_url=standin_url,
             conversation=conversation,
-            progress=lambda done, total: status.update(f"question {done}/{total}"),
+            progress=lambda done, total: status.update(Text(f"question {done}/{total}")),
         )
     table = Table(title=f"replay {history.sample_id} through {base_url} ({model})")
     table.add_column("measure")
@@ -443,11 +444,11 @@ def show_command(
     if prepared is None:
         console.print("nothing to show")
         return
-    console.print(Panel(prepared.messages[0]["content"], title="system message"))
+    console.print(Panel(prepared.messages[0]["content"], title=Text("system message")))
     for m in prepared.messages[1:]:
         from litellm_memory_hook.core.messages import content_text
 
-        console.print(f"[bold]{m['role']}[/bold]: {content_text(m.get('content'))}")
+        console.print(Text(m["role"], style="bold"), f": {content_text(m.get('content'))}", sep="")
     table = Table(title="characters per layer")
     table.add_column("layer")
     table.add_column("chars", justify="right")
@@ -477,7 +478,7 @@ def bench_latency(
     sizes: Annotated[
         str, typer.Option(help="Comma-separated history sizes.")
     ] = "100,1000,10000,100000",
-    runs: Annotated[int, typer.Option(help="Timed hook calls per size.")] = 200,
+    runs: Annotated[int, typer.Option(min=1, help="Timed hook calls per size.")] = 200,
     naive: Annotated[bool, typer.Option(help="Also time the naive approach.")] = True,
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
@@ -491,6 +492,8 @@ def bench_latency(
         size_list = [int(s) for s in sizes.split(",") if s.strip()]
     except ValueError as exc:
         raise _fail(f"bad --sizes: {sizes}") from exc
+    if any(size < 0 for size in size_list):
+        raise _fail(f"bad --sizes: {sizes} (a history size is 0 or more messages)")
     if not data.is_file():
         raise _fail(
             f"no LoCoMo file at {data}: bench latency cycles the text of one (--data FILE; "
@@ -589,6 +592,8 @@ def bench_recall(
         budget_list = [int(x) for x in budgets.split(",") if x.strip()] if curve else []
     except ValueError as exc:
         raise _fail(f"bad --ks or --budgets: {exc}") from exc
+    if any(n < 0 for n in (*ks_list, *budget_list)):
+        raise _fail(f"bad --ks or --budgets: {ks} / {budgets} (0 or more; 0: recall off)")
     base = RecallOptions()
     options = replace(
         base,
@@ -603,7 +608,7 @@ def bench_recall(
     for file in files:
         try:
             histories = load_histories(file, sample_id or ())
-            with console.status(f"running the questions of {file.name}"):
+            with console.status(Text(f"running the questions of {file.name}")):
                 report = run_recall_sync(url, histories, recall_options=options, points=points)
         except MemoryHookError as exc:
             raise _fail(str(exc)) from exc
@@ -686,7 +691,7 @@ def bench_extraction(
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     columns = (
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -787,7 +792,7 @@ def bench_proxy(
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        with console.status("starting") as status:
+        with console.status(Text("starting")) as status:
             report = run_proxy_bench(
                 url,
                 clients=clients_list,
@@ -795,7 +800,7 @@ def bench_proxy(
                 history=history,
                 extraction=extraction,
                 log_dir=log_dir,
-                progress=lambda phase: status.update(phase),
+                progress=lambda phase: status.update(Text(phase)),
                 context_side=context_side,
             )
     except (RuntimeError, ValueError, OSError) as exc:

@@ -12,7 +12,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-console = Console()
+#: Markup and emoji codes off: what the CLI prints holds text users wrote (memories, chat turns,
+#: user and conversation ids, file names), which must show as written (``[/]`` or ``:cat:`` in a
+#: memory is text, not a rich tag or an emoji). Styling is explicit (``style=``, :class:`Text`).
+console = Console(markup=False, emoji=False)
 
 ConfigOption = Annotated[Path, typer.Option("--config", help="The proxy's config.yaml.")]
 DataDirOption = Annotated[

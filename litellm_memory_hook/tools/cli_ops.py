@@ -73,8 +73,10 @@ CLI_REDIS_TIMEOUT_S = 10.0
 DEFAULT_CONFIG = Path("config.yaml")
 DEFAULT_DATA_DIR = Path(".litellm-memory")
 
-err_console = Console(stderr=True)
-out_console = Console()
+#: Markup and emoji codes off, as :data:`litellm_memory_hook.tools.cli_common.console`: user ids,
+#: file names and error messages are printed as written.
+err_console = Console(stderr=True, markup=False, emoji=False)
+out_console = Console(markup=False, emoji=False)
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -299,7 +301,7 @@ def progress_bar(
         yield lambda done, total_now: None
         return
     columns = (
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
