@@ -13,6 +13,7 @@ from typing import Any
 
 import fakeredis
 import pytest
+import redis
 import redis.asyncio as aioredis
 
 from litellm_memory_hook.proxy.hook import MemoryHook
@@ -44,6 +45,21 @@ def cluster_mode() -> str:
 def real_redis_url() -> str:
     """The real Redis the tests use (``REDIS_URL``, default the local server)."""
     return os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def cli_key_prefix(monkeypatch: pytest.MonkeyPatch, stem: str) -> Iterator[str]:
+    """For a fixture: a key prefix of one test, given to CLI commands by
+    LITELLM_MEMORY_KEY_PREFIX (and the test Redis by REDIS_URL); its keys are deleted after the
+    test (SCAN). Use as ``yield from cli_key_prefix(monkeypatch, "tcm")``."""
+    prefix = stem + uuid.uuid4().hex[:10]
+    monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", prefix)
+    monkeypatch.setenv("REDIS_URL", real_redis_url())
+    monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL", raising=False)
+    yield prefix
+    client = redis.Redis.from_url(real_redis_url())
+    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+        client.delete(key)
+    client.close()
 
 
 class Auth:

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from typer.testing import CliRunner
 from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 
+from .conftest import cli_key_prefix
 from .harness import REPO, free_port, start_standin, stop
 
 pytestmark = pytest.mark.redis
@@ -34,17 +34,8 @@ register(cli.app)
 
 @pytest.fixture
 def key_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A key prefix of this test only, given to the commands by LITELLM_MEMORY_KEY_PREFIX (and
-    the test Redis by REDIS_URL); its keys are deleted afterwards (SCAN)."""
-    prefix = "tcm" + uuid.uuid4().hex[:10]
-    monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", prefix)
-    monkeypatch.setenv("REDIS_URL", REDIS_URL)
-    monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL", raising=False)
-    yield prefix
-    client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
-        client.delete(key)
-    client.close()
+    """A key prefix of this test only (:func:`cli_key_prefix`)."""
+    yield from cli_key_prefix(monkeypatch, "tcm")
 
 
 @pytest.fixture

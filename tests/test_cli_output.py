@@ -9,18 +9,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 import yaml
 from typer.testing import CliRunner
 
 from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 
+from .conftest import cli_key_prefix
 from .harness import REPO
 
 pytestmark = pytest.mark.redis
@@ -36,19 +35,10 @@ register(cli.app)
 
 @pytest.fixture
 def key_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A key prefix of this test only (LITELLM_MEMORY_KEY_PREFIX), on the test Redis
-    (REDIS_URL); its keys are deleted afterwards. A wide console, so table cells and panel
-    lines are not folded and the texts can be searched for whole."""
-    prefix = "tco" + uuid.uuid4().hex[:10]
-    monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", prefix)
-    monkeypatch.setenv("REDIS_URL", REDIS_URL)
-    monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL", raising=False)
+    """A key prefix of this test only (:func:`cli_key_prefix`) and a wide console, so table
+    cells and panel lines are not folded and the texts can be searched for whole."""
     monkeypatch.setenv("COLUMNS", "400")
-    yield prefix
-    client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
-        client.delete(key)
-    client.close()
+    yield from cli_key_prefix(monkeypatch, "tco")
 
 
 @pytest.fixture
