@@ -560,8 +560,12 @@ def test_cli_export_forget_import(cli_env: Path, key_prefix: str, tmp_path: Path
     imported = run(cli_env, "import", str(file), "--format", "export")
     assert imported.exit_code == 0, imported.output
     assert "imported 3 conversation(s), 11 turns, 1 memory set(s)" in imported.output
-    again = run(cli_env, "import", str(file), "--format", "export")
+    # without --format an export is known by its "format" field (a fresh-user test got
+    # "--sample-id is required with --format locomo")
+    again = run(cli_env, "import", str(file))
     assert again.exit_code == 2 and "already has data" in again.output
+    folder = run(cli_env, "import", str(tmp_path))
+    assert folder.exit_code == 2 and f"not a file: {tmp_path}" in folder.output
     second = run(cli_env, "export", "--user", "alice", "--output", str(tmp_path / "b.json"))
     assert second.exit_code == 0, second.output
     reread = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))

@@ -9,6 +9,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 from collections.abc import Callable
@@ -224,6 +225,19 @@ def _read_history(file: Path, fmt: str, sample_id: str | None) -> History:
     raise _fail(f"unknown format {fmt!r} (locomo or jsonl)")
 
 
+_EXPORT_MARK = re.compile(rb'"format"\s*:\s*"litellm-memory-export"')
+
+
+def _import_format(file: Path) -> str:
+    """The format of a file given without ``--format``: ``jsonl`` for a ``.jsonl`` file, else
+    ``export`` when its first 4 KB hold ``"format": "litellm-memory-export"`` (what
+    ``litellm-memory export`` writes first), else ``locomo``."""
+    if file.suffix.lower() == ".jsonl":
+        return "jsonl"
+    with file.open("rb") as head:
+        return "export" if _EXPORT_MARK.search(head.read(4096)) else "locomo"
+
+
 @app.command("import")
 def import_command(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="The history file, or an export.")],
@@ -236,7 +250,8 @@ def import_command(
         typer.Option(
             "--format",
             help="locomo, jsonl or export (a file of `litellm-memory export`); default: jsonl "
-            "for a .jsonl file, else locomo.",
+            "for a .jsonl file, export for a file that `litellm-memory export` wrote, else "
+            "locomo.",
         ),
     ] = None,
     sample_id: Annotated[str | None, typer.Option(help="LoCoMo sample, e.g. conv-26.")] = None,
@@ -276,7 +291,11 @@ def import_command(
         schedule_import,
     )
 
-    fmt = fmt or ("jsonl" if file.suffix.lower() == ".jsonl" else "locomo")
+    if not file.exists():
+        raise fail(f"file not found: {file}")
+    if not file.is_file():
+        raise fail(f"not a file: {file}")
+    fmt = fmt or _import_format(file)
     if fmt not in IMPORT_FORMATS:
         raise fail(f"unknown format {fmt!r} ({', '.join(IMPORT_FORMATS)})")
     if fmt == "export":
