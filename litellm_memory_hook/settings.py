@@ -173,6 +173,18 @@ class MemorySettings(BaseSettings):
     extraction_base_url: str = "http://127.0.0.1:4000/v1"
     extraction_api_key: str | None = None
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str) -> str:
+        # redis-py's own error for this comes at the first connection; the value is not echoed
+        # (a URL may hold a password)
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                "redis_url must start with redis://, rediss:// or unix:// "
+                "(e.g. redis://127.0.0.1:6379/0)"
+            )
+        return value
+
     @field_validator("side_request_patterns")
     @classmethod
     def _valid_patterns(cls, value: list[str] | None) -> list[str] | None:

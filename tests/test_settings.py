@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.settings import MemorySettings, load_settings, parse_alias_config
@@ -61,3 +62,16 @@ def test_unknown_environment_variables_are_rejected(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("LITELLM_MEMORY_RECENT_CHAR", "100")
     with pytest.raises(ConfigError, match="LITELLM_MEMORY_RECENT_CHAR"):
         load_settings({})
+
+
+def test_a_redis_url_without_a_scheme_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Redis URL that redis-py cannot use (no redis://, rediss:// or unix://) is refused when
+    the settings are read, as every other bad setting, not at the first request (a fresh-user
+    test got an "unexpected error" exit 1 from the CLI)."""
+    for url in ("notaurl", "127.0.0.1:6379", "http://127.0.0.1:6379"):
+        monkeypatch.setenv("LITELLM_MEMORY_REDIS_URL", url)
+        with pytest.raises(ValidationError, match="must start with redis://"):
+            MemorySettings()
+    for url in ("redis://h:1/0", "rediss://:pw@h:1/0", "unix:///tmp/r.sock"):
+        monkeypatch.setenv("LITELLM_MEMORY_REDIS_URL", url)
+        assert MemorySettings().redis_url == url
