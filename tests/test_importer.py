@@ -1,16 +1,27 @@
-"""Bulk import: idempotent batches, timestamps of undated jsonl lines."""
+"""Bulk import: idempotent batches, re-imports of dated and undated lines, timestamps of undated
+jsonl lines."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+from typer.testing import CliRunner
 
 from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 from litellm_memory_hook.tools.datasets import HistoryLine, load_jsonl
-from litellm_memory_hook.tools.importer import import_lines
+from litellm_memory_hook.tools.importer import ImportResult, import_lines
+
+from .conftest import cli_key_prefix, real_redis_url
+from .harness import REPO
 
 
 def _who(prefix: str) -> Identity:
@@ -49,3 +60,183 @@ def test_undated_jsonl_lines_end_now(tmp_path: Path) -> None:
     stamps = [line.ts_ms for line in history.lines]
     assert stamps == sorted(stamps) and stamps[1] - stamps[0] == 1000
     assert abs(stamps[-1] - time.time() * 1000) < 10_000
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def _append_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in records)
+
+
+async def _import_file(store: MemoryStore, prefix: str, path: Path, at_ms: int) -> ImportResult:
+    """Import a jsonl file as a run at ``at_ms`` would (undated lines end then)."""
+    history = load_jsonl(path, start_ms=at_ms - 1000 * (len(path.read_text().splitlines()) + 1))
+    return await import_lines(store, _who(prefix), history.lines)
+
+
+async def _stored(store: MemoryStore, prefix: str) -> list[tuple[str, str]]:
+    return [(t.role, t.text) for t in await store.all_turns(_who(prefix).keys)]
+
+
+T0 = 1_750_000_000_000
+HOUR = 3_600_000
+
+
+def _msg(role: str, content: str, ts: Any = None) -> dict[str, Any]:
+    return {"role": role, "content": content} | ({} if ts is None else {"ts": ts})
+
+
+async def test_reimporting_an_undated_jsonl_adds_nothing(
+    store: MemoryStore, prefix: str, tmp_path: Path
+) -> None:
+    """Lines without ts get new times on every read: a second and third import of the same file
+    still write nothing (they wrote 2 more turns each, matched on the made-up time)."""
+    path = tmp_path / "chat.jsonl"
+    _write_jsonl(path, [_msg("user", "hi"), _msg("assistant", "hello"), _msg("user", "bye")])
+    first = await _import_file(store, prefix, path, T0)
+    assert (first.turns, first.first_seq, first.last_seq) == (3, 1, 3)
+    for run in (1, 2):
+        again = await _import_file(store, prefix, path, T0 + run * HOUR)
+        assert (again.turns, again.first_seq, again.last_seq) == (0, 0, 0)
+    assert await _stored(store, prefix) == [("user", "hi"), ("assistant", "hello"), ("user", "bye")]
+
+
+async def test_a_line_repeated_in_the_file_is_kept_and_not_added_again(
+    store: MemoryStore, prefix: str, tmp_path: Path
+) -> None:
+    """ "ok" twice in the file: both are written the first time (a line is not a duplicate of
+    another line of the same file), and neither is written again."""
+    path = tmp_path / "chat.jsonl"
+    records = [
+        _msg("user", "Can you book it?"),
+        _msg("assistant", "ok"),
+        _msg("user", "And the hotel too?"),
+        _msg("assistant", "ok"),
+    ]
+    _write_jsonl(path, records)
+    first = await _import_file(store, prefix, path, T0)
+    assert first.turns == 4
+    again = await _import_file(store, prefix, path, T0 + HOUR)
+    assert again.turns == 0
+    expected = [(r["role"], r["content"]) for r in records]
+    assert await _stored(store, prefix) == expected
+
+
+async def test_lines_appended_to_the_file_are_added_in_order(
+    store: MemoryStore, prefix: str, tmp_path: Path
+) -> None:
+    """A growing chat log exported again: only the two appended lines are written, after the
+    stored ones and later in time, even the one repeating a stored line ("ok")."""
+    path = tmp_path / "chat.jsonl"
+    records = [_msg("user", "hi"), _msg("assistant", "ok"), _msg("user", "thanks")]
+    _write_jsonl(path, records)
+    assert (await _import_file(store, prefix, path, T0)).turns == 3
+    more = [_msg("assistant", "ok"), _msg("user", "bye")]
+    _append_jsonl(path, more)
+    result = await _import_file(store, prefix, path, T0 + HOUR)
+    assert (result.turns, result.first_seq, result.last_seq) == (2, 4, 5)
+    assert await _stored(store, prefix) == [(r["role"], r["content"]) for r in records + more]
+    stamps = [t.ts_ms for t in await store.all_turns(_who(prefix).keys)]
+    assert stamps == sorted(stamps)
+    assert (await _import_file(store, prefix, path, T0 + 2 * HOUR)).turns == 0
+
+
+async def test_dated_and_undated_lines_reimport_and_append(
+    store: MemoryStore, prefix: str, tmp_path: Path
+) -> None:
+    """A file mixing lines with and without ts (the same text under both): dated lines match on
+    their time, undated ones on role and text; a re-import writes nothing, appended lines of
+    both kinds are written."""
+    path = tmp_path / "chat.jsonl"
+    records = [
+        _msg("user", "hi"),
+        _msg("assistant", "ok", 1_700_000_000),
+        _msg("user", "ok"),
+        _msg("assistant", "ok"),
+        _msg("user", "see you", "2023-11-14T22:15:00Z"),
+        _msg("assistant", "ok"),
+    ]
+    _write_jsonl(path, records)
+    assert (await _import_file(store, prefix, path, T0)).turns == 6
+    assert (await _import_file(store, prefix, path, T0 + HOUR)).turns == 0
+    more = [
+        _msg("assistant", "ok", 1_700_000_500),
+        _msg("assistant", "ok"),
+        _msg("user", "hi"),
+    ]
+    _append_jsonl(path, more)
+    result = await _import_file(store, prefix, path, T0 + 2 * HOUR)
+    assert (result.turns, result.first_seq, result.last_seq) == (3, 7, 9)
+    assert await _stored(store, prefix) == [(r["role"], r["content"]) for r in records + more]
+    assert (await _import_file(store, prefix, path, T0 + 3 * HOUR)).turns == 0
+
+
+async def test_an_undated_line_does_not_take_the_stored_turn_of_a_dated_one(
+    store: MemoryStore, prefix: str
+) -> None:
+    """Each stored turn counts for one line, dated lines first: an undated "ok" put before the
+    stored dated "ok" is new, whatever the order of the lines."""
+    dated = HistoryLine("assistant", "ok", T0)
+    assert (await import_lines(store, _who(prefix), [dated])).turns == 1
+    undated = HistoryLine("assistant", "ok", T0 + HOUR, dated=False)
+    result = await import_lines(store, _who(prefix), [undated, dated])
+    assert result.turns == 1
+    assert [t.ts_ms for t in await store.all_turns(_who(prefix).keys)] == [T0, T0 + HOUR]
+    assert (await import_lines(store, _who(prefix), [undated, dated])).turns == 0
+
+
+def test_undated_jsonl_lines_are_marked_undated(tmp_path: Path) -> None:
+    """load_jsonl marks the lines whose ts it made up (dated=False); LoCoMo-style given times
+    and jsonl ts stay dated."""
+    path = tmp_path / "chat.jsonl"
+    _write_jsonl(
+        path, [_msg("user", "hi"), _msg("assistant", "yo", 1_700_000_000), _msg("user", "x")]
+    )
+    assert [line.dated for line in load_jsonl(path).lines] == [False, True, False]
+
+
+@pytest.fixture
+def cli_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A key prefix of this test only, given to the CLI (:func:`cli_key_prefix`)."""
+    yield from cli_key_prefix(monkeypatch, "timp")
+
+
+@pytest.fixture
+def cli_config(tmp_path: Path, cli_prefix: str) -> Path:
+    """The checkout's config.yaml without its own key prefix and Redis (the test's are used)."""
+    raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    raw["callback_settings"]["memory"].pop("key_prefix", None)
+    raw["callback_settings"]["memory"].pop("redis_url", None)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+@pytest.mark.redis
+def test_cli_import_of_an_undated_jsonl_twice_adds_nothing(
+    cli_config: Path, cli_prefix: str, tmp_path: Path
+) -> None:
+    """The report: `import chat.jsonl --user dan` three times wrote seq 1-3, then 4-5, then 6-7
+    (only the dated line was skipped). Now the second and third runs write nothing."""
+    from litellm_memory_hook.tools import cli
+
+    path = tmp_path / "chat.jsonl"
+    _write_jsonl(
+        path,
+        [_msg("user", "hi"), _msg("assistant", "hello"), _msg("user", "bye", 1_700_000_000)],
+    )
+    args = ["import", str(path), "--user", "dan", "--config", str(cli_config)]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0 and "imported 3 turns (seq 1-3)" in result.output, result.output
+    for _ in range(2):
+        result = CliRunner().invoke(cli.app, args)
+        assert result.exit_code == 0 and "nothing new" in result.output, result.output
+    client = redis.Redis.from_url(real_redis_url())
+    try:
+        turns = list(client.scan_iter(match=f"{cli_prefix}:*:turns", count=1000))
+        assert len(turns) == 1 and client.zcard(turns[0]) == 3
+    finally:
+        client.close()

@@ -41,6 +41,10 @@ class HistoryLine:
         ts_ms: epoch milliseconds (UTC).
         speaker: the speaker's name as written in the source ("" when none).
         line_id: the source's id for the line (LoCoMo ``dia_id``; ``"L<n>"`` for jsonl).
+        dated: whether the source gave the line's time (every LoCoMo line; a jsonl line with
+            ``ts``). ``False`` when the reader made ``ts_ms`` up (a jsonl line without ``ts``):
+            such a time differs from one read of the file to the next, so the importer does not
+            match the line on it.
     """
 
     role: str
@@ -48,6 +52,7 @@ class HistoryLine:
     ts_ms: int
     speaker: str = ""
     line_id: str = ""
+    dated: bool = True
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,9 @@ def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
 
     Lines with a role other than ``user`` / ``assistant`` or without text are skipped. A missing
     ``ts`` continues one second after the previous line; the first line without one starts at
-    ``start_ms`` (default: one second per line before now, so an undated file ends now).
+    ``start_ms`` (default: one second per line before now, so an undated file ends now). Lines
+    without ``ts`` have ``dated=False``: their time depends on when and where in the file they
+    are read.
 
     Raises:
         DatasetError: unreadable file, a line that is not JSON, or a bad timestamp.
@@ -229,6 +236,7 @@ def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
                 ts_ms=last_ms,
                 speaker=str(record.get("name") or ""),
                 line_id=f"L{number}",
+                dated=record.get("ts") is not None,
             )
         )
     return History(sample_id=path.stem, lines=tuple(lines))

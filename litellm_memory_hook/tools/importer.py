@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from redis.exceptions import RedisError
@@ -54,6 +55,50 @@ async def delete_conversation(store: MemoryStore, who: Identity) -> None:
         raise StoreError(f"delete {who.keys.ref}: {exc}") from exc
 
 
+def unstored_turns(
+    lines: Sequence[HistoryLine], stored: Iterable[Turn], *, max_chars: int = 32_000
+) -> list[Turn]:
+    """The turns of ``lines`` that are not stored yet, in the lines' order.
+
+    Matching rule (on the turn as it would be stored: text cut to ``max_chars``, blank lines
+    dropped). Each stored turn accounts for at most one line, so the same turn twice in a file
+    needs two stored turns to count as stored:
+
+    1. Dated lines (the source gave the time: every LoCoMo line, a jsonl line with ``ts``), in
+       file order: a line is stored when a stored turn not yet taken has the same role,
+       timestamp and text; it takes that turn.
+    2. Undated lines (a jsonl line without ``ts``, whose time the reader makes up anew on each
+       read), in file order: a line is stored when a stored turn not taken in step 1 or by an
+       earlier undated line has the same role and text, whatever its timestamp; it takes that
+       turn. So the first *n* undated lines with a given role and text count as stored, *n* being
+       how many such turns are left: a file holding "ok" twice writes both on the first import
+       and neither on the second, and a third "ok" appended to the file later is written.
+
+    Dated lines go first so that an undated line never takes the stored turn of a dated one.
+    Re-importing a file, or the same file with lines appended (a growing chat log exported
+    again), therefore writes only the lines not stored yet, and an import that failed part-way
+    writes the rest. Limit: an undated line also counts as stored when a turn with the same role
+    and text reached the conversation some other way (a chat through the proxy, another file).
+    """
+    exact = Counter((t.role, t.ts_ms, t.text) for t in stored)
+    loose = Counter((role, text) for role, _, text in exact.elements())
+    candidates = [
+        (line.dated, turn) for line in lines if (turn := line_to_turn(line, max_chars)) is not None
+    ]
+    known = [False] * len(candidates)
+    for i, (dated, turn) in enumerate(candidates):
+        key = (turn.role, turn.ts_ms, turn.text)
+        if dated and exact[key] > 0:
+            exact[key] -= 1
+            loose[turn.role, turn.text] -= 1
+            known[i] = True
+    for i, (dated, turn) in enumerate(candidates):
+        if not dated and loose[turn.role, turn.text] > 0:
+            loose[turn.role, turn.text] -= 1
+            known[i] = True
+    return [turn for (_, turn), done in zip(candidates, known, strict=True) if not done]
+
+
 async def import_lines(
     store: MemoryStore, who: Identity, lines: Sequence[HistoryLine], *, max_chars: int = 32_000
 ) -> ImportResult:
@@ -62,19 +107,16 @@ async def import_lines(
     The caller schedules extraction over the imported lines (:func:`schedule_import`): the
     worker works through the backlog in jobs of ``extraction_lines_chars`` each.
 
-    Lines already stored (same role, timestamp and text) are skipped, so importing a file again
-    into the same conversation writes only its new lines, and an import that failed part-way
-    resumes where it stopped. ``turns`` of the result counts the turns this call wrote.
+    Lines already stored are skipped (matched as :func:`unstored_turns` says: dated lines on
+    role, timestamp and text; undated ones on role and text, each stored turn counting once), so
+    importing a file again into the same conversation, or the same file with lines appended,
+    writes only its new lines, after the stored ones; an import that failed part-way resumes
+    where it stopped. ``turns`` of the result counts the turns this call wrote.
 
     Raises:
         StoreError: Redis failed (lines before the failing batch stay written).
     """
-    stored = {(t.role, t.ts_ms, t.text) for t in await store.all_turns(who.keys)}
-    turns = [
-        t
-        for t in (line_to_turn(line, max_chars) for line in lines)
-        if t is not None and (t.role, t.ts_ms, t.text) not in stored
-    ]
+    turns = unstored_turns(lines, await store.all_turns(who.keys), max_chars=max_chars)
     first = last = written = 0
     meta = {**who.meta_fields(), "created_ms": str(now_ms())}
     state, _ = await store.load(who.keys, who.memory, tail=1)
