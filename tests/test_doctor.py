@@ -219,3 +219,49 @@ def test_persistence_and_policy_rules() -> None:
         {"maxmemory_policy": "noeviction", "maxmemory": 0, "used_memory_human": "1M"}
     )
     assert ok.status == "ok" and "no limit" in ok.detail
+
+
+def test_doctor_fails_a_memory_block_that_would_be_ignored(tmp_path: Path) -> None:
+    """A misspelt ``memory`` key on an alias or under callback_settings, and a bad key inside
+    an alias's memory block, are failures (the proxy would start and run without memory on that
+    alias, dropping its system_prompt: a fresh-user test saw ``enabeld: true`` do that); an
+    extraction_model that is no model_name of the config is a warning. serve refuses the
+    failures (config_failures)."""
+    import yaml
+
+    from litellm_memory_hook.tools.cli_ops import config_failures
+    from litellm_memory_hook.tools.proxyconfig import ProxyConfig
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    demo = next(e for e in raw["model_list"] if (e.get("model_info") or {}).get("memory"))
+    base = demo["model_info"]["memory"]
+    cases = {
+        "alias key": ({"memroy": base}, None),
+        "alias block": ({"memory": {**base, "enabeld": True}}, None),
+        "settings key": (None, "memroy"),
+    }
+    for label, (info, settings_key) in cases.items():
+        changed = yaml.safe_load(yaml.safe_dump(raw))
+        entry = next(e for e in changed["model_list"] if e["model_name"] == demo["model_name"])
+        if info is not None:
+            entry["model_info"] = info
+        if settings_key is not None:
+            changed["callback_settings"] = {settings_key: changed["callback_settings"]["memory"]}
+        path = tmp_path / f"{label.replace(' ', '-')}.yaml"
+        path.write_text(yaml.safe_dump(changed), encoding="utf-8")
+        result = CliRunner().invoke(cli.app, ["doctor", "--json", "--config", str(path)])
+        checks = json.loads(result.stdout)
+        failing = [c for c in checks if c["status"] == "fail"]
+        assert result.exit_code == 1 and failing, (label, checks)
+        assert config_failures(ProxyConfig.load(path)), label
+    changed = yaml.safe_load(yaml.safe_dump(raw))
+    entry = next(e for e in changed["model_list"] if e["model_name"] == demo["model_name"])
+    entry["model_info"]["memory"]["extraction_model"] = "nosuchalias"
+    path = tmp_path / "extraction.yaml"
+    path.write_text(yaml.safe_dump(changed), encoding="utf-8")
+    checks = json.loads(
+        CliRunner().invoke(cli.app, ["doctor", "--json", "--config", str(path)]).stdout
+    )
+    assert any(c["status"] == "warn" and "'nosuchalias'" in c["detail"] for c in checks), checks
+    assert config_failures(ProxyConfig.load(path)) == []
+    assert config_failures(ProxyConfig.load(REPO / "config.yaml")) == []

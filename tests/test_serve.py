@@ -21,6 +21,7 @@ import httpx
 import psutil
 import pytest
 import redis
+import yaml
 
 from litellm_memory_hook.store.embedded import (
     DataDirBusyError,
@@ -146,6 +147,32 @@ def _serve(config: Path, folder: Path, port: int, standin: int, log: Path) -> li
         "--data-dir",
         str(folder),
     ]
+
+
+def test_serve_refuses_a_memory_block_it_would_ignore(
+    config: tuple[Path, int], tmp_path: Path
+) -> None:
+    """An alias whose memory block has a misspelt key would start and then run without memory
+    (and without its system_prompt) on every request: serve exits 2 naming the alias and the
+    key, and starts nothing."""
+    path, standin = config
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    demo = next(e for e in raw["model_list"] if (e.get("model_info") or {}).get("memory"))
+    demo["model_info"]["memory"]["enabeld"] = True
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    done = subprocess.run(
+        _serve(path, tmp_path / "data", free_port(), standin, tmp_path / "log"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert f"alias {demo['model_name']}" in output and "enabeld" in output, output
+    assert "proxy with memory" not in output and "Traceback" not in output
+    assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.parametrize("taken", ["proxy", "stand-in"])

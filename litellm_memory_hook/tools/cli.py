@@ -100,17 +100,22 @@ def serve(
 ) -> None:
     """Run the LiteLLM proxy with memory (an embedded Redis when no Redis URL is configured).
 
-    Refuses to start when a port is taken or another serve uses the same --data-dir.
+    Refuses to start when a port is taken, another serve uses the same --data-dir, or an
+    alias's memory block is broken or misspelt (it would run without memory).
 
     Example: litellm-memory serve --config config.yaml --port 4000
     """
     from litellm_memory_hook.store.embedded import EmbeddedRedisError, ServeLock, start_embedded
-    from litellm_memory_hook.tools.cli_ops import fail, load_config
+    from litellm_memory_hook.tools.cli_ops import config_failures, fail, load_config
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    proxy_settings = load_config(config).settings
+    loaded = load_config(config)
+    faults = config_failures(loaded)
+    if faults:
+        raise fail(f"{config}: " + "; ".join(faults) + " (see litellm-memory doctor)")
+    proxy_settings = loaded.settings
     busy = processes.busy_port_message(
         [("proxy", host, port, "--port"), ("stand-in", "127.0.0.1", standin_port, "--standin-port")]
     )

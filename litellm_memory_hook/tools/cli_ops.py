@@ -20,6 +20,7 @@ non-zero code (2 for a problem the command recognised, 1 for anything else); ``-
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib.metadata
 import json
 import os
@@ -649,17 +650,52 @@ def redis_checks(url: str, *, cluster_setting: bool, timeout_s: float = 3.0) -> 
     return checks
 
 
+def _misspelt_memory(block: object) -> str | None:
+    """A key of ``block`` that looks like a misspelt ``memory`` (``memroy``, ``Memory``), if
+    ``memory`` itself is not there: its block would be silently ignored."""
+    if not isinstance(block, dict) or "memory" in block:
+        return None
+    close = difflib.get_close_matches("memory", [str(k).lower() for k in block], n=1, cutoff=0.7)
+    if not close:
+        return None
+    return next(str(k) for k in block if str(k).lower() == close[0])
+
+
 def _alias_checks(config: ProxyConfig) -> tuple[list[Check], list[int]]:
-    """The memory-enabled aliases, and the local ports their api_base names (stand-ins)."""
+    """The memory-enabled aliases, and the local ports their api_base names (stand-ins).
+
+    A failing check (``fail``) is a configuration that would start and then run without memory
+    on every request of an alias (a bad ``model_info.memory`` block, a misspelt ``memory``
+    key); :func:`config_failures` makes ``serve`` refuse it.
+    """
     enabled: list[str] = []
     ports: list[int] = []
     problems: list[Check] = []
-    for entry in config.raw.get("model_list") or ():
-        if not isinstance(entry, dict):
-            continue
+    entries = [e for e in config.raw.get("model_list") or () if isinstance(e, dict)]
+    names = {str(e.get("model_name")) for e in entries}
+    misspelt = _misspelt_memory(config.raw.get("callback_settings"))
+    if misspelt is not None:
+        problems.append(
+            Check(
+                "callback_settings",
+                "fail",
+                f"{misspelt!r} is not 'memory': the memory settings would be ignored",
+            )
+        )
+    for entry in entries:
         name = str(entry.get("model_name"))
+        info = entry.get("model_info") or {}
+        misspelt = _misspelt_memory(info)
+        if misspelt is not None:
+            problems.append(
+                Check(
+                    f"alias {name}",
+                    "fail",
+                    f"model_info.{misspelt} is not 'memory': the alias would run without it",
+                )
+            )
         try:
-            alias = parse_alias_config(entry.get("model_info") or {})
+            alias = parse_alias_config(info)
         except MemoryHookError as exc:
             problems.append(Check(f"alias {name}", "fail", str(exc)))
             continue
@@ -670,6 +706,17 @@ def _alias_checks(config: ProxyConfig) -> tuple[list[Check], list[int]]:
         if alias is not None:
             scope = f"namespace {alias.namespace or name}, scope {alias.memory_scope}"
             enabled.append(f"{name} ({scope})")
+            wanted = alias.extraction_model
+            own_proxy = "extraction_base_url" not in config.settings.model_fields_set
+            if wanted and wanted not in names and own_proxy:
+                problems.append(
+                    Check(
+                        f"alias {name}",
+                        "warn",
+                        f"extraction_model {wanted!r} is not a model_name of this config: "
+                        "its extraction jobs would fail",
+                    )
+                )
     if enabled:
         detail = f"{len(enabled)}: " + "; ".join(enabled)
         return [Check("memory aliases", "ok", detail), *problems], sorted(set(ports))
@@ -695,6 +742,14 @@ def _port_check(name: str, host: str, port: int, probe: str) -> Check:
     if answering:
         return Check(name, "info", f"{host}:{port} in use; it answers {probe} (already running?)")
     return Check(name, "warn", f"{host}:{port} {reason} by another program: serve would refuse")
+
+
+def config_failures(config: ProxyConfig) -> list[str]:
+    """The configuration faults that would leave an alias without memory once started (the
+    failing checks of :func:`_alias_checks`), one line each; ``serve`` refuses to start on
+    any."""
+    checks, _ = _alias_checks(config)
+    return [f"{c.name}: {c.detail}" for c in checks if c.status == "fail"]
 
 
 def doctor_checks(config_path: Path, data_dir: Path, host: str, port: int) -> list[Check]:
