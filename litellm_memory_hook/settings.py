@@ -265,8 +265,23 @@ class AliasMemoryConfig(BaseModel):
     extraction_wording: ExtractionWording | None = None
 
 
+def shadowed_env(callback_settings: dict[str, Any] | None) -> list[str]:
+    """The ``LITELLM_MEMORY_<NAME>`` variables set in the environment for a key that
+    ``callback_settings['memory']`` also sets: the file wins, so they do nothing."""
+    section = (callback_settings or {}).get("memory") or {}
+    if not isinstance(section, dict):
+        return []
+    present = {k.upper() for k in os.environ}
+    names = (f"{ENV_PREFIX}{key}".upper() for key in section)
+    return sorted(name for name in names if name in present)
+
+
 def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySettings:
     """Build the global settings from ``callback_settings['memory']`` and the environment.
+
+    A key set in the file wins over its ``LITELLM_MEMORY_<NAME>`` variable
+    (:func:`shadowed_env` lists such variables; ``doctor`` warns about them); the environment
+    fills the keys the file leaves out.
 
     Raises:
         ConfigError: unknown keys (in the section or as ``LITELLM_MEMORY_*`` environment
@@ -284,7 +299,8 @@ def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySett
     try:
         return MemorySettings(**section)
     except ValidationError as exc:
-        raise ConfigError(f"invalid callback_settings.memory: {exc}") from exc
+        sources = "callback_settings.memory, LITELLM_MEMORY_* variables"
+        raise ConfigError(f"invalid memory settings ({sources}): {exc}") from exc
 
 
 def parse_alias_config(model_info: dict[str, Any] | None) -> AliasMemoryConfig | None:

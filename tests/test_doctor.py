@@ -265,3 +265,23 @@ def test_doctor_fails_a_memory_block_that_would_be_ignored(tmp_path: Path) -> No
     assert any(c["status"] == "warn" and "'nosuchalias'" in c["detail"] for c in checks), checks
     assert config_failures(ProxyConfig.load(path)) == []
     assert config_failures(ProxyConfig.load(REPO / "config.yaml")) == []
+
+
+def test_doctor_names_environment_variables_the_file_overrides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A LITELLM_MEMORY_<NAME> variable for a key config.yaml also sets does nothing (the file
+    wins): doctor warns and names it (a fresh-user test set LITELLM_MEMORY_KEY_PREFIX and saw no
+    effect); a variable for a key the file leaves out is used and not named."""
+    from litellm_memory_hook.settings import load_settings, shadowed_env
+
+    monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", "zzmine")
+    monkeypatch.setenv("LITELLM_MEMORY_RECALL_K", "6")
+    _, by_name, _ = doctor()
+    assert by_name["environment"]["status"] == "warn"
+    assert "LITELLM_MEMORY_KEY_PREFIX ignored" in by_name["environment"]["detail"]
+    assert "RECALL_K" not in by_name["environment"]["detail"]
+    section = {"memory": {"key_prefix": "mem"}}
+    assert shadowed_env(section) == ["LITELLM_MEMORY_KEY_PREFIX"]
+    settings = load_settings(section)
+    assert (settings.key_prefix, settings.recall_k) == ("mem", 6)

@@ -57,7 +57,12 @@ from litellm_memory_hook.memory_api import (
     MemoryTarget,
     resolve_target,
 )
-from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings, parse_alias_config
+from litellm_memory_hook.settings import (
+    AliasMemoryConfig,
+    MemorySettings,
+    parse_alias_config,
+    shadowed_env,
+)
 from litellm_memory_hook.store.redis_store import AppendResult, MemoryStore
 from litellm_memory_hook.tools.cli_common import MASTER_TENANT, ConfigOption, DataDirOption
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
@@ -767,6 +772,16 @@ def doctor_checks(config_path: Path, data_dir: Path, host: str, port: int) -> li
     if config is not None:
         alias_checks, ports = _alias_checks(config)
         checks.extend(alias_checks)
+        shadowed = shadowed_env(config.raw.get("callback_settings"))
+        if shadowed:
+            checks.append(
+                Check(
+                    "environment",
+                    "warn",
+                    f"{', '.join(shadowed)} ignored: {config_path} sets the same key(s), and the "
+                    "file wins",
+                )
+            )
     try:
         installed = importlib.metadata.version("litellm")
     except importlib.metadata.PackageNotFoundError:
