@@ -273,6 +273,30 @@ async def test_unusable_replies_keep_what_was_stored(
     assert await any_redis.zcard(due_key(prefix)) == 1  # the next message schedules it again
 
 
+async def test_a_failed_model_call_runs_again_a_minute_later(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A model call that fails (connection refused, timeout: the model may answer later)
+    counts as failed and keeps the conversation due CALL_RETRY_MS later, where an unusable
+    reply waits for the next message (a fresh-user test saw a dead model endpoint drop the job
+    until the 600 s sweep); the retry then commits."""
+    from litellm_memory_hook.extraction.worker import CALL_RETRY_MS
+
+    hook = make_hook(any_redis, prefix)
+    await _talk(hook, 1, memory_flush=True)
+    before = int(time.time() * 1000)
+    [outcome] = await _worker(any_redis, prefix, ScriptedModel([])).run_due()
+    assert (outcome.status, outcome.call_failed) == ("failed", True)
+    due = await any_redis.zscore(due_key(prefix), _keys(prefix).ref)
+    assert due is not None and before + CALL_RETRY_MS <= due <= before + CALL_RETRY_MS + 5000
+    stats = await any_redis.hgetall(stats_key(prefix))
+    assert int(stats[b"jobs_failed"]) == 1
+    await any_redis.zadd(due_key(prefix), {_keys(prefix).ref: 0})  # the minute has passed
+    [outcome] = await _worker(any_redis, prefix, ScriptedModel([_reply(["Has a cat."])])).run_due()
+    assert outcome.status == "committed"
+    assert await _memories(any_redis, prefix) == ["Has a cat."]
+
+
 async def test_a_job_without_a_user_is_dropped(any_redis: aioredis.Redis, prefix: str) -> None:
     """C17: a due entry whose conversation has no stored user (or that expired) is dropped and
     logged; a malformed entry too; the due set does not keep them."""

@@ -64,6 +64,9 @@ logger = logging.getLogger("litellm_memory_hook")
 
 #: a job that finds a batched write under way runs again this much later (ms).
 DEFER_MS = 1000
+#: a job whose model call failed (connection refused, timeout, an error answer: the model may
+#: answer later) runs again this much later (ms); an unusable reply waits for the next message.
+CALL_RETRY_MS = 60_000
 
 #: most stored turns one job reads past the cursor (the character budget usually ends it first).
 MAX_TURNS_PER_JOB = 400
@@ -77,7 +80,7 @@ def _now_ms() -> int:
 class JobOutcome:
     """What one job did: ``status`` is ``committed``, ``nothing_new``, ``busy`` (another worker
     holds the lease), ``deferred`` (a batched write is under way: runs again in ``DEFER_MS``),
-    ``failed`` (the model's reply was unusable twice, or the call failed),
+    ``failed`` (the model's reply was unusable twice, or the call failed: ``call_failed``),
     ``conflict`` (lost the compare-and-set twice) or ``discarded`` (expired conversation, no
     user, unknown alias or extraction off)."""
 
@@ -85,6 +88,8 @@ class JobOutcome:
     added: int = 0
     deleted: int = 0
     more: bool = False
+    #: a failed job whose model call failed: it runs again in ``CALL_RETRY_MS``
+    call_failed: bool = False
 
 
 def plan_commit(
@@ -252,6 +257,8 @@ class ExtractionWorker:
             again = _now_ms() + lease_ms // 4
         if outcome.status == "deferred":
             again = _now_ms() + DEFER_MS
+        if outcome.call_failed:
+            again = _now_ms() + CALL_RETRY_MS
         await self.queue.finish(keys, self.worker_id, claim, again_ms=again)
         return outcome
 
@@ -334,16 +341,20 @@ class ExtractionWorker:
         shown = [m for m in state.memories if m.text.strip() in shown_texts]
         others = [m for m in state.memories if m.text.strip() not in shown_texts]
         summary = meta.get("summary", "")
-        result = await self._ask(
-            alias_name,
-            alias,
-            [m.text for m in shown],
-            [p.text for p in state.pinned],
-            summary,
-            batch,
-            state,
-            speaker_names=(meta.get("user", "user"),),
-        )
+        try:
+            result = await self._ask(
+                alias_name,
+                alias,
+                [m.text for m in shown],
+                [p.text for p in state.pinned],
+                summary,
+                batch,
+                state,
+                speaker_names=(meta.get("user", "user"),),
+            )
+        except ExtractionError as exc:
+            logger.warning("memory worker: extraction call failed: %s", exc)
+            return JobOutcome("failed", call_failed=True)
         if result is None:
             return JobOutcome("failed")
         more = last_seq > through
@@ -385,7 +396,12 @@ class ExtractionWorker:
         state: MemorySetState,
         speaker_names: Sequence[str],
     ) -> ExtractionResult | None:
-        """Call the model (one retry on an unusable reply); ``None`` when it failed."""
+        """Call the model (one retry on an unusable reply); ``None`` when the reply was
+        unusable twice.
+
+        Raises:
+            ExtractionError: the call itself failed.
+        """
         del speaker_names
         lines = [
             ExtractionLine(ts_ms=t.ts_ms, speaker=t.name or t.role, text=t.text) for t in batch
@@ -401,13 +417,9 @@ class ExtractionWorker:
         model = alias.extraction_model or alias_name
         settings = self.settings
         for attempt in range(2):
-            try:
-                reply = await self.model.complete(
-                    model, messages, json_mode=True, timeout_s=settings.extraction_timeout_s
-                )
-            except ExtractionError as exc:
-                logger.warning("memory worker: extraction call failed: %s", exc)
-                return None
+            reply = await self.model.complete(
+                model, messages, json_mode=True, timeout_s=settings.extraction_timeout_s
+            )
             await self.queue.count(
                 tokens_prompt=reply.prompt_tokens, tokens_completion=reply.completion_tokens
             )
