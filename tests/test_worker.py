@@ -8,11 +8,14 @@ stored, the due set that never grows without bound, and the sweep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from litellm_memory_hook.core.escape import escape_data
@@ -386,3 +389,23 @@ async def test_a_worker_stopped_mid_job_leaves_the_job_due(
     assert not await any_redis.exists(_keys(prefix).lease)
     outcomes = await _worker(any_redis, prefix, ScriptedModel([_reply(["Next."])])).run_due()
     assert [o.status for o in outcomes] == ["committed"]
+
+
+async def test_an_unreachable_redis_is_logged_once_not_every_poll(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While Redis is unreachable the polling worker logs one warning line (no traceback), not
+    one traceback per poll (a fresh-user test saw ten in a 10 s outage)."""
+    dead = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.1)
+    worker = _worker(dead, "unreach", ScriptedModel([]), extraction_poll_s=0.05)
+    caplog.set_level(logging.WARNING, logger="litellm_memory_hook")
+    task = asyncio.create_task(worker.run_forever())
+    await asyncio.sleep(0.6)
+    await worker.stop()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await dead.aclose()
+    lines = [r for r in caplog.records if "polling failed" in r.getMessage()]
+    assert len(lines) == 1 and "Redis unreachable" in lines[0].getMessage(), lines
+    assert all(r.exc_info is None for r in caplog.records)

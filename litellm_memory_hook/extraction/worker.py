@@ -201,7 +201,10 @@ class ExtractionWorker:
             task.cancel()
 
     async def run_forever(self) -> None:
-        """Poll the due set until :meth:`stop`; errors are logged, never raised."""
+        """Poll the due set until :meth:`stop`; errors are logged, never raised. While Redis
+        is unreachable one line is logged when polling starts failing and one when it works
+        again (a poll every ``extraction_poll_s`` would log a traceback each time)."""
+        redis_down = False
         while not self._stopping:
             try:
                 await self.run_due()
@@ -210,6 +213,13 @@ class ExtractionWorker:
                 ):
                     self._last_sweep = time.monotonic()
                     await self.sweep()
+                if redis_down:
+                    redis_down = False
+                    logger.warning("memory worker: Redis answers again; polling resumed")
+            except (StoreError, RedisError) as exc:
+                if not redis_down:
+                    redis_down = True
+                    logger.warning("memory worker: polling failed, Redis unreachable: %s", exc)
             except Exception:
                 logger.exception("memory worker: polling failed")
             self._wake.clear()
