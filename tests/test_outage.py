@@ -19,7 +19,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys
 
@@ -101,7 +101,9 @@ async def test_turns_answered_during_an_outage_are_written_when_redis_is_back(
     await _turn(hook, "before", "b0")
     server.stop()
     for i in range(3):
-        await _turn(hook, f"during {i}", f"d{i}")
+        data = await _turn(hook, f"during {i}", f"d{i}")
+        # the time the request spent in the hook, the failed try included (was 0.0 offline)
+        assert data["metadata"][METADATA_KEY]["hook_ms"] > 0.0
     assert len(hook.buffer) >= 1
     server.start()
     back = time.monotonic()

@@ -509,7 +509,9 @@ class MemoryHook(CustomLogger):
         if self._breaker_open():
             self.counters["breaker_passthrough"] += 1
             log_event("fail_open", logging.INFO, reason="breaker", model=str(data.get("model")))
-            self._offline(data, metadata, who, options, call_id, mode, rules, controls.flush, alias)
+            self._offline(
+                data, metadata, who, options, call_id, mode, rules, controls.flush, alias, started
+            )
             return
         try:
             prepared = await prepare(
@@ -519,7 +521,9 @@ class MemoryHook(CustomLogger):
             self._trip_breaker()
             self.counters["precall_errors"] += 1
             logger.warning("memory hook: Redis failed in pre-call; this turn waits in the buffer")
-            self._offline(data, metadata, who, options, call_id, mode, rules, controls.flush, alias)
+            self._offline(
+                data, metadata, who, options, call_id, mode, rules, controls.flush, alias, started
+            )
             return
         except Exception:
             data["messages"] = with_rules(data.get("messages"), rules)
@@ -547,6 +551,7 @@ class MemoryHook(CustomLogger):
         rules: str,
         flush: bool,
         alias: AliasMemoryConfig,
+        started: float,
     ) -> None:
         """Redis is down: the request goes on with the client's messages and the alias's rules,
         and its turn is still recorded for the post-call hooks, which queue it in the outage
@@ -564,7 +569,8 @@ class MemoryHook(CustomLogger):
         if plan is None:
             return
         prepared = PreparedRequest(messages=list(data["messages"]), plan=plan, cursor=0)
-        self._record(metadata, who, prepared, mode, 0.0, flush, alias.extraction)
+        elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
+        self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
 
     def _record(
         self,
