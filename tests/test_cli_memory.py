@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 import yaml
@@ -255,6 +256,19 @@ def test_worker_once_extracts_with_the_standin(
         assert json.loads(out)["counters"]["jobs_committed"] == 1
         code, out = run(config, "worker", "--once")
         assert code == 0 and "nothing due" in out, out
+        # a job whose model call fails (503s, more than the client retries): exit 1, so cron
+        # and scripts see it
+        httpx.post(
+            f"http://127.0.0.1:{port}/_standin/extraction_replies",
+            json=[{"content": "down", "status": 503}] * 6,
+            timeout=10,
+        ).raise_for_status()
+        more = tmp_path / "more.jsonl"
+        more.write_text(json.dumps({"role": "user", "content": "I moved to Pune."}) + "\n")
+        assert run(config, "import", str(more), "--user", "alice")[0] == 0
+        run(config, "memories", "flush", "--user", "alice")
+        code, out = run(config, "worker", "--once")
+        assert code == 1 and "failed" in out, out
     finally:
         stop(standin)
 

@@ -468,7 +468,8 @@ def worker_command(
     Example: litellm-memory worker --config config.yaml   (cron: litellm-memory worker --once)
     \f
     Raises:
-        typer.Exit: code 2 for a bad config, extraction off, no API key, or Redis failing.
+        typer.Exit: code 2 for a bad config, extraction off, no API key, or Redis failing;
+            with --once, code 1 when a job failed (its table row says how many).
     """
     from litellm_memory_hook.extraction.client import OpenAIModel
     from litellm_memory_hook.extraction.worker import ExtractionWorker, JobOutcome
@@ -528,6 +529,9 @@ def worker_command(
             str(sum(1 for o in mine if o.more)),
         )
     console.print(table)
+    if by_status.get("failed"):
+        # cron and scripts see it: the model could not be called, or answered unusably
+        raise typer.Exit(1)
 
 
 async def _serve_until_signal(worker: Any, base_url: str) -> None:
