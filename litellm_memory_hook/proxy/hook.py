@@ -87,13 +87,15 @@ METADATA_KEY = "litellm_memory"
 DEBUG_HEADER = "x-memory-debug"
 _ALIAS_CACHE_S = 30.0
 
-#: a pooled connection that Redis closed (a restart, an idle timeout: case D09) is replaced and
-#: the command sent once more before anything counts as a failure; a real outage still fails
-#: (and opens the breaker) after that one retry. Writes are idempotent on the call id, so a
-#: retried script never stores a turn twice.
 #: while the breaker is open, one request tries Redis this often (seconds).
 BREAKER_PROBE_S = 0.5
 
+#: a pooled connection that Redis closed (a restart, an idle timeout: case D09) is replaced and
+#: the command sent once more before anything counts as a failure; a real outage still fails
+#: (and opens the breaker) after that one retry. Writes are idempotent on the call id, so a
+#: retried script never stores a turn twice. A timeout is retried too (redis-py's default): a
+#: connection a NAT or firewall dropped silently answers nothing rather than a reset, and only a
+#: fresh one mends it; the price is that a frozen Redis holds a request 2 x redis_timeout_s.
 RECONNECT_OPTIONS: dict[str, Any] = {
     "retry": Retry(NoBackoff(), 1),
     "retry_on_error": [RedisConnectionError],
