@@ -613,8 +613,9 @@ def _shape(lists: Sequence[list[dict[str, Any]]]) -> dict[str, float]:
 
 
 def _rounds(requests: int, clients: int) -> int:
-    """Rounds per number of clients: at least 2 (both orders), each round at least ~2 requests
-    per client, at most :data:`MAX_ROUNDS`."""
+    """Rounds per number of clients: at least 2 (on and off each lead once; the context side
+    leads from the third round), each round at least ~2 requests per client, at most
+    :data:`MAX_ROUNDS`."""
     return max(2, min(MAX_ROUNDS, requests // max(2 * clients, 10)))
 
 
