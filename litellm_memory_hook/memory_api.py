@@ -487,7 +487,7 @@ class MemoryAPI:
                 mistyped conversation or user id would otherwise be "due" and never change).
             StoreError: Redis failed.
         """
-        if not await transfer.has_data(self.redis, (target.conversation.turns,)):
+        if not await self._has(target.conversation.turns):
             raise MemoryNotFoundError(
                 f"no conversation {target.conversation.conversation!r} for user "
                 f"{target.user!r}: nothing to extract"
@@ -507,15 +507,15 @@ class MemoryAPI:
         user = target.conversation.user_keys
         if not whole_user:
             keys = target.conversation
-            existed = await transfer.has_data(self.redis, (keys.meta, keys.turns))
-            own_set = await transfer.has_data(self.redis, user.memory_set(keys.index_member).all())
+            existed = await self._has(keys.meta, keys.turns)
+            own_set = await self._has(*user.memory_set(keys.index_member).all())
             deleted = await transfer.delete_conversation(self.redis, keys)
             return ForgetResult(deleted, int(existed), int(own_set))
         members = await transfer.index_members(self.redis, user)
         conversations = sum(1 for m in members if m.startswith("c:"))
         memory_sets = 0
         for member in members:
-            memory_sets += await transfer.has_data(self.redis, user.memory_set(member).all())
+            memory_sets += await self._has(*user.memory_set(member).all())
         deleted = await MemoryStore.for_settings(self.redis, self.settings).forget_user(user)
         await transfer.drop_due_refs(self.redis, user)
         return ForgetResult(deleted, conversations, memory_sets)
