@@ -80,7 +80,7 @@ def derived_config(
 
     Args:
         standin_port: every alias with an ``api_base`` (also in ``extra_models``) points at the
-            stand-in on this port.
+            stand-in on this port (``/v1``; the root for an ``anthropic/`` model).
         prefix: the hook's ``key_prefix``.
         extra_models: aliases added to ``model_list``.
         extra: top-level sections that replace the package's (e.g. ``router_settings``).
@@ -92,7 +92,9 @@ def derived_config(
     for entry in config["model_list"]:
         params = entry["litellm_params"]
         if "api_base" in params:
-            params["api_base"] = f"http://127.0.0.1:{standin_port}/v1"
+            # an anthropic/ model's base is the root: LiteLLM adds /v1/messages itself
+            root = str(params.get("model", "")).startswith("anthropic/")
+            params["api_base"] = f"http://127.0.0.1:{standin_port}" + ("" if root else "/v1")
     config["callback_settings"]["memory"]["key_prefix"] = prefix
     config.update(extra or {})
     config["callback_settings"]["memory"].update(memory or {})

@@ -62,6 +62,11 @@ EXTRA_MODELS = [
         "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
     },
     {
+        "model_name": "claude",
+        "litellm_params": {"model": "anthropic/claude-standin", "api_base": "BASE", "api_key": "x"},
+        "model_info": {"memory": {"enabled": True, "recent_messages": 4}},
+    },
+    {
         "model_name": "big",
         "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
         "model_info": {"memory": {"enabled": True, "namespace": "shared"}},
@@ -513,3 +518,42 @@ def test_a_memory_api_body_that_is_not_a_json_object_is_a_422(
     )
     assert answer.status_code == 422, answer.text
     assert problem in answer.text
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_trimmed_window_passes_anthropics_first_message_rule(
+    stack: Stack, streaming: bool
+) -> None:
+    """mckaywrigley/chatbot-ui#1656: through LiteLLM's Anthropic provider to the stand-in's
+    Messages route, which answers 400 as Anthropic does when the first message is not the
+    user's. With a 4-message window, the fourth request's budget cuts between a question and
+    its reply: the reply goes too, and every request is answered and stored."""
+    user = _user()
+    stack.reset()
+    for number in range(1, 6):
+        text = f"Question number {number}?"
+        if streaming:
+            chunks = stack.client.chat.completions.create(
+                model="claude", user=user, stream=True, messages=[{"role": "user", "content": text}]
+            )
+            reply = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        else:
+            answer = stack.client.chat.completions.create(
+                model="claude", user=user, messages=[{"role": "user", "content": text}]
+            )
+            reply = answer.choices[0].message.content or ""
+        assert reply == f"Noted: {text}"
+    body = stack.chat_calls()[-1]
+    assert isinstance(body.get("system"), str | list)  # the memory block went to Anthropic's system
+    assert [(m["role"], _block_text(m["content"])) for m in body["messages"]] == [
+        ("user", "Question number 4?"),
+        ("assistant", "Noted: Question number 4?"),
+        ("user", "Question number 5?"),
+    ]
+    assert len(stack.turns(user, "claude")) == 10
+
+
+def _block_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content if isinstance(block, dict))

@@ -320,3 +320,67 @@ def test_create_app_rejects_bad_modes(tmp_path: Path) -> None:
         create_app(mode="smart")
     with pytest.raises(ValueError, match="oracle"):
         create_app(mode="oracle")
+
+
+@pytest.mark.parametrize(
+    ("messages", "problem"),
+    [
+        ([], "messages: at least one message is required"),
+        ([{"role": "assistant", "content": "hi"}], 'first message must use the "user" role'),
+        ([{"role": "system", "content": "x"}], "messages.0.role: Input should be"),
+        ([{"role": "user", "content": [{"type": "text", "text": ""}]}], "must be non-empty"),
+        ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}], "non-empty"),
+    ],
+)
+def test_messages_route_answers_anthropics_400s(
+    client: TestClient, messages: list[dict[str, Any]], problem: str
+) -> None:
+    """The Messages route refuses what Anthropic refuses, in Anthropic's error shape."""
+    answer = client.post("/v1/messages", json={"model": "m", "max_tokens": 9, "messages": messages})
+    assert answer.status_code == 400
+    body = answer.json()
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert problem in body["error"]["message"]
+
+
+def test_messages_route_answers_and_streams_in_anthropics_shape(client: TestClient) -> None:
+    """A valid conversation is answered "Noted: <last user text>", whole and as events."""
+    body = {
+        "model": "claude-standin",
+        "max_tokens": 64,
+        "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+            {"role": "user", "content": [{"type": "text", "text": "my cat is Miso"}]},
+        ],
+    }
+    answer = client.post("/v1/messages", json=body).json()
+    assert answer["type"] == "message" and answer["role"] == "assistant"
+    assert answer["content"] == [{"type": "text", "text": "Noted: my cat is Miso"}]
+    assert answer["stop_reason"] == "end_turn" and answer["usage"]["output_tokens"] >= 1
+    with client.stream("POST", "/v1/messages", json={**body, "stream": True}) as stream:
+        lines = [line for line in stream.iter_lines() if line.startswith("data: ")]
+    events = [json.loads(line.removeprefix("data: ")) for line in lines]
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["message_start", "content_block_start"]
+    assert kinds[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    text = "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta")
+    assert text == "Noted: my cat is Miso"
+    assert client.get("/_standin/requests").json()[-1]["system"] == body["system"]
+
+
+def test_messages_route_recognises_extraction_calls(client: TestClient) -> None:
+    """An extraction job's call through an anthropic/ model: the marker is in ``system``."""
+    body = {
+        "model": "m",
+        "max_tokens": 512,
+        "system": SYSTEM["content"],
+        "messages": [
+            {"role": "user", "content": "<new_lines>\n- x, user: my name is Ana\n</new_lines>"}
+        ],
+    }
+    answer = client.post("/v1/messages", json=body).json()
+    parsed = json.loads(answer["content"][0]["text"])
+    assert set(parsed) == {"memories", "summary"}
+    assert len(client.get("/_standin/extraction_requests").json()) == 1

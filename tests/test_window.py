@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core.messages import content_text, is_blank, message_chars
-from litellm_memory_hook.core.window import build_window
+from litellm_memory_hook.core.window import build_window, group_units
 
 CALL = {
     "id": "c1",
@@ -73,16 +73,46 @@ def test_whole_group_kept_and_null_content_is_fine() -> None:
 
 
 def test_message_budget_and_char_budget() -> None:
-    """Walk back until 40 messages or 8000 characters, whichever first."""
+    """Walk back until 40 messages or 8000 characters, whichever first; the window then starts
+    at a user message (m061 is a reply, so it goes and 39 messages are sent)."""
     history = [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i:03d} " + "a" * 95}
         for i in range(100)
     ]
     window = build_window(history, NEW, max_chars=8000, max_messages=40)
-    assert len(window) == 40 and window[0]["content"].startswith("m061")
+    assert len(window) == 39 and window[0]["content"].startswith("m062")
+    assert build_window(history, NEW, max_chars=8000, max_messages=41)[0]["content"][:4] == "m060"
     window = build_window(history, NEW, max_chars=1000, max_messages=40)
     assert sum(message_chars(m) for m in window) <= 1000
-    assert len(window) == 10 and window[-2]["content"].startswith("m099")
+    assert len(window) == 9 and window[0]["content"].startswith("m092")
+    assert window[-2]["content"].startswith("m099")
+
+
+def test_a_trimmed_window_starts_with_a_user_message() -> None:
+    """mckaywrigley/chatbot-ui#1656: a trimmed history that starts with a reply is a 400 from
+    Anthropic and Bedrock; the replies and tool groups before the first kept question go."""
+    history = [
+        {"role": "user", "content": "weather in Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "c1", "content": "31C"},
+        {"role": "assistant", "content": "31C and sunny"},
+        {"role": "assistant", "content": "anything else?"},
+        {"role": "user", "content": "no, thanks"},
+        {"role": "assistant", "content": "bye"},
+    ]
+    for count in range(2, 8):
+        window = build_window(history, NEW, max_chars=8000, max_messages=count)
+        assert window[0]["role"] == "user", count
+        assert window[-1] == NEW[0]
+    assert build_window(history, NEW, max_chars=8000, max_messages=6) == [*history[5:], NEW[0]]
+    assert build_window(history, NEW, max_chars=8000, max_messages=2) == NEW
+    # a history that fits whole goes as it is, even when it starts with a greeting
+    greeting = [{"role": "assistant", "content": "Hi! How can I help?"}, *history[5:]]
+    assert build_window(greeting, NEW, max_chars=8000, max_messages=40) == [*greeting, NEW[0]]
+    # the client's own history (verbatim) follows the same rule when it is trimmed
+    window = build_window(greeting, NEW, max_chars=8000, max_messages=3, verbatim=True)
+    assert window == [*history[5:], NEW[0]]
+    assert build_window(greeting, NEW, max_chars=8000, max_messages=2, verbatim=True) == NEW
 
 
 def test_a_huge_new_message_reaches_the_model_whole() -> None:
@@ -141,18 +171,32 @@ def test_any_history_gives_a_valid_window_within_budget(
     assert len(window) <= max(count, 1)
     assert sum(message_chars(m) for m in window) <= chars
     assert window[-1] == NEW[0]
+    whole = [m for unit in group_units(history) for m in unit]
+    assert window[:-1] == whole or window[0]["role"] == "user"
 
 
 def test_newest_history_message_over_the_budget_keeps_its_end() -> None:
-    """A long last reply is not dropped whole: its end fills the room left."""
+    """A long last reply is not dropped whole: its end fills the room its question leaves."""
     history = [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "hi"},
         {"role": "user", "content": "write me an essay"},
         {"role": "assistant", "content": "z" * 20_000 + " THE END"},
     ]
     window = build_window(history, NEW, max_chars=8000, max_messages=40)
-    assert [m["role"] for m in window] == ["assistant", "user"]
-    assert window[0]["content"].endswith("THE END")
+    assert [m["role"] for m in window] == ["user", "assistant", "user"]
+    assert window[0] == history[2]
+    assert window[1]["content"].endswith("THE END")
     assert sum(message_chars(m) for m in window) == 8000
+    # no room for the question and MIN_TAIL_CHARS of the reply, or for two more messages: the
+    # reply goes too (a window never starts with one)
+    long_question = [{"role": "user", "content": "q" * 7_900}, history[3]]
+    assert build_window(long_question, NEW, max_chars=8000, max_messages=40) == NEW
+    assert build_window(history, NEW, max_chars=8000, max_messages=2) == NEW
+    # an unanswered question (a failed call) is cut alone
+    unanswered = [{"role": "user", "content": "y" * 20_000 + " WHY?"}]
+    [cut, _] = build_window(unanswered, NEW, max_chars=8000, max_messages=40)
+    assert cut["content"].endswith("WHY?") and cut["role"] == "user"
 
 
 def test_over_long_input_text_part_is_cut_without_an_empty_part() -> None:

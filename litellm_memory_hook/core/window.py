@@ -11,13 +11,19 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
   paste ending in a question arrives as sent, as it would without the hook; case C22 b). It
   counts against the budget, so a new turn over it leaves no room for history. The newest
   earlier message, when it alone does not fit the room left (and at least ``MIN_TAIL_CHARS`` are
-  left), keeps its end (cut on a grapheme boundary).
+  left), keeps its end (cut on a grapheme boundary); a reply so cut comes after its question,
+  which must then fit whole with ``MIN_TAIL_CHARS`` of the reply.
 * No stored message with empty text content is ever returned (an assistant message with
   ``tool_calls`` has ``content: None`` instead of ``""``).
 * The client's own messages (``verbatim``: a whole-history client's history, and the new turn)
   are never changed or dropped while they fit: the model receives them as the client sent them
   (``content: ""`` stays ``""``, every field stays). Only trimming drops the oldest of them,
-  whole tool groups at a time, and never leaves a ``tool`` message first.
+  whole tool groups at a time.
+* A trimmed window's history starts with a user message: the assistant messages and tool
+  groups left before the first kept user message go too (strict providers refuse an assistant
+  message first). So the window holds at most ``max_messages`` messages, one fewer when the
+  budget cuts between a question and its reply, and only the new turn when no user message of
+  the history fits. A history that fits whole is sent as it is.
 """
 
 from __future__ import annotations
@@ -98,6 +104,25 @@ def _cut_to(message: Message, room: int) -> Message:
     return {**message, "content": keep_tail(content_text(message.get("content")), room)}
 
 
+def _cut_newest(units: Sequence[list[Message]], room: int, slots: int) -> list[list[Message]]:
+    """The window's units, newest first, when the newest history message alone passes the
+    ``room`` characters left: its end, cut to fit; a reply comes after its question, whole (a
+    window starts with a user message), in the room the question leaves. ``[]`` when that leaves
+    less than ``MIN_TAIL_CHARS`` or the newest unit is a tool group."""
+    newest = units[-1]
+    if len(newest) != 1 or room < MIN_TAIL_CHARS:
+        return []
+    if newest[0].get("role") == "user":
+        return [[_cut_to(newest[0], room)]]
+    question = units[-2] if len(units) >= 2 else []
+    if slots < 2 or len(question) != 1 or question[0].get("role") != "user":
+        return []
+    left = room - message_chars(question[0])
+    if left < MIN_TAIL_CHARS:
+        return []
+    return [[_cut_to(newest[0], left)], question]
+
+
 def _text_only(content: object) -> str:
     if isinstance(content, list):
         return "\n".join(
@@ -135,19 +160,31 @@ def build_window(
     used_chars = sum(message_chars(m) for m in current)
     used_messages = len(current)
     picked: list[list[Message]] = []
-    for unit in reversed(group_units(history, verbatim=verbatim)):
+    units = group_units(history, verbatim=verbatim)
+    for unit in reversed(units):
         cost = sum(message_chars(m) for m in unit)
         if used_messages + len(unit) > max_messages:
             break
         if used_chars + cost > max_chars:
-            room = max_chars - used_chars
-            if not picked and len(unit) == 1 and room >= MIN_TAIL_CHARS and not verbatim:
-                picked.append([_cut_to(unit[0], room)])  # the newest message keeps its end
+            if not picked and not verbatim:
+                picked = _cut_newest(units, max_chars - used_chars, max_messages - used_messages)
             break
         picked.append(unit)
         used_chars += cost
         used_messages += len(unit)
     kept = [m for unit in reversed(picked) for m in unit]
-    while kept and kept[0].get("role") == "tool":
-        kept.pop(0)  # never start with a tool result whose call was trimmed away
+    if len(picked) < len(units):
+        kept = _from_first_user(kept)
     return kept + current
+
+
+def _from_first_user(kept: list[Message]) -> list[Message]:
+    """A trimmed window's history from its first user message on: Anthropic and Bedrock answer
+    400 to a conversation whose first message is the assistant's ("first message must use the
+    user role"; a field report of exactly this after trimming: mckaywrigley/chatbot-ui#1656),
+    and an assistant reply or tool result whose question was trimmed away is half a turn. The
+    same rule as LangChain's ``trim_messages(start_on="human")``."""
+    for index, message in enumerate(kept):
+        if message.get("role") == "user":
+            return kept[index:]
+    return []

@@ -11,6 +11,11 @@ Model routes (each also without the ``/v1`` prefix):
   message the model saw last.
 * ``POST /v1/responses``: a minimal non-streaming Responses API answer (LiteLLM sends
   ``/v1/messages`` calls for ``openai/`` models there); extraction calls are recognised there too.
+* ``POST /v1/messages``: Anthropic's Messages API, streaming and not, for LiteLLM models
+  ``anthropic/<name>`` whose ``api_base`` is the stand-in. It answers 400 as Anthropic does to a
+  conversation whose first message is not the user's, an empty text block or a role other than
+  ``user``/``assistant`` (:mod:`litellm_memory_hook.tools.standin_anthropic`); extraction calls
+  are recognised there too (their system prompt is the top-level ``system``).
 * ``POST /v1/completions``: legacy text completions; ``prompt`` is a string, a list of strings, a
   token list or a list of token lists, one choice per prompt with ``"Noted: <its start>"``;
   ``stream: true`` answers in the completions SSE format (``text_completion`` chunks, then
@@ -87,6 +92,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.errors import DatasetError
+from litellm_memory_hook.tools import standin_anthropic as anthropic
 
 DEFAULT_PORT = 4010
 
@@ -601,6 +607,11 @@ def _add_model_routes(app: FastAPI, state: _State) -> None:
     async def responses(request: Request) -> Response:
         return await handle(request, _responses_response)
 
+    @app.post("/v1/messages")
+    @app.post("/messages")
+    async def messages(request: Request) -> Response:
+        return await handle(request, _anthropic_response)
+
     @app.post("/v1/completions")
     @app.post("/completions")
     async def completions(request: Request) -> Response:
@@ -641,6 +652,24 @@ def _responses_response(state: _State, body: dict[str, Any]) -> Response:
         return error
     text = str(spec.get("content") or "")
     return JSONResponse(_response_object(text, str(body.get("model", "standin"))))
+
+
+def _anthropic_response(state: _State, body: dict[str, Any]) -> Response:
+    if (problem := anthropic.rule_error(body)) is not None:
+        return JSONResponse(anthropic.error_body(problem), status_code=400)
+    chat_view = anthropic.as_chat(body)
+    if is_extraction_call(chat_view["messages"]):
+        spec = _spec(state.extraction_item(body, chat_view["messages"]))
+    else:
+        spec = _spec(state.chat_item(_default_reply(chat_view)))
+    status = int(spec.get("status", 200))
+    if status >= 400:
+        return JSONResponse(anthropic.error_body("scripted error", "api_error"), status_code=status)
+    text = str(spec.get("content") or "")
+    if body.get("stream"):
+        events = anthropic.stream(text, chat_view, float(spec.get("chunk_delay_s", 0)))
+        return StreamingResponse(events, media_type="text/event-stream")
+    return JSONResponse(anthropic.message(text, chat_view))
 
 
 def _text_completion_response(state: _State, body: dict[str, Any]) -> Response:

@@ -1,0 +1,131 @@
+"""The stand-in's Anthropic Messages route (``POST /v1/messages``): formats and rules.
+
+Pure functions, used by :mod:`litellm_memory_hook.tools.standin`. With it, a LiteLLM model
+``anthropic/<any name>`` whose ``api_base`` is the stand-in sends its calls here, so the tests
+see what LiteLLM's Anthropic transformation makes of the hook's messages, and a request a strict
+provider refuses fails as it would there.
+
+The rules the route enforces are the 400s Anthropic's API has answered to conversations that
+clients rebuilt or trimmed (``invalid_request_error``, with Anthropic's texts):
+
+* ``messages`` must be a non-empty list of ``user``/``assistant`` messages (a system prompt is
+  the top-level ``system`` field);
+* the first message must use the ``user`` role (field reports: mckaywrigley/chatbot-ui#1656,
+  lobehub/lobehub#1601, when a trimmed history started with a reply; Bedrock's Converse API
+  has the same rule);
+* a text content block must not be empty.
+
+Answers: the reply text in one ``text`` block, ``stop_reason: "end_turn"`` and a usage estimate
+of a token per 4 characters; with ``stream: true``, the event stream of Anthropic's format
+(``message_start``, ``content_block_start``, one ``content_block_delta`` per word,
+``content_block_stop``, ``message_delta``, ``message_stop``). Tool use is not modelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from litellm_memory_hook.core.messages import content_text
+
+ROLES = ("user", "assistant")
+
+
+def as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """An Anthropic Messages body seen as chat messages: ``system`` (a string or text blocks)
+    as the first system message, then each message with its text blocks' text.
+
+    Returns:
+        ``{"model": ..., "messages": [{"role", "content": str}, ...]}``.
+    """
+    system = body.get("system")
+    messages: list[dict[str, Any]] = []
+    text = system if isinstance(system, str) else content_text(system)
+    if text:
+        messages.append({"role": "system", "content": text})
+    for message in body.get("messages") or ():
+        if isinstance(message, dict):
+            content = message.get("content")
+            messages.append({"role": message.get("role"), "content": content_text(content)})
+    return {"model": body.get("model"), "messages": messages}
+
+
+def rule_error(body: dict[str, Any]) -> str | None:
+    """The message of the first rule (module docstring) the body breaks; ``None`` when valid."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            return f"messages.{index}.role: Input should be 'user' or 'assistant'"
+    if messages[0]["role"] != "user":
+        return 'messages: first message must use the "user" role'
+    for message in messages:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "text" and not block.get("text"):
+                return "messages: text content blocks must be non-empty"
+    return None
+
+
+def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    """An error in Anthropic's shape: ``{"type": "error", "error": {"type", "message"}}``."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _usage(chat: dict[str, Any], text: str) -> dict[str, int]:
+    prompt = sum(len(str(m.get("content") or "")) for m in chat.get("messages") or ())
+    return {"input_tokens": max(1, prompt // 4), "output_tokens": max(1, len(text) // 4)}
+
+
+def _message(text: str, model: str, usage: dict[str, int], content: list[Any]) -> dict[str, Any]:
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+def message(text: str, chat: dict[str, Any]) -> dict[str, Any]:
+    """A complete Messages API answer holding ``text`` (``chat``: :func:`as_chat` of the body)."""
+    model = str(chat.get("model") or "standin")
+    return _message(text, model, _usage(chat, text), [{"type": "text", "text": text}])
+
+
+async def stream(text: str, chat: dict[str, Any], delay_s: float = 0.0) -> AsyncIterator[str]:
+    """The Messages API event stream of an answer holding ``text``, one delta per word,
+    ``delay_s`` seconds before each."""
+
+    def event(kind: str, payload: dict[str, Any]) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n"
+
+    usage = _usage(chat, text)
+    model = str(chat.get("model") or "standin")
+    start = _message("", model, {**usage, "output_tokens": 0}, [])
+    start["stop_reason"] = None
+    yield event("message_start", {"message": start})
+    yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+    for number, word in enumerate(text.split(" ")):
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        piece = word if number == 0 else " " + word
+        delta = {"type": "text_delta", "text": piece}
+        yield event("content_block_delta", {"index": 0, "delta": delta})
+    yield event("content_block_stop", {"index": 0})
+    yield event(
+        "message_delta",
+        {
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
+    )
+    yield event("message_stop", {})
