@@ -465,13 +465,21 @@ class MemoryAPI:
 
     async def summary(self, target: MemoryTarget) -> dict[str, object]:
         """The conversation's summary and extraction state: ``summary`` (str), ``cursor`` and
-        ``seq`` (the seq extracted through and the last seq), ``due_ms`` (epoch ms or None)."""
+        ``seq`` (the seq extracted through and the last seq), ``due_ms`` (epoch ms or None).
+
+        Raises:
+            MemoryNotFoundError: no such conversation (nothing stored: a mistyped conversation
+                or user id, or a forgotten one), as for export and flush.
+            StoreError: Redis failed.
+        """
         try:
             summary, cursor, seq = await self.redis.hmget(
                 target.conversation.meta, ["summary", "cursor", "seq"]
             )
         except RedisError as exc:
             raise StoreError(f"read summary: {exc}") from exc
+        if summary is None and seq is None and not await self._has(target.conversation.turns):
+            raise MemoryNotFoundError(_no_conversation(target))
         return {
             "summary": summary.decode("utf-8", "replace") if isinstance(summary, bytes) else "",
             "cursor": int(cursor or 0),
@@ -488,10 +496,7 @@ class MemoryAPI:
             StoreError: Redis failed.
         """
         if not await self._has(target.conversation.turns):
-            raise MemoryNotFoundError(
-                f"no conversation {target.conversation.conversation!r} for user "
-                f"{target.user!r}: nothing to extract"
-            )
+            raise MemoryNotFoundError(_no_conversation(target) + ": nothing to extract")
         now = _now_ms()
         await self.queue.schedule(target.conversation, now, earlier_only=True)
         return now
@@ -551,9 +556,7 @@ class MemoryAPI:
                 if scope not in sets:
                     sets[scope] = await transfer.read_memory_set(self.redis, user.memory_set(scope))
         if not whole_user and not conversations:
-            raise MemoryNotFoundError(
-                f"no conversation {target.conversation.conversation!r} for user {target.user!r}"
-            )
+            raise MemoryNotFoundError(_no_conversation(target))
         for member in members:
             if member.startswith("ns:") and member not in sets:
                 sets[member] = await transfer.read_memory_set(self.redis, user.memory_set(member))
@@ -702,3 +705,7 @@ __all__ = [
     "MemoryTarget",
     "resolve_target",
 ]
+
+
+def _no_conversation(target: MemoryTarget) -> str:
+    return f"no conversation {target.conversation.conversation!r} for user {target.user!r}"

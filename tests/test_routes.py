@@ -268,7 +268,7 @@ async def test_flush_makes_conversation_due(
 ) -> None:
     """POST /flush answers 202 with the due time, puts the conversation in the due set at
     that time, wakes the in-proxy worker, and the summary route shows the due time; a
-    conversation with no stored turns is a 404 that schedules nothing."""
+    conversation with no stored turns is a 404 that schedules nothing, and so is its summary."""
 
     class Worker:
         woken = 0
@@ -277,8 +277,9 @@ async def test_flush_makes_conversation_due(
             Worker.woken += 1
 
     monkeypatch.setattr(MemoryHook, "worker", property(lambda self: Worker()))
-    summary0 = (await client.get("/memory/v1/summary", params=Q)).json()
-    assert summary0 == {"summary": "", "cursor": 0, "seq": 0, "due_ms": None}
+    unknown = await client.get("/memory/v1/summary", params=Q)
+    assert unknown.status_code == 404, unknown.text
+    assert unknown.json()["detail"] == "no conversation 'demo' for user 'alice'"
     missing = await client.post("/memory/v1/flush", json={**Q, "conversation": "chat-7"})
     assert missing.status_code == 404, missing.text
     assert (
@@ -302,8 +303,10 @@ async def test_flush_makes_conversation_due(
     assert Worker.woken == 1
     summary = await client.get("/memory/v1/summary", params={**Q, "conversation": "chat-7"})
     assert summary.json()["due_ms"] == due_ms
+    fresh = (await client.get("/memory/v1/summary", params={**Q, "conversation": "chat-7"})).json()
+    assert fresh == {"summary": "", "cursor": 0, "seq": 1, "due_ms": due_ms}
     # the default conversation was not touched
-    assert (await client.get("/memory/v1/summary", params=Q)).json()["due_ms"] is None
+    assert (await client.get("/memory/v1/summary", params=Q)).status_code == 404
 
 
 async def test_redis_down_is_503(key_prefix: str) -> None:

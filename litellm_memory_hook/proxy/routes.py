@@ -16,7 +16,7 @@ DELETE      /memory/v1/pinned/{id}?user&model     204
 DELETE      /memory/v1/memories/{id}?user&model   204 (an extracted memory; it is not extracted
                                                   again from old messages)
 GET         /memory/v1/summary?user&model         200 ``{"summary", "cursor", "seq", "due_ms"}``
-            [&conversation]
+            [&conversation]                       (404 when the conversation holds nothing)
 POST        /memory/v1/flush                      202 ``{"due_ms": int}``: the conversation is due
                                                   for extraction now; body ``{"user", "model"
                                                   [, "conversation"]}``; 404 when it has no
@@ -436,7 +436,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
-    404: {"model": ErrorOut, "description": "No such memory for this caller."},
+    404: {"model": ErrorOut, "description": "No such memory or conversation for this caller."},
 }
 
 router = APIRouter(prefix=PREFIX, tags=["memory"])
@@ -512,7 +512,7 @@ async def delete_memory(
     return Response(status_code=204)
 
 
-@router.get("/summary", response_model=SummaryOut, responses=_ERRORS)
+@router.get("/summary", response_model=SummaryOut, responses=_NOT_FOUND)
 async def read_summary(
     hook: Hook,
     auth: Auth,
