@@ -381,6 +381,22 @@ def test_pinned_repeats_dropped() -> None:
     assert result.dropped == {"pinned": 3}
 
 
+def test_escaped_brackets_the_model_copied_are_brackets_again() -> None:
+    """The model read "I <3 cats" escaped as "I ‹3 cats" and copies the look-alikes: the memory
+    and the summary keep the user's brackets; dedupe, pinned repeats and tombstones see both
+    forms as one fact."""
+    reply = _reply(
+        ["User ‹3 cats", "User <3 cats", "Wrote ‹b›bold‹/b› once", "Owns ‹a› bike"],
+        summary="They said ‹3 to cats.",
+    )
+    result = parse_extraction(
+        reply, pinned=["Wrote <b>bold</b> once"], tombstones={fact_hash("Owns <a> bike")}
+    )
+    assert result.memories == ("User <3 cats",)
+    assert result.summary == "They said <3 to cats."
+    assert result.dropped == {"duplicate": 1, "pinned": 1, "tombstoned": 1}
+
+
 # --- C19 tombstones ---------------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from typing import Any, Final
 import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from litellm_memory_hook.core.escape import ANGLE_CLOSE, ANGLE_OPEN
 from litellm_memory_hook.core.messages import ELLIPSIS, keep_head
 from litellm_memory_hook.errors import ExtractionError
 
@@ -241,6 +242,21 @@ def clean_text(text: str) -> str:
     cleaned = _INVISIBLE.sub("", cleaned)
     cleaned = _LOOSE_JOINER.sub("", _collapse(cleaned))
     return _collapse(unicodedata.normalize("NFC", cleaned))
+
+
+#: The model read the new lines escaped (:func:`~litellm_memory_hook.core.escape.escape_data`
+#: turns ``<`` ``>`` into ``‹`` ``›``) and copies the look-alikes into what it writes; its
+#: memories and summary get ASCII brackets back, which every prompt escapes again where it
+#: places them, so the model sees the same text and a person reading the memories sees the
+#: user's ``<3`` rather than ``‹3``. A ``‹`` the user typed also becomes ``<`` (rare; the
+#: prompt shows it as ``‹`` either way). :func:`fact_key` drops both forms alike.
+_BRACKETS_BACK: Final = str.maketrans({ANGLE_OPEN: "<", ANGLE_CLOSE: ">"})
+
+
+def model_text(text: str) -> str:
+    """A text the extraction model wrote, cleaned: angle brackets back from their escaped
+    look-alikes (``‹`` ``›`` to ``<`` ``>``), then :func:`clean_text`."""
+    return clean_text(text.translate(_BRACKETS_BACK))
 
 
 def fact_key(text: str) -> str:
@@ -487,7 +503,7 @@ class _Filter:
         raw = _item_text(item)
         if raw is None:
             return "not_text"
-        text = clean_text(raw)
+        text = model_text(raw)
         if not text:
             return "empty"
         full_key = fact_key(text)
@@ -535,6 +551,8 @@ def parse_extraction(
       missing key (``{"facts": [...]}``), or ``memories`` that is not a list raises
       :class:`ExtractionError`: the caller keeps what is stored and tries again later (C10).
     * ``{"memories": [], "summary": ""}`` is a valid empty result, not an error (C10 e).
+    * Texts the model wrote (items and summary) get angle brackets back from their escaped
+      look-alikes before anything else (:func:`model_text`).
     * Summary: a string is cleaned (:func:`clean_text`) and cut to ``max_summary_chars``
       (``summary_too_long_cut``); anything else gives ``summary=None``, meaning "keep the
       stored summary" (``summary_not_text``).
@@ -590,7 +608,7 @@ def parse_extraction(
         rules.add(item)
     summary: str | None = None
     if isinstance(reply.summary, str):
-        cleaned = clean_text(reply.summary)
+        cleaned = model_text(reply.summary)
         summary = _cut(cleaned, max_summary_chars)
         if summary != cleaned:
             rules.dropped["summary_too_long_cut"] += 1
