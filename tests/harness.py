@@ -18,6 +18,7 @@ import openai
 import redis
 import yaml
 
+from litellm_memory_hook.core.models import stored_text
 from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.tools.processes import (
     PROXY_ENV,
@@ -155,9 +156,11 @@ class Running:
         self.standin.post("/_standin/replies", json=list(replies)).raise_for_status()
 
     def turns(self, user: str, conversation: str = "demo") -> list[dict[str, Any]]:
-        """Stored turns of a conversation of the master tenant, oldest first."""
+        """Stored turns of a conversation of the master tenant, oldest first, each with its
+        ``text`` (which the store leaves out when it is ``msg``'s content)."""
         key = f"{self.prefix}:{{master:{user}}}:c:{conversation}:turns"
-        return [json.loads(m) for m in self.redis.zrange(key, 0, -1)]
+        turns = [json.loads(m) for m in self.redis.zrange(key, 0, -1)]
+        return [{**turn, "text": stored_text(turn)} for turn in turns]
 
 
 RunningT = TypeVar("RunningT", bound=Running)

@@ -30,6 +30,8 @@ import pytest
 import redis
 from redis.cluster import RedisCluster as SyncCluster
 
+from litellm_memory_hook.core.models import stored_text
+
 from .conftest import real_redis_url
 from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
 
@@ -151,7 +153,7 @@ def test_concurrent_conversations_lose_nothing(load_stack: LoadStack) -> None:
     stored = 0
     for user, conversation in jobs:
         key = f"{load_stack.prefix}:{{master:{user}}}:c:{conversation}"
-        turns = [json.loads(m) for m in load_stack.redis.zrange(f"{key}:turns", 0, -1)]
+        turns = [_with_text(m) for m in load_stack.redis.zrange(f"{key}:turns", 0, -1)]
         expected = [
             text
             for turn in range(TURNS)
@@ -169,3 +171,8 @@ def test_concurrent_conversations_lose_nothing(load_stack: LoadStack) -> None:
     log = load_stack.log.read_text(errors="replace")
     assert "write failed" not in log and "not stored after retries" not in log
     assert "pre-call failed" not in log
+
+
+def _with_text(member: bytes) -> dict[str, object]:
+    turn = json.loads(member)
+    return {**turn, "text": stored_text(turn)}

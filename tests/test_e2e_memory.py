@@ -21,6 +21,8 @@ import httpx
 import openai
 import pytest
 
+from litellm_memory_hook.core.models import stored_text
+
 from . import harness
 
 pytestmark = pytest.mark.e2e
@@ -276,7 +278,7 @@ def test_the_same_user_under_two_tenants_never_shares_chat_or_recall(mstack: Mem
     turns_a = mstack.redis.zrange(f"{mstack.prefix}:{{team-a:{user}}}:c:demo:turns", 0, -1)
     turns_b = mstack.redis.zrange(f"{mstack.prefix}:{{team-b:{user}}}:c:demo:turns", 0, -1)
     assert len(turns_a) == len(history) + 1 + 2 + 2  # the seed, its reply, two more pairs
-    assert [json.loads(t)["text"] for t in turns_b] == [
+    assert [stored_text(json.loads(t)) for t in turns_b] == [
         "What is my locker code?",
         "Noted: What is my locker code?",
         "What is my dog called?",

@@ -18,6 +18,7 @@ from litellm.types.utils import (
 )
 
 from litellm_memory_hook.core.assemble import with_rules
+from litellm_memory_hook.core.models import stored_text
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
@@ -28,7 +29,8 @@ async def _turns(
     client: aioredis.Redis, prefix: str, user: str = "u-A", conv: str = "demo"
 ) -> list[dict[str, Any]]:
     keys = ConversationKeys.for_ids(prefix, "master", user, conv)
-    return [json.loads(m) for m in await client.zrange(keys.turns, 0, -1)]
+    turns = [json.loads(m) for m in await client.zrange(keys.turns, 0, -1)]
+    return [{**turn, "text": stored_text(turn)} for turn in turns]
 
 
 async def _chat(hook: MemoryHook, data: dict[str, Any], reply: str) -> dict[str, Any]:

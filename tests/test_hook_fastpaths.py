@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.messages import message_to_turn
-from litellm_memory_hook.core.models import Turn, copy_json
+from litellm_memory_hook.core.models import Turn, copy_json, stored_text
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook, _turn_dict
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
@@ -57,7 +57,7 @@ def _old_from_member(member: str | bytes) -> Turn:
     ctx = data.get("ctx")
     return Turn(
         role=str(data["role"]),
-        text=str(data.get("text") or ""),
+        text=stored_text(data),
         ts_ms=int(data.get("ts") or 0),
         seq=int(data.get("seq") or 0),
         call_id=str(data.get("call_id") or ""),
@@ -83,6 +83,30 @@ def test_from_member_equals_the_constructor(index: int) -> None:
     assert Turn.from_member(member.encode()) == old
     with pytest.raises(AttributeError):
         fast.text = "changed"  # type: ignore[misc]  # still frozen
+
+
+def test_a_stored_turn_holds_its_text_once() -> None:
+    """``text`` is left out of the member when it is ``msg``'s string content, and read back
+    from there; a text that differs (parts, placeholders, tool calls) is stored."""
+    once = 0
+    for turn in _turns():
+        member = '{"seq":7,' + turn.body_json()
+        same = bool(turn.msg) and turn.msg.get("content") == turn.text
+        assert ("text" in json.loads(member)) is not same
+        assert Turn.from_member(member).text == turn.text
+        once += same
+    assert 0 < once < len(_turns())
+    message = {"role": "user", "content": "hello there"}
+    said = Turn(role="user", text="hello there", ts_ms=1, msg=message)
+    assert json.loads('{"seq":1,' + said.body_json()) == {
+        "seq": 1,
+        "role": "user",
+        "ts": 1,
+        "msg": {"role": "user", "content": "hello there"},
+    }
+    # a member written before (text and msg both) reads the same
+    old = json.dumps({"seq": 1, "role": "user", "text": "hello there", "ts": 1, "msg": message})
+    assert Turn.from_member(old) == Turn.from_member('{"seq":1,' + said.body_json())
 
 
 def test_from_member_rejects_what_it_rejected() -> None:

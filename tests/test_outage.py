@@ -19,6 +19,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from litellm_memory_hook.core.models import stored_text
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys
@@ -60,7 +61,7 @@ def _texts(url: str, prefix: str) -> list[str]:
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
     client = redis.Redis.from_url(url)
     try:
-        return [json.loads(m)["text"] for m in client.zrange(keys.turns, 0, -1)]
+        return [stored_text(json.loads(m)) for m in client.zrange(keys.turns, 0, -1)]
     finally:
         client.close()
 

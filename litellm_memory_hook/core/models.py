@@ -73,9 +73,13 @@ class Turn:
         """The JSON object of this turn without ``seq`` and without its opening brace.
 
         The store's append script writes ``{"seq":<n>,`` in front of it, so the sequence number
-        is assigned atomically inside Redis.
+        is assigned atomically inside Redis. ``text`` is left out when it is ``msg``'s string
+        ``content`` (most turns): the text is then stored once (:func:`stored_text`).
         """
-        body: dict[str, Any] = {"role": self.role, "text": self.text, "ts": self.ts_ms}
+        body: dict[str, Any] = {"role": self.role}
+        if not (self.msg and self.msg.get("content") == self.text):
+            body["text"] = self.text
+        body["ts"] = self.ts_ms
         if self.call_id:
             body["call_id"] = self.call_id
         if self.name:
@@ -120,7 +124,7 @@ class Turn:
         turn = _new_instance(cls)
         turn.__dict__.update(
             role=str(data["role"]),
-            text=str(get("text") or ""),
+            text=stored_text(data),
             ts_ms=int(get("ts") or 0),
             seq=int(get("seq") or 0),
             call_id=str(get("call_id") or ""),
@@ -152,6 +156,18 @@ class Turn:
         if self.name and self.role in ("user", "assistant"):
             message["name"] = self.name
         return message
+
+
+def stored_text(data: dict[str, Any]) -> str:
+    """The text of a stored turn's JSON object: its ``text``, else its ``msg``'s string
+    ``content`` (:meth:`Turn.body_json` stores a text once), else ``""``."""
+    text = data.get("text")
+    if text is None:
+        msg = data.get("msg")
+        text = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(text, str):
+            return ""
+    return str(text)
 
 
 @dataclass

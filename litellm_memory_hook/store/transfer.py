@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from redis.typing import EncodableT
 
 from litellm_memory_hook.core.indexing import stored_terms
-from litellm_memory_hook.core.models import IndexedTurn, Turn
+from litellm_memory_hook.core.models import IndexedTurn, Turn, stored_text
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
@@ -146,6 +146,7 @@ async def read_conversation(
             for member in members:
                 turn = orjson.loads(member if isinstance(member, bytes | str) else b"")
                 if isinstance(turn, dict):
+                    turn["text"] = stored_text(turn)  # the export has it on every turn
                     dump.turns.append(turn)
                     last = max(last, int(turn.get("seq") or 0))
             if progress is not None:
