@@ -1,8 +1,10 @@
 """Benchmark: the pre-call hook's time on a real Redis as the stored history grows.
 
 For each size N, a conversation of N stored messages is built from LoCoMo text (cycled, with its
-speakers and time order), indexed through the product's own store; then the hook's
-``async_pre_call_hook`` runs in-process against that Redis for a set of questions, timed with
+speakers and time order), each line stored as the proxy stores a chat message (the message in
+``msg``, a call id) and indexed through the product's own store; then the hook's
+``async_pre_call_hook``, with the Redis client it makes in the proxy (timeouts and the reconnect
+retry included), runs in-process against that Redis for a set of questions, timed with
 ``time.perf_counter`` (median and p99 over all runs, ms); the sizes take turns call by call, so
 machine noise hits them alike. Beside it, the naive approach: load every
 older message and score it in Python with the same IDF formula.
@@ -27,7 +29,7 @@ from redis.exceptions import RedisError
 
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.indexing import indexed_chain
-from litellm_memory_hook.core.messages import content_text
+from litellm_memory_hook.core.messages import content_text, message_to_turn
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
@@ -66,15 +68,20 @@ class _Auth:
 
 
 def _cycled_turns(history: History, size: int) -> list[Turn]:
+    """``size`` turns cycling the history's lines, one minute apart, each stored as the proxy
+    stores a chat message (:func:`message_to_turn`: the message kept in ``msg``, a call id)."""
     base = [t for t in (line_to_turn(line) for line in history.lines) if t is not None]
     turns: list[Turn] = []
     step_ms = 60_000
     start = base[0].ts_ms
     for i in range(size):
         source = base[i % len(base)]
-        turns.append(
-            Turn(role=source.role, text=source.text, ts_ms=start + i * step_ms, name=source.name)
-        )
+        message: dict[str, Any] = {"role": source.role, "content": source.text}
+        if source.name:
+            message["name"] = source.name
+        turn = message_to_turn(message, ts_ms=start + i * step_ms, call_id=f"bench-{i // 2}")
+        if turn is not None:
+            turns.append(turn)
     return turns
 
 
@@ -154,15 +161,15 @@ async def _run_latency(
     naive: bool,
     naive_max: int,
 ) -> list[LatencyRow]:
-    redis = aioredis.from_url(redis_url, decode_responses=False)
     # No extraction worker: the benchmark times the pre-call hook alone, and writes nothing.
+    # The hook makes its Redis client as in the proxy (timeouts and reconnect retry included).
     settings = MemorySettings(redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False)
     hook = MemoryHook(
         settings=settings,
-        redis=redis,
         alias_lookup=lambda model: {"memory": {"enabled": True, "system_prompt": "Be kind."}},
     )
     store = hook.store
+    redis = store.redis
     questions = [q.question for q in history.qa] or ["What did we talk about?"]
     conversations = {
         size: ConversationKeys.for_ids(prefix, "master", f"bench{size}", "bench") for size in sizes

@@ -1,0 +1,63 @@
+"""``bench latency`` on a real Redis: rows for each size, turns stored as the proxy stores them,
+and no key left behind."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import redis
+
+from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.tools import bench
+from litellm_memory_hook.tools.datasets import load_locomo
+
+from .conftest import real_redis_url
+from .test_cli import _tiny_locomo
+
+pytestmark = pytest.mark.redis
+
+
+def test_cycled_turns_are_stored_as_the_proxy_stores_them(tmp_path: Path) -> None:
+    """Each turn keeps its message (``msg``) and a call id shared by a question and its reply,
+    as :func:`message_to_turn` makes them in the hook; time goes on a minute a turn."""
+    _tiny_locomo(tmp_path / "tiny.json")
+    history = load_locomo(tmp_path / "tiny.json", "tiny")
+    turns = bench._cycled_turns(history, 130)  # more than the 62 lines: the text cycles
+    assert len(turns) == 130
+    assert all(t.msg == {"role": t.role, "content": t.text, "name": t.name} for t in turns)
+    assert [t.call_id for t in turns[:4]] == ["bench-0", "bench-0", "bench-1", "bench-1"]
+    assert turns[62].text == turns[0].text
+    assert {b.ts_ms - a.ts_ms for a, b in itertools.pairwise(turns)} == {60_000}
+    member = '{"seq":1,' + turns[0].body_json()
+    assert Turn.from_member(member).text == turns[0].text and '"text"' not in member
+
+
+def test_bench_latency_rows_and_cleanup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sizes, a few runs: each row is filled, the prompt holds the window, the naive
+    approach is timed, and the run's keys are deleted after."""
+    _tiny_locomo(tmp_path / "tiny.json")
+    history = load_locomo(tmp_path / "tiny.json", "tiny")
+    url = real_redis_url()
+    prefixes: list[str] = []
+
+    def run_prefix(stem: str) -> str:
+        prefixes.append(real_prefix(stem))
+        return prefixes[-1]
+
+    real_prefix = bench.run_prefix
+    monkeypatch.setattr(bench, "run_prefix", run_prefix)
+    rows = bench.run_latency_sync(url, history, [10, 200], runs=5)
+    assert [r.messages for r in rows] == [10, 200]
+    for row in rows:
+        assert row.runs == 5 and 0 < row.hook_p50_ms <= row.hook_p99_ms
+        assert row.naive_p50_ms is not None and row.naive_p50_ms > 0
+        assert row.memory_bytes > row.text_bytes > 0 and row.build_s >= 0
+        assert row.prompt_chars_p50 > 0 and row.history_chars > 0
+    [prefix] = prefixes
+    client = redis.Redis.from_url(url)
+    try:
+        assert not list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    finally:
+        client.close()
