@@ -333,7 +333,9 @@ def test_fallback_stores_the_clients_text_not_the_injected_prompt(stack: Stack) 
     assert len(stack.chat_calls()) == 2
 
 
-def _seed(stack: Stack, user: str, lines: list[tuple[str, str]]) -> None:
+def _seed(
+    stack: Stack, user: str, lines: list[tuple[str, str]], conversation: str = "demo"
+) -> None:
     """Store turns through the product's own store (the same shape the hook writes)."""
     import asyncio
 
@@ -347,7 +349,7 @@ def _seed(stack: Stack, user: str, lines: list[tuple[str, str]]) -> None:
     async def run() -> None:
         client = aioredis.from_url(real_redis_url())
         store = MemoryStore(client, ttl_s=3600)
-        keys = ConversationKeys.for_ids(stack.prefix, "master", user, "demo")
+        keys = ConversationKeys.for_ids(stack.prefix, "master", user, conversation)
         turns = [
             Turn(role=r, text=t, ts_ms=1_683_554_160_000 + i * 60_000)
             for i, (r, t) in enumerate(lines)
@@ -557,3 +559,57 @@ def _block_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(block.get("text", "") for block in content if isinstance(block, dict))
+
+
+def test_a_stored_history_that_opens_with_a_reply_reaches_anthropic(stack: Stack) -> None:
+    """A fresh-user report: an imported history that starts with the assistant's greeting fits
+    the window whole; sent as stored, Anthropic answered 400 to every later request."""
+    user = _user()
+    stack.reset()
+    greeting = ("assistant", "Welcome! I am your helper.")
+    _seed(
+        stack,
+        user,
+        [greeting, ("user", "Thanks, my dog is Rex."), ("assistant", "Nice.")],
+        "claude",
+    )
+    for stream in (False, True):
+        answer = stack.client.chat.completions.create(
+            model="claude",
+            user=user,
+            stream=stream,
+            messages=[{"role": "user", "content": "What is my dog called?"}],
+        )
+        if stream:
+            assert "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+        body = stack.chat_calls()[-1]
+        assert body["messages"][0]["role"] == "user"
+        assert _block_text(body["messages"][0]["content"]) == "Thanks, my dog is Rex."
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_tool_result_over_the_budget_keeps_its_question(stack: Stack, stream: bool) -> None:
+    """A fresh-user report: an agent's tool result longer than the window's budget (9,000 of
+    8,000 characters) left the user's question out, and Anthropic answered 400. The question
+    and the steps since it go whole with the new turn."""
+    user = _user()
+    stack.reset()
+    call = {"id": "toolu_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    tool = {
+        "type": "function",
+        "function": {"name": "read", "parameters": {"type": "object", "properties": {}}},
+    }
+    messages = [
+        {"role": "user", "content": "Summarise notes.txt"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "n" * 9000},
+    ]
+    answer = stack.client.chat.completions.create(
+        model="claude", user=user, stream=stream, messages=messages, tools=[tool]
+    )
+    if stream:
+        assert "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+    body = stack.chat_calls()[-1]
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert _block_text(body["messages"][0]["content"]) == "Summarise notes.txt"
+    assert [b["type"] for b in body["messages"][2]["content"]] == ["tool_result"]

@@ -106,13 +106,53 @@ def test_a_trimmed_window_starts_with_a_user_message() -> None:
         assert window[-1] == NEW[0]
     assert build_window(history, NEW, max_chars=8000, max_messages=6) == [*history[5:], NEW[0]]
     assert build_window(history, NEW, max_chars=8000, max_messages=2) == NEW
-    # a history that fits whole goes as it is, even when it starts with a greeting
+    # a stored history that starts with a greeting (an import, a client that switched to
+    # sending only the new message) loses it even when it fits; the client's own history
+    # (verbatim) is sent as it is when it fits, and follows the rule when it is trimmed
     greeting = [{"role": "assistant", "content": "Hi! How can I help?"}, *history[5:]]
-    assert build_window(greeting, NEW, max_chars=8000, max_messages=40) == [*greeting, NEW[0]]
-    # the client's own history (verbatim) follows the same rule when it is trimmed
+    assert build_window(greeting, NEW, max_chars=8000, max_messages=40) == [*history[5:], NEW[0]]
+    window = build_window(greeting, NEW, max_chars=8000, max_messages=40, verbatim=True)
+    assert window == [*greeting, NEW[0]]
     window = build_window(greeting, NEW, max_chars=8000, max_messages=3, verbatim=True)
     assert window == [*history[5:], NEW[0]]
     assert build_window(greeting, NEW, max_chars=8000, max_messages=2, verbatim=True) == NEW
+
+
+def _call(number: int) -> dict[str, Any]:
+    return {**CALL, "id": f"c{number}"}
+
+
+def _step(number: int, result: str = "ok") -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [_call(number)]},
+        {"role": "tool", "tool_call_id": f"c{number}", "content": result},
+    ]
+
+
+def test_a_tool_continuation_keeps_its_question_whatever_its_size() -> None:
+    """An agent's new turn is a tool call and its result: the user message that asked, and
+    every step since, go whole with it (a 9,000-character result over the 8,000 budget, 25
+    steps over the 40-message budget); older history gives way and starts with a user message."""
+    older = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    asked = {"role": "user", "content": "Summarise notes.txt"}
+    big = _step(1, "n" * 9000)
+    for verbatim in (False, True):
+        window = build_window(
+            [*older, asked], big, max_chars=8000, max_messages=40, verbatim=verbatim
+        )
+        assert window == [asked, *big]
+        steps = [m for number in range(1, 25) for m in _step(number)]
+        window = build_window(
+            [*older, asked, *steps], _step(25), max_chars=8000, max_messages=40, verbatim=verbatim
+        )
+        assert window == [asked, *steps, *_step(25)] and len(window) == 51
+        window = build_window([*older, asked], _step(2), max_chars=8000, max_messages=40)
+        assert window == [*older, asked, *_step(2)]
+    # no question anywhere: nothing to add, and the stored replies before still go
+    assert build_window(older[1:], _step(3), max_chars=8000, max_messages=40) == _step(3)
 
 
 def test_a_huge_new_message_reaches_the_model_whole() -> None:
@@ -171,8 +211,24 @@ def test_any_history_gives_a_valid_window_within_budget(
     assert len(window) <= max(count, 1)
     assert sum(message_chars(m) for m in window) <= chars
     assert window[-1] == NEW[0]
-    whole = [m for unit in group_units(history) for m in unit]
-    assert window[:-1] == whole or window[0]["role"] == "user"
+    assert window[0]["role"] == "user"
+    client = build_window(history, NEW, max_chars=chars, max_messages=count, verbatim=True)
+    whole = [m for unit in group_units(history, verbatim=True) for m in unit]
+    assert client[:-1] == whole or client[0]["role"] == "user"
+
+
+@given(messages, st.integers(min_value=200, max_value=600), st.integers(min_value=1, max_value=12))
+def test_a_tool_continuation_window_starts_with_its_question(
+    history: list[dict[str, Any]], chars: int, count: int
+) -> None:
+    """Whatever the stored history and budgets, a tool continuation's window starts with a
+    user message when the history holds one, and ends with the new turn."""
+    new = _step(9)
+    window = build_window(history, new, max_chars=chars, max_messages=count)
+    _valid(window)
+    assert window[-2:] == new
+    if any(m["role"] == "user" for unit in group_units(history) for m in unit):
+        assert window[0]["role"] == "user"
 
 
 def test_newest_history_message_over_the_budget_keeps_its_end() -> None:

@@ -19,11 +19,15 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
   are never changed or dropped while they fit: the model receives them as the client sent them
   (``content: ""`` stays ``""``, every field stays). Only trimming drops the oldest of them,
   whole tool groups at a time.
-* A trimmed window's history starts with a user message: the assistant messages and tool
-  groups left before the first kept user message go too (strict providers refuse an assistant
-  message first). So the window holds at most ``max_messages`` messages, one fewer when the
-  budget cuts between a question and its reply, and only the new turn when no user message of
-  the history fits. A history that fits whole is sent as it is.
+* The window starts with a user message (strict providers refuse an assistant message first):
+  the assistant messages and tool groups before the first kept user message go too. So the
+  window holds at most ``max_messages`` messages, one fewer when the budget cuts between a
+  question and its reply, and only the new turn when no user message of the history fits. The
+  client's own history (``verbatim``) that fits whole is sent as it is.
+* A new turn that continues tool calls (it starts with the assistant's ``tool_calls`` or a
+  ``tool`` result) is the end of an exchange that began with the last user message: that
+  question and every message since go whole with the new turn, like it never cut or dropped
+  (an agent's task and its steps so far, whatever their size).
 """
 
 from __future__ import annotations
@@ -156,11 +160,17 @@ def build_window(
     Returns:
         A list of OpenAI messages, oldest first, that a strict provider accepts.
     """
+    units = group_units(history, verbatim=verbatim)
     current = list(new)
+    if current and current[0].get("role") in ("assistant", "tool"):
+        # A tool continuation: the question it works on and the steps since go whole with it.
+        asked = _last_question(units)
+        if asked is not None:
+            current = [m for unit in units[asked:] for m in unit] + current
+            units = units[:asked]
     used_chars = sum(message_chars(m) for m in current)
     used_messages = len(current)
     picked: list[list[Message]] = []
-    units = group_units(history, verbatim=verbatim)
     for unit in reversed(units):
         cost = sum(message_chars(m) for m in unit)
         if used_messages + len(unit) > max_messages:
@@ -173,13 +183,21 @@ def build_window(
         used_chars += cost
         used_messages += len(unit)
     kept = [m for unit in reversed(picked) for m in unit]
-    if len(picked) < len(units):
+    if len(picked) < len(units) or not verbatim:
         kept = _from_first_user(kept)
     return kept + current
 
 
+def _last_question(units: Sequence[list[Message]]) -> int | None:
+    """The index of the last unit that is a user message; ``None`` when there is none."""
+    for index in range(len(units) - 1, -1, -1):
+        if units[index][0].get("role") == "user":
+            return index
+    return None
+
+
 def _from_first_user(kept: list[Message]) -> list[Message]:
-    """A trimmed window's history from its first user message on: Anthropic and Bedrock answer
+    """A window's history from its first user message on: Anthropic and Bedrock answer
     400 to a conversation whose first message is the assistant's ("first message must use the
     user role"; a field report of exactly this after trimming: mckaywrigley/chatbot-ui#1656),
     and an assistant reply or tool result whose question was trimmed away is half a turn. The
