@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litellm_memory_hook.core import recall
+from litellm_memory_hook.core import dates, recall
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.prompt import (
@@ -193,15 +193,88 @@ def test_memory_selection_uses_the_recall_scorer() -> None:
 
 def test_query_dates_forms_and_zones() -> None:
     """Days and months in the usual English forms; the span is the local day of the zone."""
-    spans = recall.query_dates("on 8 May 2023, May 9th, 2023, 2023-05-10 or in June 2023?")
+    spans = dates.query_dates("on 8 May 2023, May 9th, 2023, 2023-05-10 or in June 2023?")
     assert [s.term for s in spans] == ["@2023-05-08", "@2023-05-09", "@2023-05-10", "@2023-06"]
-    day = recall.query_dates("what happened on 8th of May, 2023?", "Asia/Kolkata")[0]
+    day = dates.query_dates("what happened on 8th of May, 2023?", "Asia/Kolkata")[0]
     assert day.start_ms == int(datetime(2023, 5, 7, 18, 30, tzinfo=UTC).timestamp() * 1000)
     assert day.end_ms - day.start_ms == DAY_MS
-    assert [s.term for s in recall.query_dates("on 31 June 2023 or 8 May")] == ["@2023-06"]
-    assert recall.query_dates("x", "Not/AZone") == []
-    month = recall.query_dates("February 2024", "UTC")[0]
+    assert [s.term for s in dates.query_dates("on 31 June 2023 or 8 May")] == ["@2023-06"]
+    assert dates.query_dates("x", "Not/AZone") == []
+    month = dates.query_dates("February 2024", "UTC")[0]
     assert month.end_ms - month.start_ms == 29 * DAY_MS
+
+
+NOW = int(datetime(2026, 12, 2, 9, 30, tzinfo=UTC).timestamp() * 1000)  # a Wednesday
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ("what did I say yesterday?", ["@2026-12-01"]),
+        ("and today, and the day before yesterday?", ["@2026-12-02", "@2026-11-30"]),
+        ("3 days ago and two days ago", ["@2026-11-29", "@2026-11-30"]),
+        ("last Monday or on friday", ["@2026-11-30", "@2026-11-27"]),
+        ("last Wednesday", ["@2026-11-25"]),  # the latest Wednesday before today
+        ("last week", ["@2026-11-23..2026-11-30"]),
+        ("this week", ["@2026-11-30..2026-12-03"]),
+        ("the past week", ["@2026-11-26..2026-12-03"]),
+        ("a week ago", ["@2026-11-22..2026-11-29"]),
+        ("last month and 2 months ago", ["@2026-11", "@2026-10"]),
+        ("this month", ["@2026-12-01..2026-12-03"]),
+        ("last year", ["@2025"]),
+        ("in January a year ago", ["@2025"]),
+        ("12 months ago", ["@2025-12"]),
+        ("on 8 May 2023 and yesterday", ["@2023-05-08", "@2026-12-01"]),
+        ("tomorrow, next week, on the table, lastly", []),
+    ],
+)
+def test_relative_dates_are_read_against_the_request_time(text: str, terms: list[str]) -> None:
+    """Relative dates name local days, ISO weeks, calendar months and years before the
+    request's time; future forms and look-alike words name nothing."""
+    assert [s.term for s in dates.query_dates(text, "UTC", NOW)] == terms
+    assert [s.term for s in dates.query_dates(text, "UTC")] == [t for t in terms if "2023" in t]
+
+
+def test_relative_dates_follow_the_users_zone() -> None:
+    """At 02:00 UTC it is still yesterday evening in New York: "yesterday" is a day earlier
+    there, and the span is New York's local midnight to midnight."""
+    early = int(datetime(2026, 12, 2, 2, 0, tzinfo=UTC).timestamp() * 1000)
+    [kolkata] = dates.query_dates("yesterday", "Asia/Kolkata", early)
+    [new_york] = dates.query_dates("yesterday", "America/New_York", early)
+    assert (kolkata.term, new_york.term) == ("@2026-12-01", "@2026-11-30")
+    assert new_york.start_ms == int(datetime(2026, 11, 30, 5, 0, tzinfo=UTC).timestamp() * 1000)
+    assert new_york.end_ms - new_york.start_ms == DAY_MS
+    assert (
+        len(dates.query_dates("today yesterday 2 days ago 3 days ago 4 days ago", "UTC", early))
+        == 4
+    )
+
+
+async def test_yesterday_lifts_the_lines_of_yesterday(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Among lines that share the words, "yesterday" puts the one said the day before the
+    request first; without it the newest wins the tie."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    texts = [f"we talked about the garden plan {i}" for i in range(10)]
+    keys, memory = await _chat(store, prefix, "c1", [*texts, *FILLER], step_ms=DAY_MS)
+    asked_at = T0 + 7 * DAY_MS + 3 * 3_600_000  # line i was said at T0 + i days: 6 is yesterday
+
+    async def recalled(question: str) -> list[str]:
+        prepared = await prepare(
+            store,
+            keys,
+            memory,
+            [{"role": "user", "content": question}],
+            ContextOptions(recall=RecallOptions(mode="fixed", k=1), timezone="UTC"),
+            now_ms=asked_at,
+        )
+        assert prepared is not None
+        return [t.text for t in prepared.recalled]
+
+    assert await recalled("the garden plan yesterday?") == [texts[6]]
+    assert await recalled("the garden plan?") == [texts[9]]
+    assert await recalled("the garden plan 3 days ago?") == [texts[4]]
 
 
 async def test_date_lifts_the_lines_of_that_day(any_redis: aioredis.Redis, prefix: str) -> None:

@@ -46,15 +46,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import datetime, timedelta
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final
-from zoneinfo import ZoneInfo
 
 import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from litellm_memory_hook.core.dates import user_zone
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.script import (
     CLAUSE_HINGLISH,
@@ -275,15 +275,6 @@ class BuiltPrompt:
     layer_chars: dict[str, int]
 
 
-def _zone(name: str | None) -> tzinfo:
-    if not name:
-        return UTC
-    try:
-        return ZoneInfo(name)
-    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
-        return UTC
-
-
 CHAT_LABEL_CHARS: Final = 40
 """Longest chat name shown in the label of a line recalled from another chat."""
 
@@ -329,7 +320,7 @@ def time_label(ts_ms: int, timezone: str | None = None) -> str:
 def _time_label(ts_ms: int, timezone: str | None) -> str:
     # Cached: a request sizes and then shows each recalled line, and lines recur from request
     # to request.
-    zone = _zone(timezone)
+    zone = user_zone(timezone)
     try:
         moment = datetime.fromtimestamp(ts_ms / 1000, zone)
     except (OverflowError, OSError, ValueError):

@@ -33,22 +33,24 @@ Terms:
     of that question (the store passes the previous message's text as ``previous``), and a query
     looks for each of its words there too, so a reply that answers a question without repeating
     it is found. Weight 1.0.
-  - ``@`` date terms, query side only (:func:`query_dates`): a day or month the message names
-    ("8 May 2023", "May 2023"), in the user's zone; the store finds the lines said then by time
+  - ``@`` date terms, query side only (:func:`litellm_memory_hook.core.dates.query_dates`): a
+    day, week, month or year the message names ("8 May 2023", "May 2023", "yesterday", "last
+    week"), in the user's zone; the store finds the lines said then by time
     and :func:`date_postings` makes them postings. They only lift lines that words matched
     (``BOOST_KINDS``). Weight 2.0.
 
 Every key and weight was kept because it raised evidence cover in ``bench/recall_quality.py`` or
 ``litellm-memory bench recall`` (LoCoMo, Maharana et al., ACL 2024, and the project's
-multilingual chats). On LoCoMo dev, window + top 4 holds 64.7% of the evidence lines (plain IDF:
-53.8%), window + the default budget of 2,500 characters 74.4% (plain IDF: 63.3%) in a median
-prompt of 7,579 characters; on the multilingual chats 87.8% (plain: 69.4%), 68.4% of the hard
+multilingual chats). On LoCoMo dev, window + top 4 holds 64.4% of the evidence lines (plain IDF:
+53.6%), window + the default budget of 2,500 characters 74.3% (plain IDF: 63.0%) in a median
+prompt of 7,509 characters (64.7% and 74.4% before the window began to start with a user
+message); on the multilingual chats 87.8% (plain: 69.4%), 68.4% of the hard
 ones (plain: 21.0%). Date terms: +1.2 points of LoCoMo cover at 4 lines and +1.5 at 2,500
 characters (123 of the 1,155 questions name a date).
 
 Bounds, so that the store's work per message is bounded: at most ``MAX_TERMS_PER_MESSAGE`` terms
 per message or query (plain words first), each at most ``MAX_TERM_CHARS`` code points; at most
-``MAX_DATES_PER_QUERY`` dates.
+``MAX_DATES_PER_QUERY`` dates (:mod:`litellm_memory_hook.core.dates`).
 """
 
 from __future__ import annotations
@@ -58,12 +60,10 @@ import math
 import unicodedata
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
-from zoneinfo import ZoneInfo
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +71,7 @@ import regex
 from icu4py.breakers import WordBreaker
 from indic_transliteration import sanscript
 
+from litellm_memory_hook.core.dates import DATE_PREFIX
 from litellm_memory_hook.core.memo import short_text_memo
 
 __all__ = [
@@ -79,7 +80,6 @@ __all__ = [
     "DATE_PREFIX",
     "DEFAULT_TERM_OPTIONS",
     "DEFAULT_TERM_WEIGHTS",
-    "MAX_DATES_PER_QUERY",
     "MAX_TERMS_PER_MESSAGE",
     "MAX_TERM_CHARS",
     "MIN_KANA_CHARS",
@@ -91,7 +91,6 @@ __all__ = [
     "PHONETIC_PREFIX",
     "PLAIN_TERM_OPTIONS",
     "Collection",
-    "DateSpan",
     "TermOptions",
     "date_postings",
     "default_stopwords",
@@ -102,7 +101,6 @@ __all__ = [
     "is_question",
     "load_stopwords",
     "phonetic_key",
-    "query_dates",
     "query_terms",
     "rank",
     "rank_collections",
@@ -140,11 +138,6 @@ PHONETIC_PREFIX = "~"
 
 CONTEXT_PREFIX = "^"
 """Prefix of context keys: the plain words of the question a message answers."""
-
-DATE_PREFIX = "@"
-"""Prefix of date terms: a date named in the query (:func:`query_dates`). They are never stored:
-the store finds the lines of that day or month by time, and :func:`date_postings` turns them into
-postings for the scorer."""
 
 DEFAULT_TERM_WEIGHTS: Mapping[str, float] = {
     "": 1.0,
@@ -1019,123 +1012,6 @@ def fill_budget(
             chosen.append(key)
             used += cost
     return chosen
-
-
-# -- dates named in a query ------------------------------------------------------------------
-
-MAX_DATES_PER_QUERY = 4
-"""Most dates taken from one query (each costs the store one lookup by time)."""
-
-_MONTHS: dict[str, int] = {}
-for _number, _name in enumerate(
-    (
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ),
-    start=1,
-):
-    _MONTHS[_name] = _number
-    _MONTHS[_name[:3]] = _number
-_MONTHS["sept"] = 9
-_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
-_YEAR = r"(?P<year>(?:19|20)\d\d)"
-_DATE_FORMS = (
-    # 8 May 2023, 8th of May, 2023
-    regex.compile(rf"\b{_DAY}\s+(?:of\s+)?(?P<month>{_MONTH})\.?,?\s+{_YEAR}\b", regex.I),
-    # May 8, 2023
-    regex.compile(rf"\b(?P<month>{_MONTH})\.?\s+{_DAY},?\s+{_YEAR}\b", regex.I),
-    # 2023-05-08
-    regex.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]\d)-(?P<day>[0-3]\d)\b"),
-)
-_MONTH_FORM = regex.compile(rf"\b(?P<month>{_MONTH})\.?,?\s+{_YEAR}\b", regex.I)
-_ANY_YEAR = regex.compile(r"(?:19|20)\d\d")  # every form has one: a cheap test first
-
-
-@dataclass(frozen=True)
-class DateSpan:
-    """A day or a month named in a query, as a span of time in the user's zone.
-
-    Attributes:
-        term: its term, ``"@2023-05-08"`` or ``"@2023-05"`` (kind ``DATE_PREFIX``).
-        start_ms / end_ms: the span, epoch ms, end excluded: local midnight to midnight.
-    """
-
-    term: str
-    start_ms: int
-    end_ms: int
-
-
-def _zone(name: str | None) -> tzinfo:
-    if not name:
-        return UTC
-    try:
-        return ZoneInfo(name)
-    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
-        return UTC
-
-
-def _local_ms(day: date, zone: tzinfo) -> int:
-    return int(datetime(day.year, day.month, day.day, tzinfo=zone).timestamp() * 1000)
-
-
-def query_dates(text: str, timezone: str | None = None) -> list[DateSpan]:
-    """The days and months a query names, as spans of time in the user's zone.
-
-    English month names (full or three letters, any case) with a four-digit year: "8 May 2023",
-    "8th of May, 2023", "May 8, 2023", "May 2023", and ISO "2023-05-08". A day is the local day
-    in ``timezone`` (midnight to midnight, so a line is matched by the date the user saw on it
-    in any zone); a month is the local month. Forms without a year and relative dates
-    ("yesterday", "last week") are not read: the benchmark has none to measure them on.
-    An impossible day ("31 June 2023") counts as its month. At most ``MAX_DATES_PER_QUERY``, in
-    text order.
-
-    Args:
-        text: the new user message.
-        timezone: IANA zone of the user; ``None`` or an unknown name gives UTC.
-
-    Returns:
-        The spans, distinct.
-    """
-    if _ANY_YEAR.search(text) is None:
-        return []
-    zone = _zone(timezone)
-    found: list[tuple[int, DateSpan]] = []
-    taken: list[tuple[int, int]] = []
-    for form in _DATE_FORMS:
-        for match in form.finditer(text):
-            groups = match.groupdict()
-            month = _MONTHS[groups["month"].lower()] if groups.get("month") else 0
-            try:
-                day = date(int(groups["year"]), month or int(groups["mnum"]), int(groups["day"]))
-            except ValueError:
-                continue
-            start = _local_ms(day, zone)
-            end = _local_ms(day + timedelta(days=1), zone)
-            found.append((match.start(), DateSpan(f"{DATE_PREFIX}{day.isoformat()}", start, end)))
-            taken.append(match.span())
-    for match in _MONTH_FORM.finditer(text):
-        if any(a <= match.start() < b for a, b in taken):
-            continue
-        year, month = int(match.group("year")), _MONTHS[match.group("month").lower()]
-        first = date(year, month, 1)
-        after = date(year + month // 12, month % 12 + 1, 1)
-        span = DateSpan(
-            f"{DATE_PREFIX}{year:04d}-{month:02d}", _local_ms(first, zone), _local_ms(after, zone)
-        )
-        found.append((match.start(), span))
-    spans = list(dict.fromkeys(span for _, span in sorted(found, key=lambda x: x[0])))
-    return spans[:MAX_DATES_PER_QUERY]
 
 
 def date_postings(first_seq: int, end_seq: int, cap: int) -> npt.NDArray[np.int64]:

@@ -129,7 +129,7 @@ async def prepare(
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     last_text = _last_user_text(raw_messages)
     # With recall off, no postings are read at all.
-    query = recall_query(last_text, options.recall, options.timezone)
+    query = recall_query(last_text, options.recall, options.timezone, now)
     state, postings = await store.load(
         keys,
         memory,

@@ -15,8 +15,8 @@ one: one more round trip for their postings (:meth:`MemoryStore.load_chats`), th
 the chosen lines of every conversation. Only the postings of the query's own terms are read, so the
 cost does not grow with the length of the history. Lines of another chat are labelled with it.
 
-Dates the message names (:func:`litellm_memory_hook.core.recall.query_dates`) lift the lines of
-that day or month among those the words matched.
+Dates the message names (:func:`litellm_memory_hook.core.dates.query_dates`) lift the lines of
+that day, week, month or year ("yesterday", "last week") among those the words matched.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy.typing as npt
 
 from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.dates import DateSpan, query_dates
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import speaker_label
 from litellm_memory_hook.core.prompt import EarlierLine, earlier_line_chars
@@ -102,7 +103,7 @@ class RecallQuery:
     """What the store reads for recall: the message's terms and the dates it names."""
 
     terms: tuple[str, ...] = ()
-    dates: tuple[recall.DateSpan, ...] = ()
+    dates: tuple[DateSpan, ...] = ()
     user_scope: bool = False
 
     @property
@@ -111,15 +112,18 @@ class RecallQuery:
         return [(d.start_ms, d.end_ms) for d in self.dates]
 
 
-def recall_query(text: str, options: RecallOptions, timezone: str | None) -> RecallQuery:
+def recall_query(
+    text: str, options: RecallOptions, timezone: str | None, now_ms: int | None = None
+) -> RecallQuery:
     """The terms and dates of a new message; empty when recall is off or it has no terms (a
-    date alone recalls nothing: date terms only lift lines that words matched)."""
+    date alone recalls nothing: date terms only lift lines that words matched). ``now_ms``:
+    the request's time, for relative dates ("yesterday"; :func:`dates.query_dates`)."""
     if not text or not options.enabled:
         return RecallQuery()
     terms = recall.query_terms_cached(text)
     if not terms:
         return RecallQuery()
-    dates = tuple(recall.query_dates(text, timezone))
+    dates = tuple(query_dates(text, timezone, now_ms))
     return RecallQuery(terms, dates, options.scope == "user")
 
 
