@@ -250,6 +250,30 @@ def test_relative_dates_follow_the_users_zone() -> None:
     )
 
 
+_DATE_WORDS = st.sampled_from(
+    [
+        *("yesterday", "today", "ago", "last", "this", "past", "on", "a", "99", "0", "Monday"),
+        *("day", "days", "week", "weeks", "month", "months", "year", "years", "sunday", ","),
+        *("the day before", "8 May 2023", "2023-02-30", "May 2023", "31 June 2023", "\n"),
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(_DATE_WORDS, st.text(max_size=8)), max_size=12).map(" ".join),
+    st.integers(min_value=0, max_value=4_102_444_800_000),  # 1970 to 2100
+    st.sampled_from([None, "UTC", "Asia/Kolkata", "America/New_York", "Pacific/Kiritimati"]),
+)
+def test_query_dates_never_fail(text: str, now: int, zone: str | None) -> None:
+    """Any text at any time in any zone: at most MAX_DATES_PER_QUERY distinct spans, each
+    a non-empty span of whole local days named by a date term."""
+    spans = dates.query_dates(text, zone, now)
+    assert len(spans) <= dates.MAX_DATES_PER_QUERY and len(set(spans)) == len(spans)
+    for span in spans:
+        assert span.term.startswith(dates.DATE_PREFIX) and span.start_ms < span.end_ms
+
+
 async def test_yesterday_lifts_the_lines_of_yesterday(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:

@@ -26,7 +26,7 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
   client's own history (``verbatim``) that fits whole is sent as it is.
 * A new turn that continues tool calls (it starts with the assistant's ``tool_calls`` or a
   ``tool`` result) is the end of an exchange that began with the last user message: that
-  question and every message since go whole with the new turn, like it never cut or dropped
+  question and every message since go with the new turn and, like it, are never cut or dropped
   (an agent's task and its steps so far, whatever their size).
 """
 
