@@ -583,6 +583,9 @@ class MemoryAPI:
 
         Without ``fresh``, nothing is written when any of the document's conversations or
         memory sets already holds data for that user; with ``fresh`` they are deleted first.
+        An export of one conversation brings its shared memory set along: a set the user still
+        has is kept as it is (its memories are newer than the export's), so a forgotten
+        conversation can be imported back without ``fresh``.
 
         Args:
             document: a validated export (:meth:`ExportDocument.parse`).
@@ -603,7 +606,11 @@ class MemoryAPI:
         conversations = [keys.conversation(c.key) for c in document.conversations]
         sets = [keys.memory_set(m.scope) for m in document.memory_sets]
         taken = [c.conversation for c in conversations if await self._has(c.meta, c.turns)]
-        taken += [m.scope for m in sets if await self._has(*m.all())]
+        live = {m.scope for m in sets if await self._has(*m.all())}
+        if document.conversation is not None and not fresh:
+            kept = live  # one conversation: the user's live memory sets stay as they are
+        else:
+            kept, taken = set(), [*taken, *(m.scope for m in sets if m.scope in live)]
         if taken and not fresh:
             raise MemoryInputError(
                 f"user {user_id!r} of tenant {tenant!r} already has data in {', '.join(taken)}; "
@@ -619,10 +626,13 @@ class MemoryAPI:
                 raise MemoryInputError(f"conversation {conversation.id!r}: {exc}") from exc
         for conversation_keys in conversations:
             await transfer.delete_conversation(self.redis, conversation_keys)
-        for memory in sets:
+        restored = [
+            (m, d) for m, d in zip(sets, document.memory_sets, strict=True) if m.scope not in kept
+        ]
+        for memory, _ in restored:
             await self._delete(memory.all())
         store = MemoryStore.for_settings(self.redis, self.settings)
-        for memory, memory_set in zip(sets, document.memory_sets, strict=True):
+        for memory, memory_set in restored:
             await transfer.restore_memory_set(
                 self.redis, memory, _memory_set_dump(memory_set), ttl_s=store.ttl_s
             )
@@ -656,8 +666,8 @@ class MemoryAPI:
         return ImportExportResult(
             conversations=len(conversations),
             turns=done,
-            memory_sets=len(sets),
-            memories=sum(len(m.pinned) + len(m.memories) for m in document.memory_sets),
+            memory_sets=len(restored),
+            memories=sum(len(d.pinned) + len(d.memories) for _, d in restored),
         )
 
     async def _has(self, *names: str) -> bool:

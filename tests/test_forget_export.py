@@ -251,11 +251,14 @@ async def test_export_forget_import_export_round_trip(
 ) -> None:
     """export, forget, import, export gives the same document (turn seqs with their gap,
     memory ids, summary, cursor, version, tombstones, calls, due times), and the recall index
-    is rebuilt to exactly what it was."""
+    is rebuilt to exactly what it was; the stored turns are the same bytes (a text stored once
+    stays stored once, though the export carries it on every turn)."""
     await populate(hook, client)
     api = MemoryAPI(client, hook.settings)
     demo = target(hook).conversation
     index_before = await index_state(client, demo)
+    members_before = await client.zrange(demo.turns, 0, -1)
+    assert any(b'"text"' not in m for m in members_before)
     first = await api.export(target(hook), whole_user=True)
     await api.forget(target(hook), whole_user=True)
     seen: list[tuple[int, int]] = []
@@ -270,10 +273,41 @@ async def test_export_forget_import_export_round_trip(
     second = await api.export(target(hook), whole_user=True)
     assert comparable(second) == comparable(first)
     assert await index_state(client, demo) == index_before
+    assert await client.zrange(demo.turns, 0, -1) == members_before
     data = chat_request("Any news about origami?", user="alice", call_id="q2")
     out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
     assert out is not None  # the chat still reads the imported conversation
     assert "origami" in json.dumps(out["messages"][:-1])
+
+
+async def test_a_forgotten_conversation_comes_back_from_its_export(
+    hook: MemoryHook, client: aioredis.Redis
+) -> None:
+    """A fresh-user report: an export of one conversation carries the user's shared memory
+    set, so importing it after forgetting that conversation was refused ("already has data").
+    The conversation comes back; the live memory set, newer than the export, stays as it is;
+    the conversation itself still counts as data already there."""
+    await populate(hook, client)
+    api = MemoryAPI(client, hook.settings)
+    chat7 = target(hook, conversation="chat-7")
+    document = await api.export(chat7, whole_user=False)
+    assert document.conversation == "chat-7" and len(document.memory_sets) == 1
+    members = await client.zrange(chat7.conversation.turns, 0, -1)
+    await api.forget(chat7, whole_user=False)
+    await api.pin(target(hook), "Pinned after the export.")
+    live = await api.list(target(hook))
+    with_text = ExportDocument.parse(json.loads(document.model_dump_json()))
+    result = await api.import_export(with_text, tenant="master", user="alice")
+    assert (result.conversations, result.turns, result.memory_sets) == (1, 2, 0)
+    assert await client.zrange(chat7.conversation.turns, 0, -1) == members
+    assert await api.list(target(hook)) == live
+    with pytest.raises(MemoryInputError, match="already has data in chat-7"):
+        await api.import_export(with_text, tenant="master", user="alice")
+    result = await api.import_export(with_text, tenant="master", user="alice", fresh=True)
+    assert result.memory_sets == 1  # --fresh puts the export's memory set back too
+    assert [p.text for p in (await api.list(target(hook))).pinned] == [
+        "My daughter Asha was born on 3 March."
+    ]
 
 
 async def test_import_refuses_existing_data_unless_fresh(

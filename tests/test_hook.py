@@ -18,9 +18,11 @@ from litellm.types.utils import (
 )
 
 from litellm_memory_hook.core.assemble import with_rules
-from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.models import Turn, stored_text
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
+from litellm_memory_hook.store.redis_store import MemoryStore
 
 from .conftest import Auth, chat_request, forged_record, make_hook, model_response
 
@@ -634,3 +636,48 @@ def test_stream_tool_calls_without_index_stay_separate() -> None:
     assert split.message()["tool_calls"] == [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
     ]
+
+
+async def test_an_agent_sending_only_its_steps_keeps_its_task_first(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A fresh-user report: an agent that sends only each new tool step (its assistant
+    tool_calls message and the results), many steps after its task, got a window without the
+    task that started with the assistant (a 400 from Anthropic). The task is read back from the
+    store (it is older than the tail read), and the window starts with it."""
+    task = "Rename every file in the reports folder."
+    await _chat(hook, chat_request(task, model="tiny", call_id="a-0"), "On it.")
+    for step in range(1, 11):
+        call = {
+            "id": f"t{step}",
+            "type": "function",
+            "function": {"name": "rename", "arguments": f'{{"n":{step}}}'},
+        }
+        new = [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"t{step}", "content": f"renamed {step}"},
+        ]
+        data = {"model": "tiny", "user": "u-A", "litellm_call_id": f"a-{step}", "messages": new}
+        sent = await _chat(hook, data, f"Step {step} done.")
+        window = [m for m in sent["messages"] if m["role"] != "system"]
+        assert window[0] == {"role": "user", "content": task}, step
+        assert window[-2:] == new
+    stored = await _turns(any_redis, prefix, conv="tiny")
+    assert len(stored) == 2 + 10 * 3 and [t["role"] for t in stored[:2]] == ["user", "assistant"]
+
+
+async def test_last_question_is_the_newest_user_turn_before_a_seq(
+    store: MemoryStore, prefix: str
+) -> None:
+    """The read behind it: the newest user turn below a seq, past any number of assistant and
+    tool turns up to the scan limit; None when there is none."""
+    keys = ConversationKeys.for_ids(prefix, "master", "u-Q", "demo")
+    assert await store.last_question(keys, 10) is None
+    roles = ["user", "assistant", "user", *["assistant", "tool"] * 100]
+    turns = [Turn(role=r, text=f"{r} {i}", ts_ms=i, tool_call_id="x") for i, r in enumerate(roles)]
+    await store.append(keys, indexed_chain(turns))
+    found = await store.last_question(keys, len(roles) + 1)
+    assert found is not None and (found.seq, found.text) == (3, "user 2")
+    found = await store.last_question(keys, 3)
+    assert found is not None and found.seq == 1
+    assert await store.last_question(keys, 1) is None

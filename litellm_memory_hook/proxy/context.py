@@ -9,12 +9,12 @@ recent window (:mod:`litellm_memory_hook.core.window`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from litellm_memory_hook.core.assemble import assemble
 from litellm_memory_hook.core.messages import clean_messages, content_text
-from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import (
     Budget,
     TurnPlan,
@@ -149,6 +149,7 @@ async def prepare(
     )
     if plan is None:
         return None
+    plan = await _with_question(store, keys, plan, state)
     window = build_window(
         plan.history,
         plan.new,
@@ -192,6 +193,33 @@ async def prepare(
         layer_chars=layer_chars,
         recalled=list(found.turns),
         cursor=int(state.meta.get("cursor", "0") or 0),
+    )
+
+
+async def _with_question(
+    store: MemoryStore, keys: ConversationKeys, plan: TurnPlan, state: ConversationState
+) -> TurnPlan:
+    """The plan with the question an agent's tool steps work on put before the stored history,
+    when the new turn continues tool calls and the stored tail read holds no user message (an
+    agent that sends only its new steps, many steps after its task): the window then starts
+    with that question (:func:`~litellm_memory_hook.core.window.build_window`). One more read,
+    in that case only.
+
+    Raises:
+        StoreError: Redis failed.
+    """
+    if plan.verbatim or not plan.new or plan.new[0].get("role") not in ("assistant", "tool"):
+        return plan
+    if any(m.get("role") == "user" for m in plan.history):
+        return plan
+    first = min((s for s in plan.history_seqs if s), default=state.last_seq + 1)
+    question = await store.last_question(keys, first)
+    if question is None:
+        return plan
+    return replace(
+        plan,
+        history=(question.to_message(), *plan.history),
+        history_seqs=(question.seq, *plan.history_seqs),
     )
 
 

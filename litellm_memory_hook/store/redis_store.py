@@ -411,6 +411,30 @@ end
 return out
 """
 
+#: most stored turns :data:`LAST_QUESTION` looks at, newest first (an agent's task 500 tool steps
+#: back is still found; the scan stays under ~1 ms of Redis time).
+QUESTION_SCAN_TURNS = 1000
+
+LAST_QUESTION = """
+-- The newest user turn stored before a seq: the question an agent's tool steps work on, when it
+-- is older than the tail a request reads. Read-only; pages of 64 members, newest first.
+-- KEYS[1] turns zset (member '{"seq":<n>,"role":"<role>",...}', score = seq)
+-- ARGV[1] only turns with a lower seq are looked at
+-- ARGV[2] most turns looked at
+-- Returns the member, or false when none is found within ARGV[2] turns.
+local top, left = '(' .. ARGV[1], tonumber(ARGV[2])
+while left > 0 do
+  local page = redis.call('ZREVRANGEBYSCORE', KEYS[1], top, '-inf', 'LIMIT', 0, math.min(64, left))
+  if #page == 0 then return false end
+  for _, member in ipairs(page) do
+    if string.find(member, '^{"seq":%d+,"role":"user"') then return member end
+  end
+  left = left - #page
+  top = '(' .. string.match(page[#page], '^{"seq":(%d+)')
+end
+return false
+"""
+
 
 @dataclass(frozen=True)
 class AppendResult:
@@ -574,6 +598,7 @@ class MemoryStore:
         self.batch_terms = max(1, batch_terms)
         self._append = redis.register_script(APPEND_TURNS)
         self._fetch = redis.register_script(FETCH_TURNS)
+        self._last_question = redis.register_script(LAST_QUESTION)
         self._spans = redis.register_script(SEQ_SPANS)
         self._delete = redis.register_script(DELETE_TURNS)
         self._begin = redis.register_script(BEGIN_WRITE)
@@ -798,6 +823,26 @@ class MemoryStore:
         except RedisError as exc:
             raise StoreError(f"fetch turns {keys.ref}: {exc}") from exc
         return [Turn.from_member(m) for m in members]
+
+    async def last_question(self, keys: ConversationKeys, before_seq: int) -> Turn | None:
+        """The newest stored user turn with a seq below ``before_seq`` (``LAST_QUESTION``,
+        at most ``QUESTION_SCAN_TURNS`` turns looked at); ``None`` when there is none.
+
+        Raises:
+            StoreError: Redis failed.
+        """
+        try:
+            member = await self._last_question(
+                keys=[keys.turns], args=[before_seq, QUESTION_SCAN_TURNS]
+            )
+        except RedisError as exc:
+            raise StoreError(f"read the last question of {keys.ref}: {exc}") from exc
+        if not member:
+            return None
+        try:
+            return Turn.from_member(member)
+        except ValueError:
+            return None
 
     async def append(
         self,

@@ -253,6 +253,9 @@ def stored_turn(data: dict[str, Any]) -> IndexedTurn:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
         raise ValueError(f"turn without a positive integer 'seq': {str(data)[:80]}")
     rest = {k: v for k, v in data.items() if k != "seq"}
+    msg = rest.get("msg")
+    if isinstance(msg, dict) and "text" in rest and msg.get("content") == rest["text"]:
+        del rest["text"]  # stored once, as Turn.body_json stores it (an export carries it)
     body = orjson.dumps(rest).decode("utf-8")
     turn = Turn.from_member(body)
     # the same serialisation as Turn.body_json (the append script prepends '{"seq":N,')
