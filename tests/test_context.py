@@ -221,6 +221,43 @@ def test_repeated_tool_results_replace_the_old_answer() -> None:
     assert [m["role"] for m in plan.history] == ["user"]
 
 
+def test_tool_results_sent_alone_answer_the_stored_call() -> None:
+    """A client that sends only its new messages sends the results of the calls the model
+    made in the last (stored) reply, without that reply: the stored call completes the group,
+    the results alone are stored; results that answer no stored call, or only some of two,
+    still pass through as sent."""
+    two = [
+        {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "b", "arguments": "{}"}},
+    ]
+    tail = [
+        Turn(role="user", text="do a and b", ts_ms=NOW, seq=1),
+        Turn(
+            role="assistant",
+            text="",
+            ts_ms=NOW,
+            seq=2,
+            tool_calls=tuple(two),
+            msg={"role": "assistant", "content": None, "tool_calls": two},
+        ),
+    ]
+    state = ConversationState(meta={"seq": "2"}, tail=tail)
+    results = [
+        {"role": "tool", "tool_call_id": "c2", "content": "B"},
+        {"role": "tool", "tool_call_id": "c1", "content": "A"},
+    ]
+    plan = plan_turn(results, state, now_ms=NOW)
+    assert plan is not None
+    assert plan.new == ({"role": "assistant", "content": None, "tool_calls": two}, *results)
+    assert [(t.role, t.text) for t in plan.pending] == [("tool", "B"), ("tool", "A")]
+    assert [m["role"] for m in plan.history] == ["user"] and plan.replace == ()
+    assert plan_turn(results[:1], state, now_ms=NOW) is None  # c1 unanswered
+    stray = [{"role": "tool", "tool_call_id": "c9", "content": "?"}]
+    assert plan_turn(stray, state, now_ms=NOW) is None
+    answered = ConversationState(meta={"seq": "3"}, tail=[*tail, Turn("assistant", "Done.", NOW)])
+    assert plan_turn(results, answered, now_ms=NOW) is None  # the last reply made no call
+
+
 def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:
     """Two calls with one result, or a call without an id: the request is not rebuilt (it goes
     to the model as sent) rather than silently losing its new turn."""

@@ -613,3 +613,40 @@ def test_a_tool_result_over_the_budget_keeps_its_question(stack: Stack, stream: 
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     assert _block_text(body["messages"][0]["content"]) == "Summarise notes.txt"
     assert [b["type"] for b in body["messages"][2]["content"]] == ["tool_result"]
+
+
+@pytest.mark.parametrize("model", ["demo", "claude"])
+def test_tool_results_sent_alone_reach_the_model_with_their_call(stack: Stack, model: str) -> None:
+    """A client that sends only its new messages answers the model's tool call with the result
+    alone: the stored call goes before it (an orphan tool result is a 400 from OpenAI and
+    Anthropic alike), and the result and the answer are stored after the call."""
+    user = _user()
+    stack.reset()
+    call = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    stack.script({"content": None, "tool_calls": [call]}, "It is 31C in Pune.")
+    tool = {
+        "type": "function",
+        "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}},
+    }
+    first = stack.client.chat.completions.create(
+        model=model, user=user, tools=[tool], messages=[{"role": "user", "content": "Weather?"}]
+    )
+    calls = first.choices[0].message.tool_calls or []
+    assert [c.id for c in calls] == ["call_1"]
+    second = stack.client.chat.completions.create(
+        model=model,
+        user=user,
+        tools=[tool],
+        messages=[{"role": "tool", "tool_call_id": "call_1", "content": "31C"}],
+    )
+    assert second.choices[0].message.content == "It is 31C in Pune."
+    body = stack.chat_calls()[-1]
+    roles = [m["role"] for m in body["messages"]]
+    if model == "demo":
+        assert roles == ["system", "user", "assistant", "tool"]
+        assert body["messages"][2]["tool_calls"][0]["id"] == "call_1"
+    else:  # Anthropic: the result is a tool_result block of a user message
+        assert roles == ["user", "assistant", "user"]
+        assert [b["type"] for b in body["messages"][1]["content"]] == ["tool_use"]
+    stored = stack.turns(user, model)
+    assert [t["role"] for t in stored] == ["user", "assistant", "tool", "assistant"]

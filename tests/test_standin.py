@@ -384,3 +384,25 @@ def test_messages_route_recognises_extraction_calls(client: TestClient) -> None:
     parsed = json.loads(answer["content"][0]["text"])
     assert set(parsed) == {"memories", "summary"}
     assert len(client.get("/_standin/extraction_requests").json()) == 1
+
+
+def test_messages_route_answers_scripted_tool_calls_as_tool_use(client: TestClient) -> None:
+    """A scripted OpenAI-style tool call comes back as a tool_use block (stop_reason
+    tool_use), whole and streamed (input_json_delta)."""
+    function = {"name": "weather", "arguments": '{"city":"Pune"}'}
+    call = {"id": "toolu_9", "type": "function", "function": function}
+    body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "weather?"}]}
+    client.post("/_standin/replies", json=[{"content": None, "tool_calls": [call]}] * 2)
+    answer = client.post("/v1/messages", json=body).json()
+    assert answer["stop_reason"] == "tool_use"
+    assert answer["content"] == [
+        {"type": "tool_use", "id": "toolu_9", "name": "weather", "input": {"city": "Pune"}}
+    ]
+    with client.stream("POST", "/v1/messages", json={**body, "stream": True}) as stream:
+        lines = [line for line in stream.iter_lines() if line.startswith("data: ")]
+    events = [json.loads(line.removeprefix("data: ")) for line in lines]
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert starts[-1] == {"type": "tool_use", "id": "toolu_9", "name": "weather", "input": {}}
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    assert json.loads(deltas[-1]["partial_json"]) == {"city": "Pune"}
+    assert events[-2]["delta"]["stop_reason"] == "tool_use"

@@ -3,7 +3,8 @@
 :func:`plan_turn` decides what the history is, which messages are new and must be stored after
 the reply, and whether the request regenerates the last reply. Clients of both kinds work:
 
-* apps that send only the new message: the stored history is the conversation;
+* apps that send only the new message: the stored history is the conversation (tool results
+  sent alone are completed with the stored ``tool_calls`` message they answer);
 * apps that send the whole history are authoritative for what they send: the model receives
   their messages as sent, and the store follows them (an edited or deleted message, a branch,
   a regenerate), within the stored tail read for the request (:func:`_plan_whole_history`);
@@ -233,6 +234,11 @@ def plan_turn(
         return None  # legacy function calling: passed through as sent
     split = split_request(messages)
     new_convo = split.new_conversation
+    new = tuple(split.new)
+    client_history = [m for m in split.earlier if m.get("role") in ("user", "assistant", "tool")]
+    call = None if client_history else _answered_call(new_convo, state.tail)
+    if call is not None:  # tool results sent alone: the stored call they answer goes first
+        new_convo, new = (call, *new_convo), (call, *new)
     if not new_convo or new_convo[-1].get("role") not in ("user", "tool"):
         return None
     if _broken_tool_groups(new_convo):
@@ -240,12 +246,10 @@ def plan_turn(
     if new_convo[-1].get("role") == "user" and is_blank(content_text(new_convo[-1].get("content"))):
         return None  # nothing to answer from memory; never store a reply without its question
     system_texts = tuple(t for t in (strip_injected(s) for s in split.system_texts) if t)
-    new = tuple(split.new)
     new_turns = messages_to_turns(
         new_convo, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars
     )
     common: dict[str, Any] = {"lead": split.lead, "prefill": split.prefill_text}
-    client_history = [m for m in split.earlier if m.get("role") in ("user", "assistant", "tool")]
 
     if state.last_seq == 0:
         seed = messages_to_turns(
@@ -427,6 +431,22 @@ def _plan_whole_history(
         return plan(new_turns, (), tail[-1].text if tail else "")
     before = [t for t in stored if not from_seq or t.seq < from_seq]
     return plan(pending, replace, before[-1].text if before else "")
+
+
+def _answered_call(new: Sequence[Message], tail: Sequence[Turn]) -> Message | None:
+    """The stored ``tool_calls`` message that tool results sent alone answer: a client that
+    sends only its new messages sends the results of the calls the model made in the last reply
+    (stored by the hook), without that reply. ``None`` unless the new turn starts with ``tool``
+    messages that all answer calls of the newest stored turn."""
+    answered = set()
+    for message in new:
+        if message.get("role") != "tool":
+            break
+        answered.add(bound_id(str(message.get("tool_call_id"))))
+    stored = [t for t in tail if not t.partial]
+    if not answered or not stored or stored[-1].role != "assistant" or not stored[-1].tool_calls:
+        return None
+    return stored[-1].to_message() if answered <= _tool_call_ids(stored[-1]) else None
 
 
 def _stored_call(tail: Sequence[Turn], ids: set[str]) -> int | None:

@@ -14,8 +14,9 @@ Model routes (each also without the ``/v1`` prefix):
 * ``POST /v1/messages``: Anthropic's Messages API, streaming and not, for LiteLLM models
   ``anthropic/<name>`` whose ``api_base`` is the stand-in. It answers 400 as Anthropic does to a
   conversation whose first message is not the user's, an empty text block or a role other than
-  ``user``/``assistant`` (:mod:`litellm_memory_hook.tools.standin_anthropic`); extraction calls
-  are recognised there too (their system prompt is the top-level ``system``).
+  ``user``/``assistant`` (:mod:`litellm_memory_hook.tools.standin_anthropic`); scripted tool
+  calls come back as ``tool_use`` blocks; extraction calls are recognised there too (their
+  system prompt is the top-level ``system``).
 * ``POST /v1/completions``: legacy text completions; ``prompt`` is a string, a list of strings, a
   token list or a list of token lists, one choice per prompt with ``"Noted: <its start>"``;
   ``stream: true`` answers in the completions SSE format (``text_completion`` chunks, then
@@ -666,10 +667,12 @@ def _anthropic_response(state: _State, body: dict[str, Any]) -> Response:
     if status >= 400:
         return JSONResponse(anthropic.error_body("scripted error", "api_error"), status_code=status)
     text = str(spec.get("content") or "")
+    calls = list(spec.get("tool_calls") or ())
     if body.get("stream"):
-        events = anthropic.stream(text, chat_view, float(spec.get("chunk_delay_s", 0)))
+        delay = float(spec.get("chunk_delay_s", 0))
+        events = anthropic.stream(text, chat_view, delay, calls)
         return StreamingResponse(events, media_type="text/event-stream")
-    return JSONResponse(anthropic.message(text, chat_view))
+    return JSONResponse(anthropic.message(text, chat_view, calls))
 
 
 def _text_completion_response(state: _State, body: dict[str, Any]) -> Response:

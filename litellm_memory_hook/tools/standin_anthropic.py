@@ -15,10 +15,13 @@ clients rebuilt or trimmed (``invalid_request_error``, with Anthropic's texts):
   has the same rule);
 * a text content block must not be empty.
 
-Answers: the reply text in one ``text`` block, ``stop_reason: "end_turn"`` and a usage estimate
-of a token per 4 characters; with ``stream: true``, the event stream of Anthropic's format
-(``message_start``, ``content_block_start``, one ``content_block_delta`` per word,
-``content_block_stop``, ``message_delta``, ``message_stop``). Tool use is not modelled.
+Answers: the reply text in one ``text`` block, then a ``tool_use`` block for each scripted
+OpenAI-style tool call (``id``, ``function.name``, ``function.arguments`` as ``input``), with
+``stop_reason`` ``"tool_use"`` when there are calls and ``"end_turn"`` otherwise, and a usage
+estimate of a token per 4 characters; with ``stream: true``, the event stream of Anthropic's
+format (``message_start``; per block ``content_block_start``, deltas, ``content_block_stop``: one
+``text_delta`` per word, one ``input_json_delta`` per tool call; ``message_delta``,
+``message_stop``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from litellm_memory_hook.core.messages import content_text
@@ -95,15 +98,40 @@ def _message(text: str, model: str, usage: dict[str, int], content: list[Any]) -
     }
 
 
-def message(text: str, chat: dict[str, Any]) -> dict[str, Any]:
-    """A complete Messages API answer holding ``text`` (``chat``: :func:`as_chat` of the body)."""
+def _tool_use(call: Any) -> dict[str, Any]:
+    """An OpenAI-style tool call as a ``tool_use`` block (arguments that are not a JSON object
+    become ``{}``)."""
+    call = call if isinstance(call, dict) else {}
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except (TypeError, ValueError):
+        arguments = {}
+    return {
+        "type": "tool_use",
+        "id": str(call.get("id") or f"toolu_{uuid.uuid4().hex[:12]}"),
+        "name": str(function.get("name") or "tool"),
+        "input": arguments if isinstance(arguments, dict) else {},
+    }
+
+
+def message(text: str, chat: dict[str, Any], tool_calls: Sequence[Any] = ()) -> dict[str, Any]:
+    """A complete Messages API answer holding ``text`` and ``tool_use`` blocks for
+    ``tool_calls`` (``chat``: :func:`as_chat` of the body)."""
     model = str(chat.get("model") or "standin")
-    return _message(text, model, _usage(chat, text), [{"type": "text", "text": text}])
+    blocks: list[Any] = [{"type": "text", "text": text}] if text or not tool_calls else []
+    blocks += [_tool_use(call) for call in tool_calls]
+    answer = _message(text, model, _usage(chat, text), blocks)
+    if tool_calls:
+        answer["stop_reason"] = "tool_use"
+    return answer
 
 
-async def stream(text: str, chat: dict[str, Any], delay_s: float = 0.0) -> AsyncIterator[str]:
-    """The Messages API event stream of an answer holding ``text``, one delta per word,
-    ``delay_s`` seconds before each."""
+async def stream(
+    text: str, chat: dict[str, Any], delay_s: float = 0.0, tool_calls: Sequence[Any] = ()
+) -> AsyncIterator[str]:
+    """The Messages API event stream of an answer holding ``text`` (one delta per word,
+    ``delay_s`` seconds before each), then ``tool_calls`` as ``tool_use`` blocks."""
 
     def event(kind: str, payload: dict[str, Any]) -> str:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n"
@@ -121,10 +149,22 @@ async def stream(text: str, chat: dict[str, Any], delay_s: float = 0.0) -> Async
         delta = {"type": "text_delta", "text": piece}
         yield event("content_block_delta", {"index": 0, "delta": delta})
     yield event("content_block_stop", {"index": 0})
+    for index, call in enumerate(tool_calls, 1):
+        block = _tool_use(call)
+        arguments = json.dumps(block.pop("input"))
+        yield event(
+            "content_block_start", {"index": index, "content_block": {**block, "input": {}}}
+        )
+        delta = {"type": "input_json_delta", "partial_json": arguments}
+        yield event("content_block_delta", {"index": index, "delta": delta})
+        yield event("content_block_stop", {"index": index})
     yield event(
         "message_delta",
         {
-            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "delta": {
+                "stop_reason": "tool_use" if tool_calls else "end_turn",
+                "stop_sequence": None,
+            },
             "usage": {"output_tokens": usage["output_tokens"]},
         },
     )
