@@ -280,6 +280,29 @@ async def test_export_forget_import_export_round_trip(
     assert "origami" in json.dumps(out["messages"][:-1])
 
 
+async def test_a_turn_at_the_size_limits_comes_back_whole(
+    hook: MemoryHook, client: aioredis.Redis
+) -> None:
+    """A fresh-user report: a turn near the 32,000-character text cap came back from an
+    import cut in the middle of its JSON (its exact body was bounded like a field of the
+    message), and the conversation could no longer be exported. Every member comes back the
+    same bytes, valid JSON."""
+    await chat(hook, "Second paste: " + "jklmnopqr " * 3400, "Long one.", "big-1", user="big")
+    await chat(hook, "x " * 15_900, "Also long.", "big-2", user="big")
+    api = MemoryAPI(client, hook.settings)
+    keys = target(hook, "big").conversation
+    members = await client.zrange(keys.turns, 0, -1)
+    assert max(len(m) for m in members) > 32_000
+    document = await api.export(target(hook, "big"), whole_user=True)
+    await api.forget(target(hook, "big"), whole_user=True)
+    parsed = ExportDocument.parse(json.loads(document.model_dump_json()))
+    await api.import_export(parsed, tenant="master", user="big")
+    assert await client.zrange(keys.turns, 0, -1) == members
+    assert all(isinstance(json.loads(m), dict) for m in members)
+    again = await api.export(target(hook, "big"), whole_user=True)
+    assert comparable(again) == comparable(document)
+
+
 async def test_a_forgotten_conversation_comes_back_from_its_export(
     hook: MemoryHook, client: aioredis.Redis
 ) -> None:
@@ -752,3 +775,23 @@ def test_turn_body_is_written_back_exactly() -> None:
         data, ensure_ascii=False, separators=(",", ":")
     )
     assert Turn.from_member('{"seq":3,' + item.turn.body_json()).text == "héllo"
+
+
+def test_a_turn_body_is_bounded_without_being_cut() -> None:
+    """Unknown fields come back up to UNKNOWN_FIELDS_CHARS; a turn with more, or one that
+    bounding changes, is written from its bounded fields: always whole JSON, never a body cut
+    mid-string."""
+    from litellm_memory_hook.core.bounds import TurnLimits, bound_turn
+    from litellm_memory_hook.store.transfer import UNKNOWN_FIELDS_CHARS, stored_turn
+
+    room = UNKNOWN_FIELDS_CHARS - len(',"future":""')
+    data = {"seq": 4, "role": "user", "text": "hi", "ts": 5, "future": "f" * room}
+    assert '"future"' in stored_turn(data).turn.body_json()
+    data["future"] += "f"
+    body = stored_turn(data).turn.body_json()
+    assert '"future"' not in body and json.loads("{" + body)["text"] == "hi"
+    message = {"role": "user", "content": "z" * 40_000}
+    big = stored_turn({"seq": 5, "role": "user", "text": "z" * 40_000, "ts": 5, "msg": message})
+    bounded = bound_turn(big.turn, TurnLimits())
+    stored = json.loads('{"seq":5,' + bounded.body_json())
+    assert len(stored["text"]) == TurnLimits().text_chars and stored["msg"]["role"] == "user"

@@ -35,7 +35,10 @@ the turn                             sent): a string field keeps its start (``â€
 ========================  =========  =======================================================
 
 ``ctx`` (recall context keys, made by :mod:`litellm_memory_hook.core.recall`, at most 64 of 40
-code points) and ``fp`` (16 hex digits) are produced by this package and left alone. Meta values
+code points) and ``fp`` (16 hex digits) are produced by this package and left alone. A field
+declared ``derived`` in its dataclass metadata (a serialisation of the others, such as the exact
+JSON an import writes back) is never cut: when bounding changes the turn it is reset to its
+default, so that it is made again from the bounded fields. Meta values
 written with a conversation (raw ids, alias) are bounded by :func:`bound_meta_value`.
 """
 
@@ -254,7 +257,7 @@ def _bound_extra(turn: Turn, limits: TurnLimits) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     budget = limits.extra_chars
     for item in dataclasses.fields(turn):
-        if item.name in _OWN_FIELDS:
+        if item.name in _OWN_FIELDS or item.metadata.get("derived"):
             continue
         value = getattr(turn, item.name)
         kept: Any
@@ -305,7 +308,12 @@ def bound_turn(turn: Turn, limits: TurnLimits | None = None) -> Turn:
             changes["tool_calls"] = calls
     if len(dataclasses.fields(turn)) > len(_OWN_FIELDS):
         changes.update(_bound_extra(turn, limits))
-    return dataclasses.replace(turn, **changes) if changes else turn
+    if not changes:
+        return turn
+    for item in dataclasses.fields(turn):
+        if item.metadata.get("derived"):  # made again from the bounded fields
+            changes[item.name] = item.default
+    return dataclasses.replace(turn, **changes)
 
 
 DEFAULT_LIMITS = TurnLimits()

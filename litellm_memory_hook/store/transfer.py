@@ -230,16 +230,24 @@ async def restore_memory_set(
         raise StoreError(f"restore memories {memory.scope}: {exc}") from exc
 
 
+#: most characters that fields of a turn this version does not know (written by a newer one)
+#: may add to it when an import writes it back exactly; a turn with more is written from the
+#: fields this version knows (the limit of one other stored field, ``MAX_FIELD_CHARS``).
+UNKNOWN_FIELDS_CHARS = 8000
+
+
 @dataclass(frozen=True)
 class _StoredTurn(Turn):
     """A turn that writes back exactly the JSON body it was read with (every field, also those
-    this version of :class:`Turn` does not know)."""
+    this version of :class:`Turn` does not know), unless bounding changed it: ``body`` is a
+    ``derived`` field (:func:`~litellm_memory_hook.core.bounds.bound_turn` resets it, never cuts
+    it), and the turn is then written from its bounded fields."""
 
-    body: str = ""
+    body: str = field(default="", metadata={"derived": True})
 
     def body_json(self) -> str:
         """The stored JSON object without ``seq`` and its opening brace."""
-        return self.body
+        return self.body or super().body_json()
 
 
 def stored_turn(data: dict[str, Any]) -> IndexedTurn:
@@ -260,6 +268,8 @@ def stored_turn(data: dict[str, Any]) -> IndexedTurn:
     turn = Turn.from_member(body)
     # the same serialisation as Turn.body_json (the append script prepends '{"seq":N,')
     exact = json.dumps(rest, ensure_ascii=False, separators=(",", ":"))[1:]
+    if len(exact) > len(turn.body_json()) + UNKNOWN_FIELDS_CHARS:
+        exact = ""  # written from the fields this version knows (then bounded)
     fields = {name: getattr(turn, name) for name in Turn.__dataclass_fields__}
     fields["seq"] = seq
     return stored_terms(_StoredTurn(**fields, body=exact))
