@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn
@@ -302,3 +305,51 @@ async def test_a_regenerate_never_shows_the_reply_it_replaces(
     assert prepared is not None and prepared.plan.regenerate
     assert prepared.recalled == []
     assert "Roses are red" not in json.dumps(prepared.messages)
+
+
+def _apply(state: ConversationState, plan: object) -> list[str]:
+    """The stored texts after a plan's writes (replaced turns out, pending turns appended)."""
+    from litellm_memory_hook.core.plan import TurnPlan
+
+    assert isinstance(plan, TurnPlan)
+    gone = {t.seq for t in plan.replace}
+    return [t.text for t in state.tail if t.seq not in gone] + [t.text for t in plan.pending]
+
+
+def test_a_deleted_earlier_exchange_is_not_stored_twice() -> None:
+    """A fresh-user report: a whole-history client deleting an earlier exchange, with more
+    messages after it than before, had its whole history stored again after the first turns.
+    The store now follows the client: the turns from the deleted one on are replaced."""
+    texts = ["One.", "N1", "Two.", "N2", "Three.", "N3", "Four.", "N4"]
+    state = _state(*[("user" if i % 2 == 0 else "assistant", t) for i, t in enumerate(texts)])
+    kept = [m for i, m in enumerate(texts) if i not in (2, 3)]
+    client = [_user(t) if i % 2 == 0 else _assistant(t) for i, t in enumerate(kept)]
+    plan = plan_turn([*client, _user("Five.")], state, now_ms=NOW)
+    assert plan is not None
+    assert [t.seq for t in plan.replace] == [3, 4, 5, 6, 7, 8]
+    assert _apply(state, plan) == [*kept, "Five."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(min_value=2, max_value=12),
+    st.data(),
+)
+def test_deleting_or_editing_an_exchange_keeps_the_store_equal_to_the_client(
+    exchanges: int, data: st.DataObject
+) -> None:
+    """Whatever exchange the client edits, or deletes after the first, the stored conversation
+    afterwards is the client's history and the new turn, each message once."""
+    texts = [f"{'q' if i % 2 == 0 else 'a'}{i // 2} of {exchanges}" for i in range(2 * exchanges)]
+    state = _state(*[("user" if i % 2 == 0 else "assistant", t) for i, t in enumerate(texts)])
+    delete = data.draw(st.booleans())
+    # deleting the first exchange reads as a client that trims its own history: not tested
+    at = data.draw(st.integers(min_value=int(delete), max_value=exchanges - 1)) * 2
+    if delete:
+        kept = texts[:at] + texts[at + 2 :]
+    else:
+        kept = [*texts[:at], texts[at] + " (edited)", *texts[at + 1 :]]
+    client = [_user(t) if i % 2 == 0 else _assistant(t) for i, t in enumerate(kept)]
+    plan = plan_turn([*client, _user("new question")], state, now_ms=NOW)
+    assert plan is not None
+    assert _apply(state, plan) == [*kept, "new question"]

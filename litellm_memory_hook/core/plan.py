@@ -175,13 +175,17 @@ class Alignment:
 def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> Alignment | None:
     """Align a client's conversation messages with the stored tail (both oldest first).
 
-    Tries every offset of the two lists and keeps the one with the most equal messages in the
-    overlap (ties: the overlap that ends latest in the store). The first difference inside that
-    overlap is where the client's history and the store part (an edit, a deleted message, a
-    branch); clients that trim their own history align on the stored tail's end. ``None`` when
-    no offset has any equal message.
+    Tries every offset of the two lists and keeps the one whose overlap starts with the longest
+    run of equal messages (ties: the most equal messages in the overlap, then the overlap that
+    ends latest in the store). The first difference inside that overlap is where the client's
+    history and the store part (an edit, a deleted message, a branch); clients that trim their
+    own history align on the stored tail's end. The run comes first so that a deleted earlier
+    exchange parts the two where it was: ranked by equal messages alone, the messages after it
+    (when more than those before) aligned the client's first message with the deleted one, and
+    the client's whole history was stored again after the turns before it (a fresh-user
+    report). ``None`` when no offset has any equal message.
     """
-    best: tuple[int, int, int, int] | None = None  # (matches, stored end, offset, first diff)
+    best: tuple[int, int, int, int, int] | None = None  # (run, matches, end, offset, first diff)
     n, m = len(client), len(stored)
     for offset in range(-n + 1, m):
         ci, si = max(0, -offset), max(0, offset)
@@ -191,12 +195,12 @@ def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> 
         if not matches:
             continue
         first_diff = same.index(False) if False in same else length
-        key = (matches, si + length, offset, first_diff)
-        if best is None or key[:2] > best[:2]:
+        key = (first_diff, matches, si + length, offset, first_diff)
+        if best is None or key[:3] > best[:3]:
             best = key
     if best is None:
         return None
-    _, _, offset, first_diff = best
+    *_, offset, first_diff = best
     ci, si = max(0, -offset), max(0, offset)
     seqs = [0] * n
     for k in range(first_diff):
