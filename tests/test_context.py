@@ -257,8 +257,19 @@ def test_tool_results_sent_alone_answer_the_stored_call() -> None:
     assert plan_turn(results[:1], state, now_ms=NOW) is None  # c1 unanswered
     stray = [{"role": "tool", "tool_call_id": "c9", "content": "?"}]
     assert plan_turn(stray, state, now_ms=NOW) is None
-    answered = ConversationState(meta={"seq": "3"}, tail=[*tail, Turn("assistant", "Done.", NOW)])
-    assert plan_turn(results, answered, now_ms=NOW) is None  # the last reply made no call
+    # a retry of the step after its results and answer were stored replaces them
+    done = [
+        *tail,
+        Turn(role="tool", text="B", ts_ms=NOW, seq=3, tool_call_id="c2"),
+        Turn(role="tool", text="A", ts_ms=NOW, seq=4, tool_call_id="c1"),
+        Turn(role="assistant", text="Done.", ts_ms=NOW, seq=5),
+    ]
+    retry = plan_turn(results, ConversationState(meta={"seq": "5"}, tail=done), now_ms=NOW)
+    assert retry is not None and [t.seq for t in retry.replace] == [3, 4, 5]
+    assert [(t.role, t.text) for t in retry.pending] == [("tool", "B"), ("tool", "A")]
+    # once the user asked something new, results sent alone answer nothing stored
+    asked = [*done, Turn(role="user", text="and now?", ts_ms=NOW, seq=6)]
+    assert plan_turn(results, ConversationState(meta={"seq": "6"}, tail=asked), now_ms=NOW) is None
 
 
 def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:

@@ -650,3 +650,17 @@ def test_tool_results_sent_alone_reach_the_model_with_their_call(stack: Stack, m
         assert [b["type"] for b in body["messages"][1]["content"]] == ["tool_use"]
     stored = stack.turns(user, model)
     assert [t["role"] for t in stored] == ["user", "assistant", "tool", "assistant"]
+    # the client retries the step (say, after a timeout): the new answer replaces the old one
+    stack.script("It is 32C in Pune.")
+    retry = stack.client.chat.completions.create(
+        model=model,
+        user=user,
+        tools=[tool],
+        messages=[{"role": "tool", "tool_call_id": "call_1", "content": "32C"}],
+    )
+    assert retry.choices[0].message.content == "It is 32C in Pune."
+    stored = stack.turns(user, model)
+    assert [(t["role"], t["text"]) for t in stored[2:]] == [
+        ("tool", "32C"),
+        ("assistant", "It is 32C in Pune."),
+    ]

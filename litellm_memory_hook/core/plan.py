@@ -441,16 +441,22 @@ def _answered_call(new: Sequence[Message], tail: Sequence[Turn]) -> Message | No
     """The stored ``tool_calls`` message that tool results sent alone answer: a client that
     sends only its new messages sends the results of the calls the model made in the last reply
     (stored by the hook), without that reply. ``None`` unless the new turn starts with ``tool``
-    messages that all answer calls of the newest stored turn."""
+    messages that all answer calls of the newest stored tool-call turn with no user message
+    after it: the last reply, or (a client retrying the step) the call whose results and answer
+    were stored since, which the retry then replaces."""
     answered = set()
     for message in new:
         if message.get("role") != "tool":
             break
         answered.add(bound_id(str(message.get("tool_call_id"))))
-    stored = [t for t in tail if not t.partial]
-    if not answered or not stored or stored[-1].role != "assistant" or not stored[-1].tool_calls:
+    if not answered:
         return None
-    return stored[-1].to_message() if answered <= _tool_call_ids(stored[-1]) else None
+    for turn in reversed([t for t in tail if not t.partial]):
+        if turn.role == "user":
+            return None
+        if turn.role == "assistant" and turn.tool_calls:
+            return turn.to_message() if answered <= _tool_call_ids(turn) else None
+    return None
 
 
 def _stored_call(tail: Sequence[Turn], ids: set[str]) -> int | None:
