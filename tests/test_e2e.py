@@ -633,13 +633,17 @@ def test_tool_results_sent_alone_reach_the_model_with_their_call(stack: Stack, m
     )
     calls = first.choices[0].message.tool_calls or []
     assert [c.id for c in calls] == ["call_1"]
-    second = stack.client.chat.completions.create(
-        model=model,
-        user=user,
-        tools=[tool],
-        messages=[{"role": "tool", "tool_call_id": "call_1", "content": "31C"}],
-    )
-    assert second.choices[0].message.content == "It is 31C in Pune."
+
+    def result(content: str) -> str:
+        answer = stack.client.chat.completions.create(
+            model=model,
+            user=user,
+            tools=[tool],
+            messages=[{"role": "tool", "tool_call_id": "call_1", "content": content}],
+        )
+        return answer.choices[0].message.content or ""
+
+    assert result("31C") == "It is 31C in Pune."
     body = stack.chat_calls()[-1]
     roles = [m["role"] for m in body["messages"]]
     if model == "demo":
@@ -652,13 +656,7 @@ def test_tool_results_sent_alone_reach_the_model_with_their_call(stack: Stack, m
     assert [t["role"] for t in stored] == ["user", "assistant", "tool", "assistant"]
     # the client retries the step (say, after a timeout): the new answer replaces the old one
     stack.script("It is 32C in Pune.")
-    retry = stack.client.chat.completions.create(
-        model=model,
-        user=user,
-        tools=[tool],
-        messages=[{"role": "tool", "tool_call_id": "call_1", "content": "32C"}],
-    )
-    assert retry.choices[0].message.content == "It is 32C in Pune."
+    assert result("32C") == "It is 32C in Pune."
     stored = stack.turns(user, model)
     assert [(t["role"], t["text"]) for t in stored[2:]] == [
         ("tool", "32C"),
