@@ -116,6 +116,10 @@ def _check_tenant(tenant: str) -> None:
         raise MemoryInputError(f"tenant {tenant!r} is not a tenant id: use {TENANT_FORMS}")
 
 
+def _no_conversation(target: MemoryTarget) -> str:
+    return f"no conversation {target.conversation.conversation!r} for user {target.user!r}"
+
+
 def resolve_target(
     settings: MemorySettings,
     alias_lookup: Callable[[str], AliasMemoryConfig | None],
@@ -607,10 +611,9 @@ class MemoryAPI:
         sets = [keys.memory_set(m.scope) for m in document.memory_sets]
         taken = [c.conversation for c in conversations if await self._has(c.meta, c.turns)]
         live = {m.scope for m in sets if await self._has(*m.all())}
-        if document.conversation is not None and not fresh:
-            kept = live  # one conversation: the user's live memory sets stay as they are
-        else:
-            kept, taken = set(), [*taken, *(m.scope for m in sets if m.scope in live)]
+        # one conversation: the user's live memory sets stay as they are; else they are data
+        kept = live if document.conversation is not None and not fresh else set()
+        taken += [m.scope for m in sets if m.scope in live - kept]
         if taken and not fresh:
             raise MemoryInputError(
                 f"user {user_id!r} of tenant {tenant!r} already has data in {', '.join(taken)}; "
@@ -715,7 +718,3 @@ __all__ = [
     "MemoryTarget",
     "resolve_target",
 ]
-
-
-def _no_conversation(target: MemoryTarget) -> str:
-    return f"no conversation {target.conversation.conversation!r} for user {target.user!r}"

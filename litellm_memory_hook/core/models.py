@@ -77,7 +77,7 @@ class Turn:
         ``content`` (most turns): the text is then stored once (:func:`stored_text`).
         """
         body: dict[str, Any] = {"role": self.role}
-        if not (self.msg and self.msg.get("content") == self.text):
+        if not text_in_msg(self.text, self.msg):
             body["text"] = self.text
         body["ts"] = self.ts_ms
         if self.call_id:
@@ -156,6 +156,12 @@ class Turn:
         if self.name and self.role in ("user", "assistant"):
             message["name"] = self.name
         return message
+
+
+def text_in_msg(text: object, msg: object) -> bool:
+    """True when a turn's ``text`` is its ``msg``'s string ``content``: the stored turn then
+    leaves ``text`` out (:meth:`Turn.body_json`) and :func:`stored_text` reads it back."""
+    return isinstance(msg, dict) and isinstance(text, str) and msg.get("content") == text
 
 
 def stored_text(data: dict[str, Any]) -> str:

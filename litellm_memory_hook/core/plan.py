@@ -185,7 +185,7 @@ def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> 
     the client's whole history was stored again after the turns before it (a fresh-user
     report). ``None`` when no offset has any equal message.
     """
-    best: tuple[int, int, int, int, int] | None = None  # (run, matches, end, offset, first diff)
+    best: tuple[int, int, int, int] | None = None  # (first diff = run, matches, end, offset)
     n, m = len(client), len(stored)
     for offset in range(-n + 1, m):
         ci, si = max(0, -offset), max(0, offset)
@@ -195,12 +195,12 @@ def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> 
         if not matches:
             continue
         first_diff = same.index(False) if False in same else length
-        key = (first_diff, matches, si + length, offset, first_diff)
+        key = (first_diff, matches, si + length, offset)
         if best is None or key[:3] > best[:3]:
             best = key
     if best is None:
         return None
-    *_, offset, first_diff = best
+    first_diff, _, _, offset = best
     ci, si = max(0, -offset), max(0, offset)
     seqs = [0] * n
     for k in range(first_diff):

@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from redis.typing import EncodableT
 
 from litellm_memory_hook.core.indexing import stored_terms
-from litellm_memory_hook.core.models import IndexedTurn, Turn, stored_text
+from litellm_memory_hook.core.models import IndexedTurn, Turn, stored_text, text_in_msg
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
@@ -261,8 +261,7 @@ def stored_turn(data: dict[str, Any]) -> IndexedTurn:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
         raise ValueError(f"turn without a positive integer 'seq': {str(data)[:80]}")
     rest = {k: v for k, v in data.items() if k != "seq"}
-    msg = rest.get("msg")
-    if isinstance(msg, dict) and "text" in rest and msg.get("content") == rest["text"]:
+    if text_in_msg(rest.get("text"), rest.get("msg")):
         del rest["text"]  # stored once, as Turn.body_json stores it (an export carries it)
     body = orjson.dumps(rest).decode("utf-8")
     turn = Turn.from_member(body)
