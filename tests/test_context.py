@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import ConversationState, Turn
-from litellm_memory_hook.core.plan import plan_turn
+from litellm_memory_hook.core.plan import plan_offline, plan_turn
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
@@ -270,6 +270,42 @@ def test_tool_results_sent_alone_answer_the_stored_call() -> None:
     # once the user asked something new, results sent alone answer nothing stored
     asked = [*done, Turn(role="user", text="and now?", ts_ms=NOW, seq=6)]
     assert plan_turn(results, ConversationState(meta={"seq": "6"}, tail=asked), now_ms=NOW) is None
+
+
+def test_tool_results_sent_alone_during_an_outage_answer_the_buffered_call() -> None:
+    """Redis down (fresh-user report): results sent alone answer the tool_calls reply that waits
+    in this proxy's outage buffer; it goes before them, with the buffered turns before it as the
+    history, and only the results are stored. Before, they went to the model as an orphan tool
+    message (a 400 from OpenAI and Anthropic) and were not stored at all."""
+    call = [{"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}]
+    call_msg = {"role": "assistant", "content": None, "tool_calls": call}
+    buffered = [
+        Turn(role="user", text="Weather in Pune?", ts_ms=NOW),
+        Turn(role="assistant", text="", ts_ms=NOW, tool_calls=tuple(call), msg=call_msg),
+    ]
+    results = [{"role": "tool", "tool_call_id": "c1", "content": "31C"}]
+    plan = plan_offline(results, lambda: buffered, now_ms=NOW, call_id="d2")
+    assert plan is not None and not plan.verbatim
+    assert plan.new == (call_msg, *results)
+    assert [m["content"] for m in plan.history] == ["Weather in Pune?"]
+    assert [(t.role, t.text) for t in plan.pending] == [("tool", "31C")]
+    assert plan.replace == () and plan.seeded == 0 and plan.previous_text == ""
+    # nothing buffered for the conversation (its call is in Redis): passed through, unstored
+    assert plan_offline(results, list, now_ms=NOW) is None
+    # a retry after the answer was buffered: the buffer's turns are never replaced
+    answered = [*buffered, Turn(role="tool", text="31C", ts_ms=NOW, tool_call_id="c1")]
+    answered.append(Turn(role="assistant", text="31C in Pune.", ts_ms=NOW))
+    assert plan_offline(results, lambda: answered, now_ms=NOW) is None
+
+    # anything an empty store places is planned as before, without reading the buffer
+    def unread() -> list[Turn]:
+        raise AssertionError("the buffer was read")
+
+    asked = plan_offline([_user("hi")], unread, now_ms=NOW)
+    assert asked is not None and asked.verbatim and [t.text for t in asked.pending] == ["hi"]
+    whole = [_user("a"), {"role": "assistant", "content": "b"}, _user("c")]
+    seeded = plan_offline(whole, unread, now_ms=NOW)
+    assert seeded is not None and seeded.seeded == 2
 
 
 def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:

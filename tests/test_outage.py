@@ -25,7 +25,7 @@ from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys
 
 from .conftest import ALIASES, Auth, chat_request, model_response
-from .redis_servers import RedisServer, free_ports, redis_binaries
+from .redis_servers import RedisServer, free_ports, redis_binaries, wait_until
 
 pytestmark = pytest.mark.skipif(redis_binaries() is None, reason="redis-server not installed")
 
@@ -132,6 +132,68 @@ async def test_turns_answered_during_an_outage_are_written_when_redis_is_back(
     await hook.store.redis.aclose()
 
 
+#: the stored turns of the agent of the outage tests: a question, two tool steps, the answer.
+AGENT_STEPS = [
+    ("user", "Weather in Pune and Goa?"),
+    ("assistant", ""),
+    ("tool", "31C"),
+    ("assistant", ""),
+    ("tool", "28C"),
+    ("assistant", "Pune 31C, Goa 28C."),
+]
+
+
+def _tool_call_response(call_id: str) -> Any:
+    """A ModelResponse whose message is one tool call and no text."""
+    from litellm.types.utils import ModelResponse
+
+    call = {"id": call_id, "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return ModelResponse(choices=[{"index": 0, "message": message, "finish_reason": "tool_calls"}])
+
+
+async def test_an_agents_tool_results_sent_alone_during_an_outage(
+    server: RedisServer, prefix: str
+) -> None:
+    """Fresh-user report: an agent that sends only its new messages answers a tool call made
+    while Redis is down. Its results reach the model after the buffered call and the buffered
+    question (before, alone: an orphan tool message, a 400 from OpenAI and Anthropic), and the
+    store ends with every step in order, each at the time it was said (before, the results were
+    never stored, and buffered turns got the time Redis came back)."""
+    hook = _hook(server.url, prefix)
+    await _turn(hook, "before", "b0")
+    server.stop()
+    said = time.time() * 1000
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("Weather in Pune and Goa?", call_id="d1"), "acompletion"
+    )
+    await hook.async_post_call_success_hook(data, Auth(), _tool_call_response("call_1"))
+    for step, (result, answer) in enumerate(
+        [("31C", _tool_call_response("call_2")), ("28C", model_response("Pune 31C, Goa 28C."))]
+    ):
+        body = chat_request("", call_id=f"d{step + 2}")
+        message = {"role": "tool", "tool_call_id": f"call_{step + 1}", "content": result}
+        body["messages"] = [dict(message)]
+        data = await hook.async_pre_call_hook(Auth(), None, body, "acompletion")
+        sent = data["messages"]
+        assert [m["role"] for m in sent] == ["system", "user", *["assistant", "tool"] * (step + 1)]
+        assert sent[1]["content"] == "Weather in Pune and Goa?"
+        assert sent[-2]["tool_calls"][0]["id"] == f"call_{step + 1}"
+        assert sent[-1] == message  # the client's message, as sent
+        await hook.async_post_call_success_hook(data, Auth(), answer)
+    await asyncio.sleep(1.5)
+    server.start()
+    await hook.drain()
+    client = redis.Redis.from_url(server.url)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    stored = [json.loads(m) for m in client.zrange(keys.turns, 0, -1)]
+    client.close()
+    assert [(t["role"], stored_text(t)) for t in stored[2:]] == AGENT_STEPS
+    assert all(said <= t["ts"] < said + 1000 for t in stored[2:])  # not when Redis was back
+    assert hook.counters["writes_lost"] == 0
+    await hook.store.redis.aclose()
+
+
 async def test_the_buffer_is_bounded(prefix: str) -> None:
     """The outage buffer holds at most write_buffer_max turns; older ones are dropped and
     counted as writes_lost (nothing unbounded grows in the proxy)."""
@@ -151,3 +213,94 @@ async def test_the_buffer_is_bounded(prefix: str) -> None:
     assert len(hook.buffer) == 2 and hook.counters["writes_lost"] == 3
     redis_client: aioredis.Redis = hook.store.redis
     await redis_client.aclose()
+
+
+TOOL = {
+    "type": "function",
+    "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.mark.e2e
+def test_an_agent_through_the_proxy_keeps_working_during_an_outage(tmp_path: Path) -> None:
+    """The same agent through a real LiteLLM proxy and the real openai client, on OpenAI's and
+    Anthropic's wire formats, with the proxy's Redis stopped after the first turn: every tool
+    result sent alone reaches the model after its call and the question (Anthropic's format
+    puts a user message first), and once Redis is back the store holds every step in order."""
+    from . import harness
+
+    [port] = free_ports(1)
+    server = RedisServer(tmp_path / "redis", port, ("--appendonly", "yes")).start()
+    (tmp_path / "stack").mkdir()
+    claude = {
+        "model_name": "claude",
+        "litellm_params": {"model": "anthropic/claude-standin", "api_base": "BASE", "api_key": "x"},
+        "model_info": {"memory": {"enabled": True}},
+    }
+    try:
+        with harness.stack(
+            tmp_path / "stack",
+            stem="outage",
+            extra_models=[claude],
+            redis_env={"LITELLM_MEMORY_REDIS_URL": server.url},
+            keys=redis.Redis.from_url(server.url, decode_responses=True),
+        ) as running:
+            client = running.openai()
+            users = {"demo": f"agent-{port}-o", "claude": f"agent-{port}-a"}
+            for model, user in users.items():
+                running.script("Hello Ana.")
+                client.chat.completions.create(
+                    model=model, user=user, messages=[{"role": "user", "content": "I am Ana."}]
+                )
+            server.stop()
+            for model, user in users.items():
+                calls = [
+                    {"id": f"call_{i}", "type": "function", "function": {"name": "weather"}}
+                    for i in (1, 2)
+                ]
+                for call in calls:
+                    call["function"]["arguments"] = "{}"
+                running.script(
+                    {"content": None, "tool_calls": [calls[0]]},
+                    {"content": None, "tool_calls": [calls[1]]},
+                    "Pune 31C, Goa 28C.",
+                )
+                question = {"role": "user", "content": "Weather in Pune and Goa?"}
+                client.chat.completions.create(
+                    model=model, user=user, tools=[TOOL], messages=[question]
+                )
+                for i, result in ((1, "31C"), (2, "28C")):
+                    stream = i == 2
+                    answer = client.chat.completions.create(
+                        model=model,
+                        user=user,
+                        tools=[TOOL],
+                        stream=stream,
+                        messages=[{"role": "tool", "tool_call_id": f"call_{i}", "content": result}],
+                    )
+                    if stream:
+                        text = "".join(
+                            c.choices[0].delta.content or "" for c in answer if c.choices
+                        )
+                        assert text == "Pune 31C, Goa 28C."
+                    body = running.chat_calls()[-1]
+                    roles = [m["role"] for m in body["messages"] if m["role"] != "system"]
+                    if model == "demo":
+                        assert roles == ["user", *["assistant", "tool"] * i]
+                        assert body["messages"][-2]["tool_calls"][0]["id"] == f"call_{i}"
+                    else:  # tool_use blocks in the assistant's, tool_result in the user's
+                        assert roles == ["user", *["assistant", "user"] * i]
+                        uses = [b["id"] for b in body["messages"][-2]["content"]]
+                        assert uses == [f"call_{i}"]
+            server.start()
+            expected = [("user", "I am Ana."), ("assistant", "Hello Ana."), *AGENT_STEPS]
+
+            def stored() -> dict[str, list[tuple[str, str]]]:
+                return {
+                    model: [(t["role"], t["text"]) for t in running.turns(user, model)]
+                    for model, user in users.items()
+                }
+
+            wait_until(lambda: stored() == dict.fromkeys(users, expected), 10, "the turns")
+    finally:
+        server.stop()

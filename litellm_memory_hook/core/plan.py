@@ -21,8 +21,9 @@ Also here: the section budgets (:class:`Budget`, :func:`fit_items`) and the oper
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from dataclasses import replace as dc_replace
 from typing import Any
 
 from litellm_memory_hook.core.bounds import bound_id
@@ -328,6 +329,59 @@ def plan_turn(
         previous_text=state.tail[-1].text if state.tail else "",
         **common,
     )
+
+
+def plan_offline(
+    raw_messages: object,
+    buffered: Callable[[], Sequence[Turn]],
+    *,
+    now_ms: int,
+    call_id: str = "",
+    max_stored_chars: int = 32_000,
+) -> TurnPlan | None:
+    """The plan of a request made while Redis is down (the hook's outage path; pure).
+
+    Planned as for an empty store (a client's history is seed turns, which the outage buffer
+    writes only if the conversation is still empty then), except tool results sent alone: when
+    the turns this proxy holds for the conversation in its outage buffer end with the
+    ``tool_calls`` reply they answer, that reply goes before them and the buffered turns before
+    it are the history (so the model gets a valid request, not an orphan tool message), and
+    only the results are stored after it, as :func:`plan_turn` does with a stored reply.
+    Results sent again after their answer was buffered (a retry) find no open call and pass
+    through unstored, like results that answer a call that only Redis holds: the buffer's own
+    turns are never replaced, and Redis cannot be read.
+
+    Args:
+        buffered: gives the conversation's buffered turns, oldest first; called only for a
+            request that an empty store cannot place (the outage buffer is read only then).
+
+    Returns:
+        ``None`` when there is no new turn to store (the request then goes as sent). A plan
+        planned as for an empty store is ``verbatim`` (the client's messages go as sent); one
+        whose ``new`` starts with the buffered call is not (its ``history`` is buffered turns
+        with stand-in seqs, never written).
+    """
+    empty = plan_turn(
+        raw_messages,
+        ConversationState(meta={}, tail=[]),
+        now_ms=now_ms,
+        call_id=call_id,
+        max_stored_chars=max_stored_chars,
+    )
+    if empty is not None:
+        return empty
+    turns = list(buffered())
+    if not turns or not (turns[-1].role == "assistant" and turns[-1].tool_calls):
+        return None
+    tail = [dc_replace(t, seq=i) for i, t in enumerate(turns, 1)]
+    plan = plan_turn(
+        raw_messages,
+        ConversationState(meta={"seq": str(len(tail))}, tail=tail),
+        now_ms=now_ms,
+        call_id=call_id,
+        max_stored_chars=max_stored_chars,
+    )
+    return plan if plan is not None and not plan.replace and not plan.verbatim else None
 
 
 #: stored turns younger than this (ms) are never replaced by an edit or a branch: a client that

@@ -53,13 +53,14 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from litellm_memory_hook.core.assemble import with_rules
+from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
 from litellm_memory_hook.core.messages import is_valid_request, message_to_turn
-from litellm_memory_hook.core.models import ConversationState, Turn, copy_json
-from litellm_memory_hook.core.plan import plan_turn
+from litellm_memory_hook.core.models import Turn, copy_json
+from litellm_memory_hook.core.plan import plan_offline
 from litellm_memory_hook.core.side_requests import side_request_pattern
+from litellm_memory_hook.core.window import build_window
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
 from litellm_memory_hook.extraction.prompt import is_extraction_call
@@ -557,22 +558,45 @@ class MemoryHook(CustomLogger):
     ) -> None:
         """Redis is down: the request goes on with the client's messages and the alias's rules,
         and its turn is still recorded for the post-call hooks, which queue it in the outage
-        buffer. Planned as for an empty store: a client's history is sent as seed turns, which
-        the append script writes only if the conversation is still empty then."""
+        buffer. Planned by :func:`~litellm_memory_hook.core.plan.plan_offline`: as for an empty
+        store, except that tool results sent alone get the ``tool_calls`` reply they answer from
+        the turns this proxy holds for the conversation in its outage buffer."""
         raw = data.get("messages")
-        data["messages"] = with_rules(raw, rules)
-        plan = plan_turn(
+        plan = plan_offline(
             raw,
-            ConversationState(meta={}, tail=[]),
+            lambda: self._buffered_turns(who.keys),
             now_ms=now_ms(),
             call_id=call_id,
             max_stored_chars=options.max_stored_chars,
         )
         if plan is None:
+            data["messages"] = with_rules(raw, rules)
             return
+        if plan.verbatim:
+            data["messages"] = with_rules(raw, rules)
+        else:  # the buffered call, and the buffered turns before it, go before the results
+            window = build_window(
+                plan.history,
+                plan.new,
+                max_chars=options.budget.chars,
+                max_messages=options.budget.messages,
+            )
+            data["messages"] = assemble(plan.lead, window, rules=rules, memory_block="")
         prepared = PreparedRequest(messages=list(data["messages"]), plan=plan, cursor=0)
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
         self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
+
+    def _buffered_turns(self, keys: ConversationKeys) -> list[Turn]:
+        """The turns this proxy holds for the conversation in its outage buffer, oldest first
+        (one pass over at most ``write_buffer_max`` writes; run only during an outage)."""
+        if self._buffer is None:
+            return []
+        turns: list[Turn] = []
+        for item in self._buffer.matching(
+            lambda i: i.record.get("ref") == keys.ref and i.record.get("prefix") == keys.prefix
+        ):
+            turns.extend(self._item_turns(item))
+        return turns
 
     def _record(
         self,
@@ -716,7 +740,7 @@ class MemoryHook(CustomLogger):
             self.buffer.add(item)
             return
         try:
-            await self._write(record, reply, call_id, partial=partial)
+            await self._write(item)
         except MemoryHookError as exc:
             if isinstance(exc, StoreError):
                 self._trip_breaker()
@@ -740,30 +764,43 @@ class MemoryHook(CustomLogger):
         self.counters[name] += amount
 
     async def _write_pending(self, item: PendingWrite) -> None:
-        await self._write(item.record, item.reply, item.call_id, partial=item.partial)
+        await self._write(item)
         self._redis_ok()
 
-    async def _write(
-        self, record: dict[str, Any], reply: dict[str, Any] | None, call_id: str, *, partial: bool
-    ) -> None:
-        settings = self.settings
-        keys = ConversationKeys.from_ref(str(record["prefix"]), str(record["ref"]))
-        at = now_ms()
-        turns = [_turn_from_dict(t) for t in record.get("pending") or ()]
-        replace = [_turn_from_dict(t) for t in record.get("replace") or ()]
-        prefill = str(record.get("prefill") or "")
+    def _item_turns(self, item: PendingWrite) -> list[Turn]:
+        """The turns one write stores: the record's pending turns, then the reply (said at
+        ``item.answered_ms``; a cut stream's marked ``partial``).
+
+        Raises:
+            MemoryHookError: the record holds a turn of another role.
+        """
+        turns = [_turn_from_dict(t) for t in item.record.get("pending") or ()]
+        reply = item.reply
+        prefill = str(item.record.get("prefill") or "")
         if reply is not None and prefill:
             reply = _with_prefill(reply, prefill)
         if reply is not None:
             reply_turn = message_to_turn(
-                reply, ts_ms=at, call_id=call_id, max_chars=settings.stored_text_chars
+                reply,
+                ts_ms=item.answered_ms,
+                call_id=item.call_id,
+                max_chars=self.settings.stored_text_chars,
             )
             if reply_turn is not None:
-                if partial:
+                if item.partial:
                     reply_turn = Turn(**{**asdict(reply_turn), "partial": True})
                 turns.append(reply_turn)
-            elif partial:
-                self.counters["partial_empty"] += 1
+        return turns
+
+    async def _write(self, item: PendingWrite) -> None:
+        settings = self.settings
+        record, call_id = item.record, item.call_id
+        keys = ConversationKeys.from_ref(str(record["prefix"]), str(record["ref"]))
+        at = now_ms()
+        turns = self._item_turns(item)
+        replace = [_turn_from_dict(t) for t in record.get("replace") or ()]
+        if item.partial and item.reply is not None and not any(t.partial for t in turns):
+            self.counters["partial_empty"] += 1  # a cut stream with nothing in it
         if not turns:
             return
         previous = str(record.get("previous") or "")
@@ -772,7 +809,7 @@ class MemoryHook(CustomLogger):
             keys,
             indexed_chain(turns, previous),
             call_id=call_id,
-            meta_if_new={**record.get("meta", {}), "created_ms": str(at)},
+            meta_if_new={**record.get("meta", {}), "created_ms": str(item.answered_ms)},
             replace=[stored_terms(t) for t in replace],
             at_ms=at,
             seeded=int(record.get("seeded") or 0),

@@ -31,15 +31,24 @@ RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 0.5
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 @dataclass
 class PendingWrite:
-    """One turn waiting to be written: the signed record, the reply, the call id."""
+    """One turn waiting to be written: the signed record, the reply, the call id.
+
+    ``answered_ms`` (epoch ms) is when the reply came, the time its turn is stored with however
+    late the buffer writes it; ``queued_at`` (monotonic seconds) ages the item.
+    """
 
     record: dict[str, Any]
     reply: dict[str, Any] | None
     call_id: str
     partial: bool = False
     queued_at: float = field(default_factory=time.monotonic)
+    answered_ms: int = field(default_factory=_now_ms)
 
 
 class WriteBuffer:
@@ -69,6 +78,10 @@ class WriteBuffer:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def matching(self, where: Callable[[PendingWrite], bool]) -> list[PendingWrite]:
+        """The writes waiting for which ``where`` is true, oldest first."""
+        return [item for item in self._items if where(item)]
 
     @property
     def active(self) -> bool:

@@ -66,7 +66,7 @@ import redis
 import yaml
 
 from litellm_memory_hook.core.messages import content_text
-from litellm_memory_hook.store.keys import stats_key
+from litellm_memory_hook.store.keys import due_key, stats_key
 from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
 from litellm_memory_hook.tools.processes import (
     PROXY_ENV,
@@ -398,6 +398,17 @@ def process_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+#: the counters of a job's end (:mod:`litellm_memory_hook.extraction.worker`); a deferred job
+#: (a batched write under way) has none and is due again.
+JOB_OUTCOMES = (
+    "jobs_committed",
+    "jobs_failed",
+    "jobs_conflict",
+    "jobs_nothing_new",
+    "jobs_discarded",
+)
+
+
 @dataclass
 class BenchStack:
     """The running processes of one benchmark (:func:`bench_stack`): the proxy's base URL and
@@ -413,14 +424,27 @@ class BenchStack:
     #: the stand-in's ``http://127.0.0.1:<port>`` (its record of what the model received)
     standin_url: str = ""
 
-    def extraction_stats(self) -> dict[str, int]:
-        """The extraction job counters of the run (``mem:stats``: jobs run, committed, ...)."""
+    def extraction_stats(self, settle_s: float = 30.0) -> dict[str, int]:
+        """The extraction job counters of the run (``mem:stats``: jobs run, committed, ...),
+        read once the jobs the run made due have ended: none is due now and every job run has
+        an outcome (committed, failed, conflict, nothing new, discarded), or ``settle_s``
+        seconds passed. Read at once, a fast run counted the jobs still running as neither
+        committed nor failed."""
         client = redis.Redis.from_url(self.redis_url)
         try:
-            raw = cast(dict[bytes, bytes], client.hgetall(stats_key(self.prefix)))
+            deadline = time.monotonic() + settle_s
+            while True:
+                raw = cast(dict[bytes, bytes], client.hgetall(stats_key(self.prefix)))
+                stats = {k.decode(): int(v) for k, v in sorted(raw.items())}
+                ended = sum(stats.get(name, 0) for name in JOB_OUTCOMES)
+                due_now = client.zcount(due_key(self.prefix), "-inf", int(time.time() * 1000))
+                if (not due_now and ended >= stats.get("jobs_run", 0)) or (
+                    time.monotonic() >= deadline
+                ):
+                    return stats
+                time.sleep(0.1)
         finally:
             client.close()
-        return {k.decode(): int(v) for k, v in sorted(raw.items())}
 
 
 @contextlib.contextmanager

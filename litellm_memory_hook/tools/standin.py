@@ -8,7 +8,9 @@ Model routes (each also without the ``/v1`` prefix):
 
 * ``POST /v1/chat/completions`` (streaming and not): a chat call or an extraction call (below).
   A chat call answers ``"Noted: <the start of the last user message>"``, so a demo shows which
-  message the model saw last.
+  message the model saw last. It answers 400 as OpenAI does to tool traffic that is not whole
+  (a ``tool`` message that answers no call right before it, a call without its result:
+  :func:`tool_rule_error`).
 * ``POST /v1/responses``: a minimal non-streaming Responses API answer (LiteLLM sends
   ``/v1/messages`` calls for ``openai/`` models there); extraction calls are recognised there too.
 * ``POST /v1/messages``: Anthropic's Messages API, streaming and not, for LiteLLM models
@@ -629,8 +631,37 @@ def _scripted_error(spec: dict[str, Any]) -> JSONResponse | None:
     return _error("scripted error", "api_error", status) if status >= 400 else None
 
 
+def tool_rule_error(messages: Sequence[Any]) -> str | None:
+    """The 400 OpenAI's chat API answers to tool traffic that is not whole, else ``None``: a
+    ``tool`` message that answers no call of the assistant ``tool_calls`` message right before
+    it (other results between), and a call left without its result before the next message."""
+    open_ids: set[str] = set()
+    for message in messages:
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "tool":
+            answered = message.get("tool_call_id")
+            if not isinstance(answered, str) or answered not in open_ids:
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'."
+                )
+            open_ids.discard(answered)
+            continue
+        if open_ids:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(sorted(open_ids))}"
+            )
+        calls = message.get("tool_calls") if role == "assistant" else None
+        open_ids = {str(c.get("id")) for c in calls or () if isinstance(c, dict)}
+    return None
+
+
 def _chat_response(state: _State, body: dict[str, Any]) -> Response:
     messages = body.get("messages") or []
+    if isinstance(messages, list) and (problem := tool_rule_error(messages)) is not None:
+        return _error(problem, "invalid_request_error", 400)
     if is_extraction_call(messages):
         spec = _spec(state.extraction_item(body, messages))
     else:
