@@ -73,6 +73,13 @@ class MemorySettings(BaseSettings):
         extraction_every: messages since the last extraction that make a conversation due.
         extraction_quiet_s: seconds of quiet after which a conversation with new messages is due.
         redis_timeout_s: socket timeout of Redis calls (seconds); a slower Redis fails open.
+        gc_freeze: at the first memory request, collect once and move every object the proxy
+            made while it started into Python's permanent generation (:func:`gc.freeze`), so
+            full collections stop walking LiteLLM's ~800,000 startup objects. Measured by
+            ``bench proxy`` (32 clients, 4,500 requests): the proxy's longest collection fell
+            from 297 ms to 18 ms and its collection time from 4.2 s to 1.6 s. The first request
+            waits once for the collection (~0.3 s). It changes the whole proxy process, so it
+            is off unless set (the shipped config.yaml sets it).
         redis_breaker_s: after a Redis failure, requests skip memory for this long (seconds)
             instead of each waiting for the timeout; writes go to the background retry.
         stored_text_chars: longest text stored for one message (characters); longer texts keep
@@ -144,6 +151,7 @@ class MemorySettings(BaseSettings):
     extraction_every: int = Field(default=12, ge=1)
     extraction_quiet_s: float = Field(default=20.0, ge=0)
     redis_timeout_s: float = Field(default=0.5, gt=0, le=60)
+    gc_freeze: bool = False
     redis_breaker_s: float = Field(default=5.0, ge=0, le=3600)
     stored_text_chars: int = Field(default=32_000, ge=1000)
     timezone: str = "UTC"

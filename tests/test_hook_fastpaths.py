@@ -278,3 +278,29 @@ async def test_a_batched_write_reads_the_cursor_when_it_can_matter(
     score = await fake_redis.zscore(due_key(prefix), keys.ref)
     meta_updated = int(await fake_redis.hget(keys.meta, "updated_ms") or 0)
     assert (float(score or 0) - meta_updated) / 1000 == pytest.approx(0, abs=1)
+
+
+async def test_gc_freeze_freezes_the_startup_objects_once(
+    fake_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gc_freeze``: the first memory request freezes what the process holds (full
+    collections then skip it), once; without the setting nothing is frozen."""
+    import gc
+
+    from litellm_memory_hook.proxy import hook as hook_module
+
+    monkeypatch.setattr(hook_module, "_frozen", [])
+    gc.unfreeze()
+    try:
+        plain = make_hook(fake_redis, prefix)
+        await plain.async_pre_call_hook(Auth(), None, chat_request(call_id="p1"), "acompletion")
+        assert gc.get_freeze_count() == 0
+        frozen = make_hook(fake_redis, prefix, gc_freeze=True)
+        await frozen.async_pre_call_hook(Auth(), None, chat_request(call_id="f1"), "acompletion")
+        count = gc.get_freeze_count()
+        assert count > 1000
+        await frozen.async_pre_call_hook(Auth(), None, chat_request(call_id="f2"), "acompletion")
+        assert gc.get_freeze_count() == count  # once per process
+        assert hook_module.freeze_startup_objects() is False
+    finally:
+        gc.unfreeze()

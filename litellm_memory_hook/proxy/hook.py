@@ -35,6 +35,7 @@ headers ``x-memory-hook-ms`` and ``x-memory-layers``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import hmac
 import json
@@ -142,6 +143,31 @@ def _drop_client_record(data: dict[str, Any]) -> None:
 
 
 _TURN_FIELDS = tuple(f.name for f in fields(Turn))
+
+
+_frozen: list[bool] = []
+
+
+def freeze_startup_objects() -> bool:
+    """Collect once, then freeze every object tracked so far (:func:`gc.freeze`), once per
+    process: the ``gc_freeze`` setting (its docstring has the measured effect). Later
+    collections skip the frozen objects; garbage made after this is collected as before.
+
+    Returns:
+        True when this call froze them (False: done already).
+    """
+    if _frozen:
+        return False
+    _frozen.append(True)
+    started = time.perf_counter()
+    gc.collect()
+    gc.freeze()
+    logger.info(
+        "memory hook: froze %d startup objects for the garbage collector (%.0f ms; gc_freeze)",
+        gc.get_freeze_count(),
+        (time.perf_counter() - started) * 1000,
+    )
+    return True
 
 
 def _turn_dict(turn: Turn) -> dict[str, Any]:
@@ -437,6 +463,8 @@ class MemoryHook(CustomLogger):
                 self.counters["invalid_passthrough"] += 1
                 return data  # the proxy judges it as the client sent it
             self.ensure_worker()
+            if self.settings.gc_freeze:
+                freeze_startup_objects()
             await self._rebuild(data, user_api_key_dict, alias, started)
         except MemoryRequiredError as exc:
             from fastapi import HTTPException

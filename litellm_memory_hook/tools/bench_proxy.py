@@ -380,6 +380,7 @@ def bench_config(
                 "worker_in_proxy": extraction == "proxy",
                 "extraction_base_url": f"http://127.0.0.1:{standin_port}/v1",
                 "extraction_api_key": "not-needed",
+                "gc_freeze": True,  # as the shipped config.yaml
             }
         },
         "general_settings": {"master_key": master_key},
