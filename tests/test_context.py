@@ -132,6 +132,35 @@ async def test_prepare_builds_system_window_and_recall(store: MemoryStore, prefi
     assert prepared.layer_chars["earlier_lines"] > 0
 
 
+async def test_a_follow_up_to_an_agent_episode_sees_its_task_once(
+    store: MemoryStore, prefix: str
+) -> None:
+    """After an agent's episode whose tool results pass the window budget, a follow-up gets the
+    task and the final answer in the window (the oldest tool steps give way), and recall never
+    repeats the task as an earlier line: the window's history starts at the task, though the
+    steps after it were left out."""
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
+    task = Turn(role="user", text="Compare the Falcon and Heron reports", ts_ms=NOW - 10**6)
+    steps: list[Turn] = []
+    for number in (1, 2, 3):
+        call = {"id": f"c{number}", "type": "function", "function": {"name": "read"}}
+        call["function"]["arguments"] = "{}"
+        steps.append(Turn(role="assistant", text="", ts_ms=NOW - 10**6, tool_calls=(call,)))
+        steps.append(
+            Turn(role="tool", text="r" * 3000, ts_ms=NOW - 10**6, tool_call_id=f"c{number}")
+        )
+    answer = Turn(role="assistant", text="Heron is stronger.", ts_ms=NOW - 10**6)
+    await store.append(keys, [indexed(t) for t in (task, *steps, answer)])
+    ask = "Why is Heron stronger than Falcon in the reports?"
+    prepared = await prepare(store, keys, _memory(keys), [_user(ask)], ContextOptions(), now_ms=NOW)
+    assert prepared is not None
+    window = prepared.messages[1:]
+    roles = ["user", "assistant", "tool", "assistant", "tool", "assistant", "user"]
+    assert [m["role"] for m in window] == roles and window[1]["tool_calls"][0]["id"] == "c2"
+    assert window[0]["content"] == task.text and window[-2]["content"] == answer.text
+    assert prepared.recalled == [] and task.text not in prepared.messages[0]["content"]
+
+
 def test_echoed_rules_appear_once() -> None:
     """Case C23: an echoed system message repeats the operator's and the client's rules; each
     paragraph is kept once, in order."""

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core.messages import content_text, is_blank, message_chars
-from litellm_memory_hook.core.window import build_window, group_units
+from litellm_memory_hook.core.window import build_window, fit_window, group_units
 
 CALL = {
     "id": "c1",
@@ -104,8 +104,12 @@ def test_a_trimmed_window_starts_with_a_user_message() -> None:
         window = build_window(history, NEW, max_chars=8000, max_messages=count)
         assert window[0]["role"] == "user", count
         assert window[-1] == NEW[0]
-    assert build_window(history, NEW, max_chars=8000, max_messages=6) == [*history[5:], NEW[0]]
+    assert build_window(history, NEW, max_chars=8000, max_messages=5) == [*history[5:], NEW[0]]
     assert build_window(history, NEW, max_chars=8000, max_messages=2) == NEW
+    # room for the question once the tool group goes: the question and its replies stay
+    for count in (6, 7):
+        window = build_window(history, NEW, max_chars=8000, max_messages=count)
+        assert window == [history[0], *history[3:], NEW[0]]
     # a stored history that starts with a greeting (an import, a client that switched to
     # sending only the new message) loses it even when it fits; the client's own history
     # (verbatim) is sent as it is when it fits, and follows the rule when it is trimmed
@@ -153,6 +157,28 @@ def test_a_tool_continuation_keeps_its_question_whatever_its_size() -> None:
         assert window == [*older, asked, *_step(2)]
     # no question anywhere: nothing to add, and the stored replies before still go
     assert build_window(older[1:], _step(3), max_chars=8000, max_messages=40) == _step(3)
+
+
+def test_a_follow_up_to_a_long_agent_episode_keeps_its_task_and_answer() -> None:
+    """An agent's episode whose tool results pass the budget, then a follow-up question: the
+    window keeps the task and the final answer, in place of the oldest tool steps. Before, it
+    started after the task, so every step and the answer went too (a window starts with a user
+    message) and the model got the follow-up alone."""
+    task = {"role": "user", "content": "Compare the three reports."}
+    steps = [m for number in range(1, 4) for m in _step(number, f"report {number} " + "r" * 3000)]
+    answer = {"role": "assistant", "content": "Report 2 is the strongest."}
+    follow = [{"role": "user", "content": "Why report 2?"}]
+    for verbatim in (False, True):
+        history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+        history += [task, *steps, answer]
+        window = build_window(history, follow, max_chars=8000, max_messages=40, verbatim=verbatim)
+        assert window == [task, *steps[2:], answer, *follow], verbatim
+        _valid(window)
+        assert sum(message_chars(m) for m in window) <= 8000
+    # a task too long to fit even without the steps: as before, the follow-up alone
+    long_task = {"role": "user", "content": "t" * 7980}
+    window = build_window([long_task, *steps, answer], follow, max_chars=8000, max_messages=40)
+    assert window == follow
 
 
 def test_a_huge_new_message_reaches_the_model_whole() -> None:
@@ -215,6 +241,31 @@ def test_any_history_gives_a_valid_window_within_budget(
     client = build_window(history, NEW, max_chars=chars, max_messages=count, verbatim=True)
     whole = [m for unit in group_units(history, verbatim=True) for m in unit]
     assert client[:-1] == whole or client[0]["role"] == "user"
+
+
+@given(
+    messages,
+    st.integers(min_value=200, max_value=600),
+    st.integers(min_value=1, max_value=12),
+    st.booleans(),
+)
+def test_fit_window_names_the_history_message_of_each_window_message(
+    history: list[dict[str, Any]], chars: int, count: int, verbatim: bool
+) -> None:
+    """``fit_window``: the same window, and for each of its history messages the index of the
+    message it is (or whose end it keeps), in order: the recent window's stored turns are never
+    recalled, so these must be exact even when an exchange's question comes from before a cut."""
+    fitted = fit_window(history, NEW, max_chars=chars, max_messages=count, verbatim=verbatim)
+    plain = build_window(history, NEW, max_chars=chars, max_messages=count, verbatim=verbatim)
+    assert fitted.messages == plain
+    assert len(fitted.history_indices) == len(plain) - 1
+    assert list(fitted.history_indices) == sorted(set(fitted.history_indices))
+    for message, index in zip(plain, fitted.history_indices, strict=False):
+        source = history[index]
+        assert message is source or (
+            message["role"] == source["role"]
+            and content_text(source.get("content")).endswith(content_text(message["content"]))
+        )
 
 
 @given(messages, st.integers(min_value=200, max_value=600), st.integers(min_value=1, max_value=12))

@@ -17,13 +17,17 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
   ``tool_calls`` has ``content: None`` instead of ``""``).
 * The client's own messages (``verbatim``: a whole-history client's history, and the new turn)
   are never changed or dropped while they fit: the model receives them as the client sent them
-  (``content: ""`` stays ``""``, every field stays). Only trimming drops the oldest of them,
-  whole tool groups at a time.
+  (``content: ""`` stays ``""``, every field stays). Only trimming drops them, whole
+  messages and whole tool groups: the oldest, and an exchange's oldest tool groups (below).
 * The window starts with a user message (strict providers refuse an assistant message first):
   the assistant messages and tool groups before the first kept user message go too. So the
   window holds at most ``max_messages`` messages, one fewer when the budget cuts between a
   question and its reply, and only the new turn when no user message of the history fits. The
   client's own history (``verbatim``) that fits whole is sent as it is.
+* When the budget cuts inside an exchange (the history that fits starts with replies or tool
+  steps whose question does not fit: an agent's long episode, then a follow-up question), the
+  exchange's question goes first, in place of as many of the exchange's oldest tool groups as
+  it needs room for: the window keeps the task and its final reply rather than neither.
 * A new turn that continues tool calls (it starts with the assistant's ``tool_calls`` or a
   ``tool`` result) is the end of an exchange that began with the last user message: that
   question and every message since go with the new turn and, like it, are never cut or dropped
@@ -33,6 +37,7 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from litellm_memory_hook.core.messages import (
@@ -103,12 +108,17 @@ def _verbatim_units(messages: Sequence[Message]) -> list[list[Message]]:
     return units
 
 
-def _cut_to(message: Message, room: int) -> Message:
-    """A stored message with its text cut to its last ``room`` characters (grapheme-safe)."""
-    return {**message, "content": keep_tail(content_text(message.get("content")), room)}
+def _cut_to(message: Message, room: int, cuts: dict[int, int]) -> Message:
+    """A stored message with its text cut to its last ``room`` characters (grapheme-safe),
+    recorded in ``cuts``."""
+    cut = {**message, "content": keep_tail(content_text(message.get("content")), room)}
+    cuts[id(cut)] = id(message)
+    return cut
 
 
-def _cut_newest(units: Sequence[list[Message]], room: int, slots: int) -> list[list[Message]]:
+def _cut_newest(
+    units: Sequence[list[Message]], room: int, slots: int, cuts: dict[int, int]
+) -> list[list[Message]]:
     """The window's units, newest first, when the newest history message alone passes the
     ``room`` characters left: its end, cut to fit; a reply comes after its question, whole (a
     window starts with a user message), in the room the question leaves. ``[]`` when that leaves
@@ -117,14 +127,14 @@ def _cut_newest(units: Sequence[list[Message]], room: int, slots: int) -> list[l
     if len(newest) != 1 or room < MIN_TAIL_CHARS:
         return []
     if newest[0].get("role") == "user":
-        return [[_cut_to(newest[0], room)]]
+        return [[_cut_to(newest[0], room, cuts)]]
     question = units[-2] if len(units) >= 2 else []
     if slots < 2 or len(question) != 1 or question[0].get("role") != "user":
         return []
     left = room - message_chars(question[0])
     if left < MIN_TAIL_CHARS:
         return []
-    return [[_cut_to(newest[0], left)], question]
+    return [[_cut_to(newest[0], left, cuts)], question]
 
 
 def _text_only(content: object) -> str:
@@ -137,6 +147,45 @@ def _text_only(content: object) -> str:
             and isinstance(p.get("text"), str)
         )
     return content_text(content)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window and where its history came from.
+
+    Attributes:
+        messages: the window (:func:`build_window`).
+        history_indices: for each message of ``messages`` taken from ``history``, its index
+            there, in window order (not always a suffix: an exchange's question can come from
+            before a cut).
+    """
+
+    messages: list[Message]
+    history_indices: tuple[int, ...]
+
+
+def fit_window(
+    history: Sequence[Message],
+    new: Sequence[Message],
+    *,
+    max_chars: int,
+    max_messages: int,
+    verbatim: bool = False,
+) -> Window:
+    """:func:`build_window` with the history index of each message it kept."""
+    cuts: dict[int, int] = {}
+    messages = _build(history, new, max_chars, max_messages, verbatim, cuts)
+    # The window's history is a subsequence of ``history`` (the same objects, or cut copies):
+    # matched in order, so an object that history holds twice is told apart by its place.
+    indices: list[int] = []
+    at = 0
+    for message in messages:
+        wanted = cuts.get(id(message), id(message))
+        found = next((i for i in range(at, len(history)) if id(history[i]) == wanted), None)
+        if found is not None:
+            indices.append(found)
+            at = found + 1
+    return Window(messages, tuple(indices))
 
 
 def build_window(
@@ -160,6 +209,19 @@ def build_window(
     Returns:
         A list of OpenAI messages, oldest first, that a strict provider accepts.
     """
+    return _build(history, new, max_chars, max_messages, verbatim, {})
+
+
+def _build(
+    history: Sequence[Message],
+    new: Sequence[Message],
+    max_chars: int,
+    max_messages: int,
+    verbatim: bool,
+    cuts: dict[int, int],
+) -> list[Message]:
+    """:func:`build_window`; ``cuts`` gets ``id(cut copy) -> id(history message)`` for a
+    message whose end was kept."""
     units = group_units(history, verbatim=verbatim)
     current = list(new)
     if current and current[0].get("role") in ("assistant", "tool"):
@@ -177,15 +239,58 @@ def build_window(
             break
         if used_chars + cost > max_chars:
             if not picked and not verbatim:
-                picked = _cut_newest(units, max_chars - used_chars, max_messages - used_messages)
+                picked = _cut_newest(
+                    units, max_chars - used_chars, max_messages - used_messages, cuts
+                )
             break
         picked.append(unit)
         used_chars += cost
         used_messages += len(unit)
-    kept = [m for unit in reversed(picked) for m in unit]
+    kept_units = list(reversed(picked))
+    if len(picked) < len(units):
+        kept_units = _anchored(
+            units, kept_units, max_chars - used_chars, max_messages - used_messages
+        )
+    kept = [m for unit in kept_units for m in unit]
     if len(picked) < len(units) or not verbatim:
         kept = _from_first_user(kept)
     return kept + current
+
+
+def _anchored(
+    units: Sequence[list[Message]],
+    kept: Sequence[list[Message]],
+    chars_left: int,
+    messages_left: int,
+) -> list[list[Message]]:
+    """The kept units (a suffix of ``units``, oldest first) with their exchange's question put
+    first when the budget cut inside that exchange: the kept history then starts with replies
+    or tool steps whose question was trimmed (an agent's long episode, then a follow-up
+    question). The question takes the room left and, when it needs more, the place of the
+    oldest kept tool groups of the exchange, so the window keeps the task and its final reply
+    instead of neither. Unchanged when the question does not fit even so, or only the
+    question would be left."""
+    lead = 0
+    while lead < len(kept) and kept[lead][0].get("role") != "user":
+        lead += 1
+    asked = _last_question(units[: len(units) - len(kept)]) if lead else None
+    if asked is None:
+        return list(kept)
+    question = units[asked]
+    need_chars = sum(message_chars(m) for m in question) - chars_left
+    need_messages = len(question) - messages_left
+    steps = list(kept[:lead])
+    dropped: set[int] = set()
+    for index, unit in enumerate(steps):
+        if need_chars <= 0 and need_messages <= 0:
+            break
+        if unit[0].get("tool_calls"):
+            dropped.add(index)
+            need_chars -= sum(message_chars(m) for m in unit)
+            need_messages -= len(unit)
+    if need_chars > 0 or need_messages > 0 or len(dropped) == lead:
+        return list(kept)
+    return [question, *(u for i, u in enumerate(steps) if i not in dropped), *kept[lead:]]
 
 
 def _last_question(units: Sequence[list[Message]]) -> int | None:

@@ -28,7 +28,7 @@ from litellm_memory_hook.core.prompt import (
     build_system_message,
 )
 from litellm_memory_hook.core.selection import select_items
-from litellm_memory_hook.core.window import build_window
+from litellm_memory_hook.core.window import fit_window
 from litellm_memory_hook.proxy.recall_step import (
     RecallOptions,
     exclusion_start,
@@ -150,15 +150,15 @@ async def prepare(
     if plan is None:
         return None
     plan = await _with_question(store, keys, plan, state)
-    window = build_window(
+    fitted = fit_window(
         plan.history,
         plan.new,
         max_chars=options.budget.chars,
         max_messages=options.budget.messages,
         verbatim=plan.verbatim,
     )
-    in_window = len(window) - len(plan.new)
-    window_seqs = [s for s in plan.history_seqs[len(plan.history_seqs) - in_window :] if s]
+    window = fitted.messages
+    window_seqs = [s for s in (plan.history_seqs[i] for i in fitted.history_indices) if s]
     found = await recall_lines(
         store,
         keys,
