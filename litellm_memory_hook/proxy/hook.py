@@ -597,10 +597,7 @@ class MemoryHook(CustomLogger):
             call_id=call_id,
             max_stored_chars=options.max_stored_chars,
         )
-        if plan is None:
-            data["messages"] = with_rules(raw, rules)
-            return
-        if plan.verbatim:
+        if plan is None or plan.verbatim:
             data["messages"] = with_rules(raw, rules)
         else:  # the buffered call, and the buffered turns before it, go before the results
             window = build_window(
@@ -610,6 +607,8 @@ class MemoryHook(CustomLogger):
                 max_messages=options.budget.messages,
             )
             data["messages"] = assemble(plan.lead, window, rules=rules, memory_block="")
+        if plan is None:
+            return
         prepared = PreparedRequest(messages=list(data["messages"]), plan=plan, cursor=0)
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
         self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
