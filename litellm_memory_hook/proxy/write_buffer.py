@@ -24,15 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litellm_memory_hook.errors import MemoryHookError
+from litellm_memory_hook.store.redis_store import now_ms
 
 logger = logging.getLogger("litellm_memory_hook")
 
 RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 0.5
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -48,7 +45,7 @@ class PendingWrite:
     call_id: str
     partial: bool = False
     queued_at: float = field(default_factory=time.monotonic)
-    answered_ms: int = field(default_factory=_now_ms)
+    answered_ms: int = field(default_factory=now_ms)
 
 
 class WriteBuffer:
