@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import ConversationState, Turn
-from litellm_memory_hook.core.plan import plan_offline, plan_turn
+from litellm_memory_hook.core.plan import plan_offline, plan_turn, plan_with_buffered
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
@@ -335,6 +336,39 @@ def test_tool_results_sent_alone_during_an_outage_answer_the_buffered_call() -> 
     whole = [_user("a"), {"role": "assistant", "content": "b"}, _user("c")]
     seeded = plan_offline(whole, unread, now_ms=NOW)
     assert seeded is not None and seeded.seeded == 2
+
+
+def test_tool_results_answer_a_call_buffered_after_the_stored_tail() -> None:
+    """Redis answers reads while this proxy still holds the agent's last step in its outage
+    buffer (Redis full, or back a moment before the buffer is written): results sent alone are
+    planned against the stored tail followed by the buffered turns, so the call goes before
+    them and the question and earlier steps are the history."""
+
+    def call(number: int) -> dict[str, Any]:
+        return {"id": f"c{number}", "type": "function", "function": {"name": "f", "arguments": ""}}
+
+    def step(number: int, seq: int = 0) -> Turn:
+        msg = {"role": "assistant", "content": None, "tool_calls": [call(number)]}
+        return Turn(
+            role="assistant", text="", ts_ms=NOW, seq=seq, tool_calls=(call(number),), msg=msg
+        )
+
+    stored = [Turn(role="user", text="Check both", ts_ms=NOW, seq=1), step(1, seq=2)]
+    state = ConversationState(meta={"seq": "2"}, tail=stored)
+    buffered = [Turn(role="tool", text="A", ts_ms=NOW, tool_call_id="c1"), step(2)]
+    results = [{"role": "tool", "tool_call_id": "c2", "content": "B"}]
+    plan = plan_with_buffered(results, state, lambda: buffered, now_ms=NOW)
+    assert plan is not None and plan.new[0]["tool_calls"][0]["id"] == "c2"
+    assert [m["role"] for m in plan.history] == ["user", "assistant", "tool"]
+    assert plan.history_seqs[:2] == (1, 2) and plan.replace == ()
+    assert [(t.role, t.text) for t in plan.pending] == [("tool", "B")]
+
+    # what the stored tail places is planned from it alone (the buffer is not read)
+    def unread() -> list[Turn]:
+        raise AssertionError("the buffer was read")
+
+    first = [{"role": "tool", "tool_call_id": "c1", "content": "A"}]
+    assert plan_with_buffered(first, state, unread, now_ms=NOW) is not None
 
 
 def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:

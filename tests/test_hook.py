@@ -250,12 +250,15 @@ async def test_stream_with_tool_calls_and_no_text(
         type="function",
         function=Function(name="get_weather", arguments='{"city":"Pune"}'),
     )
-    chunks = [_chunk(None, tool)]
+    chunks = [_chunk("", None), _chunk(None, tool)]  # an empty text delta first (Anthropic's)
     _ = [
         c async for c in hook.async_post_call_streaming_iterator_hook(Auth(), _stream(chunks), data)
     ]
     stored = await _turns(any_redis, prefix)
     assert stored[-1]["role"] == "assistant" and stored[-1]["text"] == ""
+    # content null, as the same reply not streamed (an empty string is replayed to Anthropic
+    # as a placeholder text block: fresh-user report)
+    assert stored[-1]["msg"]["content"] is None
     assert stored[-1]["tool_calls"][0]["function"]["name"] == "get_weather"
     follow = {
         "model": "demo",

@@ -304,3 +304,48 @@ def test_an_agent_through_the_proxy_keeps_working_during_an_outage(tmp_path: Pat
             wait_until(lambda: stored() == dict.fromkeys(users, expected), 10, "the turns")
     finally:
         server.stop()
+
+
+async def test_tool_results_sent_alone_while_redis_refuses_writes(
+    server: RedisServer, prefix: str
+) -> None:
+    """Fresh-user report: with Redis full (``maxmemory`` reached under ``noeviction``) reads
+    work and writes fail, so the tool_calls reply waits in the outage buffer while the next
+    request reads Redis (the breaker's probe, or Redis back a moment before its buffer is
+    written). The results sent alone still get the buffered call and the question before them;
+    before, the model got them alone (a 400 from OpenAI and Anthropic) and they were never
+    stored."""
+    hook = _hook(server.url, prefix)
+    await _turn(hook, "before", "b0")
+    admin = redis.Redis.from_url(server.url)
+    admin.config_set("maxmemory", 1)
+    try:
+        data = await hook.async_pre_call_hook(
+            Auth(), None, chat_request("Weather in Pune and Goa?", call_id="q1"), "acompletion"
+        )
+        await hook.async_post_call_success_hook(data, Auth(), _tool_call_response("call_1"))
+        assert len(hook.buffer) == 1
+        await asyncio.sleep(0.6)  # the breaker's probe: this request reads Redis
+        body = chat_request("", call_id="r1")
+        body["messages"] = [{"role": "tool", "tool_call_id": "call_1", "content": "31C"}]
+        data = await hook.async_pre_call_hook(Auth(), None, body, "acompletion")
+        sent = data["messages"]
+        assert sent[1]["content"] == "before"  # read from Redis: memory is on
+        assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user", "assistant", "tool"]
+        assert sent[-2]["tool_calls"][0]["id"] == "call_1"
+        assert sent[-3]["content"] == "Weather in Pune and Goa?"
+        await hook.async_post_call_success_hook(data, Auth(), model_response("Pune 31C."))
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
+    await hook.drain()
+    assert _texts(server.url, prefix) == [
+        "before",
+        "re: before",
+        "Weather in Pune and Goa?",
+        "",
+        "31C",
+        "Pune 31C.",
+    ]
+    assert hook.counters["writes_lost"] == 0
+    await hook.store.redis.aclose()

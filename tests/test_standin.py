@@ -322,6 +322,12 @@ def test_create_app_rejects_bad_modes(tmp_path: Path) -> None:
         create_app(mode="oracle")
 
 
+USE_T1 = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}],
+}
+
+
 @pytest.mark.parametrize(
     ("messages", "problem"),
     [
@@ -330,6 +336,15 @@ def test_create_app_rejects_bad_modes(tmp_path: Path) -> None:
         ([{"role": "system", "content": "x"}], "messages.0.role: Input should be"),
         ([{"role": "user", "content": [{"type": "text", "text": ""}]}], "must be non-empty"),
         ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}], "non-empty"),
+        (
+            [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]}],
+            "unexpected `tool_use_id` found in `tool_result` blocks: t1",
+        ),
+        ([{"role": "user", "content": "go"}, USE_T1], "were found without `tool_result` blocks"),
+        (
+            [{"role": "user", "content": "go"}, USE_T1, {"role": "user", "content": "and?"}],
+            "messages.1: `tool_use` ids were found without `tool_result` blocks",
+        ),
     ],
 )
 def test_messages_route_answers_anthropics_400s(
@@ -406,3 +421,37 @@ def test_messages_route_answers_scripted_tool_calls_as_tool_use(client: TestClie
     deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
     assert json.loads(deltas[-1]["partial_json"]) == {"city": "Pune"}
     assert events[-2]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_tool_traffic_that_is_not_whole_is_refused_as_the_providers_do(client: TestClient) -> None:
+    """OpenAI's route: a tool message that answers no call right before it, and a call left
+    without its result (at the end too), are 400s; a whole group is answered. Anthropic's route:
+    a whole tool_use / tool_result pair is answered, and a tool-call answer without text has
+    no empty text block (streamed or not)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    asked = {"role": "user", "content": "go"}
+    calling = {"role": "assistant", "content": None, "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "done"}
+    for messages in ([asked, result], [asked, calling], [asked, calling, asked]):
+        refused = client.post("/v1/chat/completions", json={"model": "m", "messages": messages})
+        assert refused.status_code == 400, messages
+        assert refused.json()["error"]["type"] == "invalid_request_error"
+    assert _chat(client, [asked, calling, result])["choices"]
+    pair = [
+        {"role": "user", "content": "go"},
+        USE_T1,
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+        },
+    ]
+    answer = client.post("/v1/messages", json={"model": "m", "max_tokens": 9, "messages": pair})
+    assert answer.status_code == 200
+    client.post("/_standin/replies", json=[{"content": None, "tool_calls": [call]}] * 2)
+    body = {"model": "m", "max_tokens": 9, "messages": pair[:1]}
+    blocks = client.post("/v1/messages", json=body).json()["content"]
+    assert [b["type"] for b in blocks] == ["tool_use"]
+    with client.stream("POST", "/v1/messages", json={**body, "stream": True}) as stream:
+        lines = [line for line in stream.iter_lines() if line.startswith("data: ")]
+    starts = [json.loads(x[6:]) for x in lines if '"content_block_start"' in x]
+    assert [(e["index"], e["content_block"]["type"]) for e in starts] == [(0, "tool_use")]

@@ -331,6 +331,60 @@ def plan_turn(
     )
 
 
+def plan_with_buffered(
+    raw_messages: object,
+    state: ConversationState,
+    buffered: Callable[[], Sequence[Turn]],
+    *,
+    now_ms: int,
+    call_id: str = "",
+    regenerate_window_s: float = 300.0,
+    max_stored_chars: int = 32_000,
+    regenerate: bool = False,
+) -> TurnPlan | None:
+    """:func:`plan_turn`, also seeing the turns this proxy holds for the conversation in its
+    outage buffer (written after what ``state`` holds, once Redis takes writes again).
+
+    Only tool results sent alone need them: when the buffered turns end with the
+    ``tool_calls`` reply the results answer, the plan is made against the stored tail followed
+    by the buffered turns (with stand-in seqs after ``state.last_seq``, never written): that
+    reply goes before the results (so the model gets a valid request, not an orphan tool
+    message; the buffered and stored turns before it are the history) and only the results are
+    stored after it. Results sent again after their answer was buffered (a retry) pass through
+    unstored: the buffer's own turns are never replaced.
+
+    Args:
+        state: the stored conversation (empty while Redis is down: :func:`plan_offline`).
+        buffered: gives the conversation's buffered turns, oldest first; called only for a
+            request that ``state`` alone cannot place (the buffer is read only then).
+
+    Returns:
+        ``None`` when there is no new turn to store (the request then goes as sent).
+    """
+    options: dict[str, Any] = {
+        "now_ms": now_ms,
+        "call_id": call_id,
+        "regenerate_window_s": regenerate_window_s,
+        "max_stored_chars": max_stored_chars,
+        "regenerate": regenerate,
+    }
+    plan = plan_turn(raw_messages, state, **options)
+    if plan is not None:
+        return plan
+    turns = list(buffered())
+    if not turns or not (turns[-1].role == "assistant" and turns[-1].tool_calls):
+        return None
+    last = state.last_seq
+    merged = ConversationState(
+        meta={**state.meta, "seq": str(last + len(turns))},
+        tail=[*state.tail, *(dc_replace(t, seq=last + i) for i, t in enumerate(turns, 1))],
+        pinned=state.pinned,
+        memories=state.memories,
+    )
+    plan = plan_turn(raw_messages, merged, **options)
+    return plan if plan is not None and not plan.replace and not plan.verbatim else None
+
+
 def plan_offline(
     raw_messages: object,
     buffered: Callable[[], Sequence[Turn]],
@@ -342,46 +396,24 @@ def plan_offline(
     """The plan of a request made while Redis is down (the hook's outage path; pure).
 
     Planned as for an empty store (a client's history is seed turns, which the outage buffer
-    writes only if the conversation is still empty then), except tool results sent alone: when
-    the turns this proxy holds for the conversation in its outage buffer end with the
-    ``tool_calls`` reply they answer, that reply goes before them and the buffered turns before
-    it are the history (so the model gets a valid request, not an orphan tool message), and
-    only the results are stored after it, as :func:`plan_turn` does with a stored reply.
-    Results sent again after their answer was buffered (a retry) find no open call and pass
-    through unstored, like results that answer a call that only Redis holds: the buffer's own
-    turns are never replaced, and Redis cannot be read.
-
-    Args:
-        buffered: gives the conversation's buffered turns, oldest first; called only for a
-            request that an empty store cannot place (the outage buffer is read only then).
+    writes only if the conversation is still empty then; such a plan is ``verbatim``: the
+    client's messages go as sent), except tool results sent alone, which get the buffered
+    ``tool_calls`` reply they answer and the buffered turns before it
+    (:func:`plan_with_buffered`; such a plan is not ``verbatim``: the model gets ``lead`` and
+    the window of ``history`` and ``new``). Results that answer a call only Redis holds pass
+    through unstored: Redis cannot be read.
 
     Returns:
-        ``None`` when there is no new turn to store (the request then goes as sent). A plan
-        planned as for an empty store is ``verbatim`` (the client's messages go as sent); one
-        whose ``new`` starts with the buffered call is not (its ``history`` is buffered turns
-        with stand-in seqs, never written).
+        ``None`` when there is no new turn to store (the request then goes as sent).
     """
-    empty = plan_turn(
+    return plan_with_buffered(
         raw_messages,
         ConversationState(meta={}, tail=[]),
+        buffered,
         now_ms=now_ms,
         call_id=call_id,
         max_stored_chars=max_stored_chars,
     )
-    if empty is not None:
-        return empty
-    turns = list(buffered())
-    if not turns or not (turns[-1].role == "assistant" and turns[-1].tool_calls):
-        return None
-    tail = [dc_replace(t, seq=i) for i, t in enumerate(turns, 1)]
-    plan = plan_turn(
-        raw_messages,
-        ConversationState(meta={"seq": str(len(tail))}, tail=tail),
-        now_ms=now_ms,
-        call_id=call_id,
-        max_stored_chars=max_stored_chars,
-    )
-    return plan if plan is not None and not plan.replace and not plan.verbatim else None
 
 
 #: stored turns younger than this (ms) are never replaced by an edit or a branch: a client that

@@ -9,6 +9,7 @@ recent window (:mod:`litellm_memory_hook.core.window`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,7 +21,7 @@ from litellm_memory_hook.core.plan import (
     TurnPlan,
     cut_start,
     fit_items,
-    plan_turn,
+    plan_with_buffered,
 )
 from litellm_memory_hook.core.prompt import (
     PromptLayers,
@@ -117,8 +118,13 @@ async def prepare(
     *,
     call_id: str = "",
     now_ms: int | None = None,
+    buffered: Callable[[], Sequence[Turn]] = tuple,
 ) -> PreparedRequest | None:
     """Load the conversation and rebuild the request's messages.
+
+    ``buffered`` gives the conversation's turns that wait in this proxy's outage buffer
+    (:func:`~litellm_memory_hook.core.plan.plan_with_buffered`; read only for tool results
+    that the stored tail cannot place).
 
     Returns:
         ``None`` when the request has no new user turn (nothing to rebuild).
@@ -138,9 +144,10 @@ async def prepare(
         date_spans=query.spans,
         list_chats=query.user_scope,
     )
-    plan = plan_turn(
+    plan = plan_with_buffered(
         raw_messages,
         state,
+        buffered,
         now_ms=now,
         call_id=call_id,
         regenerate_window_s=options.regenerate_window_s,

@@ -312,7 +312,13 @@ class _StreamAccumulator:
                         slot["function"]["arguments"] += function.arguments
 
     def message(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
+        """The streamed reply as one message; a tool-call reply with no text has ``content:
+        None``, as the same reply not streamed has (an empty string is replayed to Anthropic
+        as a placeholder text block)."""
+        text = "".join(self.text)
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if not self.calls:
+            message["content"] = text
         if self.calls:
             message["tool_calls"] = self.calls
         if self.reasoning:
@@ -546,7 +552,13 @@ class MemoryHook(CustomLogger):
             return
         try:
             prepared = await prepare(
-                self.store, who.keys, who.memory, data.get("messages"), options, call_id=call_id
+                self.store,
+                who.keys,
+                who.memory,
+                data.get("messages"),
+                options,
+                call_id=call_id,
+                buffered=lambda: self._buffered_turns(who.keys),
             )
         except StoreError:
             self._trip_breaker()

@@ -634,12 +634,13 @@ def _scripted_error(spec: dict[str, Any]) -> JSONResponse | None:
 def tool_rule_error(messages: Sequence[Any]) -> str | None:
     """The 400 OpenAI's chat API answers to tool traffic that is not whole, else ``None``: a
     ``tool`` message that answers no call of the assistant ``tool_calls`` message right before
-    it (other results between), and a call left without its result before the next message."""
+    it (other results between), and a call left without its result (before the next message,
+    or at the end)."""
     open_ids: set[str] = set()
-    for message in messages:
+    for message in [*messages, None]:  # None: the end, where every call must be answered
         role = message.get("role") if isinstance(message, dict) else None
         if role == "tool":
-            answered = message.get("tool_call_id")
+            answered = message.get("tool_call_id") if isinstance(message, dict) else None
             if not isinstance(answered, str) or answered not in open_ids:
                 return (
                     "Invalid parameter: messages with role 'tool' must be a response to a "
@@ -653,7 +654,9 @@ def tool_rule_error(messages: Sequence[Any]) -> str | None:
                 "responding to each 'tool_call_id'. The following tool_call_ids did not have "
                 f"response messages: {', '.join(sorted(open_ids))}"
             )
-        calls = message.get("tool_calls") if role == "assistant" else None
+        calls = (
+            message.get("tool_calls") if isinstance(message, dict) and role == "assistant" else None
+        )
         open_ids = {str(c.get("id")) for c in calls or () if isinstance(c, dict)}
     return None
 

@@ -13,7 +13,9 @@ clients rebuilt or trimmed (``invalid_request_error``, with Anthropic's texts):
 * the first message must use the ``user`` role (field reports: mckaywrigley/chatbot-ui#1656,
   lobehub/lobehub#1601, when a trimmed history started with a reply; Bedrock's Converse API
   has the same rule);
-* a text content block must not be empty.
+* a text content block must not be empty;
+* each ``tool_result`` block answers a ``tool_use`` block of the message just before it, and
+  each ``tool_use`` block is answered in the message just after it.
 
 Answers: the reply text in one ``text`` block, then a ``tool_use`` block for each scripted
 OpenAI-style tool call (``id``, ``function.name``, ``function.arguments`` as ``input``), with
@@ -66,12 +68,29 @@ def rule_error(body: dict[str, Any]) -> str | None:
             return f"messages.{index}.role: Input should be 'user' or 'assistant'"
     if messages[0]["role"] != "user":
         return 'messages: first message must use the "user" role'
-    for message in messages:
+    uses: set[str] = set()  # the tool_use ids of the previous (assistant) message
+    for index, message in enumerate([*messages, {"role": "end", "content": []}]):
         content = message.get("content")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        blocks = [b for b in blocks if isinstance(b, dict)]
         for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "text" and not block.get("text"):
+            if block.get("type") == "text" and not block.get("text"):
                 return "messages: text content blocks must be non-empty"
+        results = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
+        if message["role"] == "user" and results - uses:
+            return (
+                f"messages.{index}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                f"{', '.join(sorted(results - uses))}. Each `tool_result` block must have a "
+                "corresponding `tool_use` block in the previous message."
+            )
+        if uses - results:
+            return (
+                f"messages.{index - 1}: `tool_use` ids were found without `tool_result` blocks "
+                f"immediately after: {', '.join(sorted(uses - results))}. Each `tool_use` block "
+                "must have a corresponding `tool_result` block in the next message."
+            )
+        uses = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+        uses = uses if message["role"] == "assistant" else set()
     return None
 
 
@@ -141,15 +160,19 @@ async def stream(
     start = _message("", model, {**usage, "output_tokens": 0}, [])
     start["stop_reason"] = None
     yield event("message_start", {"message": start})
-    yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
-    for number, word in enumerate(text.split(" ")):
-        if delay_s:
-            await asyncio.sleep(delay_s)
-        piece = word if number == 0 else " " + word
-        delta = {"type": "text_delta", "text": piece}
-        yield event("content_block_delta", {"index": 0, "delta": delta})
-    yield event("content_block_stop", {"index": 0})
-    for index, call in enumerate(tool_calls, 1):
+    first = 0
+    if text or not tool_calls:  # a tool-call answer without text has no text block
+        text_block = {"type": "text", "text": ""}
+        yield event("content_block_start", {"index": 0, "content_block": text_block})
+        for number, word in enumerate(text.split(" ")):
+            if delay_s:
+                await asyncio.sleep(delay_s)
+            piece = word if number == 0 else " " + word
+            delta = {"type": "text_delta", "text": piece}
+            yield event("content_block_delta", {"index": 0, "delta": delta})
+        yield event("content_block_stop", {"index": 0})
+        first = 1
+    for index, call in enumerate(tool_calls, first):
         block = _tool_use(call)
         arguments = json.dumps(block.pop("input"))
         yield event(
