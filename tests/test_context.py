@@ -162,6 +162,58 @@ async def test_a_follow_up_to_an_agent_episode_sees_its_task_once(
     assert prepared.recalled == [] and task.text not in prepared.messages[0]["content"]
 
 
+async def test_a_follow_up_to_an_episode_longer_than_the_tail_read_keeps_its_task(
+    store: MemoryStore, prefix: str
+) -> None:
+    """An agent that sends only its new messages ran 30 tool steps: the stored tail a request
+    reads (44 turns) holds no user message. A follow-up question still gets the task (read
+    back from the store) and the final answer in its window; before, it went alone."""
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
+    task = Turn(role="user", text="Find the root cause of the crash", ts_ms=NOW - 10**6)
+    turns = [task]
+    for number in range(1, 31):
+        call = {"id": f"c{number}", "type": "function", "function": {"name": "read"}}
+        call["function"]["arguments"] = "{}"
+        turns.append(Turn(role="assistant", text="", ts_ms=NOW - 10**6, tool_calls=(call,)))
+        turns.append(
+            Turn(role="tool", text=f"log {number}", ts_ms=NOW - 10**6, tool_call_id=f"c{number}")
+        )
+    turns.append(Turn(role="assistant", text="The zebra module overflowed.", ts_ms=NOW - 10**6))
+    await store.append(keys, [indexed(t) for t in turns])
+    ask = "Why did it overflow?"
+    prepared = await prepare(store, keys, _memory(keys), [_user(ask)], ContextOptions(), now_ms=NOW)
+    assert prepared is not None
+    window = prepared.messages[1:]
+    assert window[0]["content"] == task.text and window[-2]["content"] == turns[-1].text
+    assert window[-1]["content"] == ask and len(window) <= 40
+    assert window[1]["role"] == "assistant" and window[1]["tool_calls"]  # whole tool groups
+
+
+async def test_recall_never_repeats_a_message_of_the_window(
+    store: MemoryStore, prefix: str
+) -> None:
+    """A whole-history client's own messages older than the stored tail read have no seq, so
+    the window's first seq does not exclude them: recall left out only a line that says the
+    same as a window message (fresh-user report: the agent's task, in the window and again in
+    the earlier lines)."""
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
+    task = Turn(role="user", text="Find the zebra crash root cause", ts_ms=NOW - 10**7)
+    filler = [
+        Turn(role="user" if i % 2 else "assistant", text=f"step {i} done", ts_ms=NOW - 10**6 + i)
+        for i in range(60)
+    ]
+    await store.append(keys, [indexed(t) for t in (task, *filler)])
+    history = [{"role": "user", "content": task.text}]
+    history += [t.to_message() for t in filler[-20:]]
+    ask = "So the zebra crash root cause is known?"
+    prepared = await prepare(
+        store, keys, _memory(keys), [*history, _user(ask)], ContextOptions(), now_ms=NOW
+    )
+    assert prepared is not None
+    assert prepared.messages[1]["content"] == task.text  # the client's task, in the window
+    assert task.text not in prepared.messages[0]["content"] and prepared.recalled == []
+
+
 def test_echoed_rules_appear_once() -> None:
     """Case C23: an echoed system message repeats the operator's and the client's rules; each
     paragraph is kept once, in order."""

@@ -181,6 +181,19 @@ def test_a_follow_up_to_a_long_agent_episode_keeps_its_task_and_answer() -> None
     assert window == follow
 
 
+def test_a_final_answer_over_the_budget_keeps_its_end_after_the_task() -> None:
+    """An agent's final answer alone passes the budget: its end goes after the task, in place of
+    the tool steps between them (fresh-user report: the follow-up went alone)."""
+    task = {"role": "user", "content": "Summarise the logs"}
+    final = {"role": "assistant", "content": "word " * 400 + "THE END"}
+    follow = [{"role": "user", "content": "shorten it"}]
+    window = build_window([task, *_step(1), final], follow, max_chars=1500, max_messages=40)
+    assert window[0] == task and window[-1] == follow[0] and len(window) == 3
+    assert window[1]["content"].endswith("THE END") and len(window[1]["content"]) < 1500
+    fitted = fit_window([task, *_step(1), final], follow, max_chars=1500, max_messages=40)
+    assert fitted.history_indices == (0, 3)
+
+
 def test_a_huge_new_message_reaches_the_model_whole() -> None:
     """Case C22 b: 200,000 characters ending in a question reach the model as sent (the question
     survives, and so does the rest: the client's turn is never cut); no history fits beside it."""

@@ -121,14 +121,18 @@ def _cut_newest(
 ) -> list[list[Message]]:
     """The window's units, newest first, when the newest history message alone passes the
     ``room`` characters left: its end, cut to fit; a reply comes after its question, whole (a
-    window starts with a user message), in the room the question leaves. ``[]`` when that leaves
-    less than ``MIN_TAIL_CHARS`` or the newest unit is a tool group."""
+    window starts with a user message), in the room the question leaves, in place of the tool
+    steps between them. ``[]`` when that leaves less than ``MIN_TAIL_CHARS`` or the newest unit
+    is a tool group."""
     newest = units[-1]
     if len(newest) != 1 or room < MIN_TAIL_CHARS:
         return []
     if newest[0].get("role") == "user":
         return [[_cut_to(newest[0], room, cuts)]]
-    question = units[-2] if len(units) >= 2 else []
+    asked = len(units) - 2
+    while asked >= 0 and units[asked][0].get("tool_calls"):
+        asked -= 1  # the exchange's tool steps give way to its question
+    question = units[asked] if asked >= 0 else []
     if slots < 2 or len(question) != 1 or question[0].get("role") != "user":
         return []
     left = room - message_chars(question[0])

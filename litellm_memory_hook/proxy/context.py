@@ -176,6 +176,9 @@ async def prepare(
         options.recall,
         exclude_from=_exclude_from(plan, window_seqs, state.last_seq),
         timezone=options.timezone,
+        in_window=frozenset(
+            (str(m.get("role")), content_text(m.get("content")).strip()) for m in window
+        ),
     )
     layers = PromptLayers(
         operator_rules=(),
@@ -207,15 +210,16 @@ async def _with_question(
     store: MemoryStore, keys: ConversationKeys, plan: TurnPlan, state: ConversationState
 ) -> TurnPlan:
     """The plan with the question an agent's tool steps work on put before the stored history,
-    when the new turn continues tool calls and the stored tail read holds no user message (an
-    agent that sends only its new steps, many steps after its task): the window then starts
-    with that question (:func:`~litellm_memory_hook.core.window.build_window`). One more read,
-    in that case only.
+    when the stored tail read holds no user message: an agent that sends only its new steps,
+    many steps after its task, or a follow-up question after such a long episode. The window
+    then starts with that question (:func:`~litellm_memory_hook.core.window.build_window`; for
+    a follow-up, with the question and the episode's final reply in place of its oldest
+    steps). One more read, in that case only.
 
     Raises:
         StoreError: Redis failed.
     """
-    if plan.verbatim or not plan.new or plan.new[0].get("role") not in ("assistant", "tool"):
+    if plan.verbatim or not plan.new or not plan.history:
         return plan
     if any(m.get("role") == "user" for m in plan.history):
         return plan

@@ -184,6 +184,7 @@ async def recall_lines(
     *,
     exclude_from: int | None,
     timezone: str | None,
+    in_window: frozenset[tuple[str, str]] = frozenset(),
 ) -> Recalled:
     """Rank, fetch and choose the recalled lines (see the module docstring).
 
@@ -195,6 +196,9 @@ async def recall_lines(
         options: the alias's recall options.
         exclude_from: the first seq of the recent window (never recalled); ``None`` for none.
         timezone: the user's zone (the size of a line's date label).
+        in_window: ``(role, stripped text)`` of the window's messages: a line that says the
+            same is never recalled (a whole-history client's messages older than the stored
+            tail read have no seq, so ``exclude_from`` cannot name them).
 
     Raises:
         StoreError: Redis failed.
@@ -237,6 +241,8 @@ async def recall_lines(
     turns: dict[tuple[int, int], Turn] = {}
     for index, group in fetched.items():
         for turn in group:
+            if index == own and (turn.role, turn.text.strip()) in in_window:
+                continue
             chat = "" if index == own else labels[index]
             found[(index, turn.seq)] = EarlierLine(
                 ts_ms=turn.ts_ms, speaker=speaker_label(turn), text=turn.text, chat=chat
