@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace as dc_replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_offline, plan_turn, plan_with_buffered
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
+from litellm_memory_hook.proxy.recall_step import RecallOptions
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 
@@ -193,25 +195,26 @@ async def test_recall_never_repeats_a_message_of_the_window(
     store: MemoryStore, prefix: str
 ) -> None:
     """A whole-history client's own messages older than the stored tail read have no seq, so
-    the window's first seq does not exclude them: recall left out only a line that says the
-    same as a window message (fresh-user report: the agent's task, in the window and again in
-    the earlier lines)."""
+    the window's first seq does not exclude them: recall leaves out a line that says the same
+    as a window message (fresh-user report: the agent's task, in the window and again in the
+    earlier lines), and ranks one more line for it, so the next best still comes."""
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
     task = Turn(role="user", text="Find the zebra crash root cause", ts_ms=NOW - 10**7)
+    note = Turn(role="assistant", text="Zebra crash notes: the parser", ts_ms=NOW - 10**7 + 1)
     filler = [
         Turn(role="user" if i % 2 else "assistant", text=f"step {i} done", ts_ms=NOW - 10**6 + i)
         for i in range(60)
     ]
-    await store.append(keys, [indexed(t) for t in (task, *filler)])
+    await store.append(keys, [indexed(t) for t in (task, note, *filler)])
     history = [{"role": "user", "content": task.text}]
     history += [t.to_message() for t in filler[-20:]]
-    ask = "So the zebra crash root cause is known?"
-    prepared = await prepare(
-        store, keys, _memory(keys), [*history, _user(ask)], ContextOptions(), now_ms=NOW
-    )
-    assert prepared is not None
-    assert prepared.messages[1]["content"] == task.text  # the client's task, in the window
-    assert task.text not in prepared.messages[0]["content"] and prepared.recalled == []
+    request = [*history, _user("So the zebra crash root cause is known?")]
+    for options in (ContextOptions(), ContextOptions(recall=RecallOptions(mode="fixed", k=1))):
+        prepared = await prepare(store, keys, _memory(keys), request, options, now_ms=NOW)
+        assert prepared is not None
+        assert prepared.messages[1]["content"] == task.text  # the client's task, in the window
+        assert task.text not in prepared.messages[0]["content"]
+        assert [t.text for t in prepared.recalled] == [note.text]
 
 
 def test_echoed_rules_appear_once() -> None:
@@ -366,27 +369,24 @@ def test_tool_results_sent_alone_during_an_outage_answer_the_buffered_call() -> 
         Turn(role="assistant", text="", ts_ms=NOW, tool_calls=tuple(call), msg=call_msg),
     ]
     results = [{"role": "tool", "tool_call_id": "c1", "content": "31C"}]
-    plan = plan_offline(results, lambda: buffered, now_ms=NOW, call_id="d2")
+    plan = plan_offline(results, buffered, now_ms=NOW, call_id="d2")
     assert plan is not None and not plan.verbatim
     assert plan.new == (call_msg, *results)
     assert [m["content"] for m in plan.history] == ["Weather in Pune?"]
     assert [(t.role, t.text) for t in plan.pending] == [("tool", "31C")]
     assert plan.replace == () and plan.seeded == 0 and plan.previous_text == ""
     # nothing buffered for the conversation (its call is in Redis): passed through, unstored
-    assert plan_offline(results, list, now_ms=NOW) is None
+    assert plan_offline(results, [], now_ms=NOW) is None
     # a retry after the answer was buffered: the buffer's turns are never replaced
     answered = [*buffered, Turn(role="tool", text="31C", ts_ms=NOW, tool_call_id="c1")]
     answered.append(Turn(role="assistant", text="31C in Pune.", ts_ms=NOW))
-    assert plan_offline(results, lambda: answered, now_ms=NOW) is None
+    assert plan_offline(results, answered, now_ms=NOW) is None
 
-    # anything an empty store places is planned as before, without reading the buffer
-    def unread() -> list[Turn]:
-        raise AssertionError("the buffer was read")
-
-    asked = plan_offline([_user("hi")], unread, now_ms=NOW)
+    # anything else is planned as for an empty store, whatever the buffer holds
+    asked = plan_offline([_user("hi")], buffered, now_ms=NOW)
     assert asked is not None and asked.verbatim and [t.text for t in asked.pending] == ["hi"]
     whole = [_user("a"), {"role": "assistant", "content": "b"}, _user("c")]
-    seeded = plan_offline(whole, unread, now_ms=NOW)
+    seeded = plan_offline(whole, buffered, now_ms=NOW)
     assert seeded is not None and seeded.seeded == 2
 
 
@@ -409,18 +409,37 @@ def test_tool_results_answer_a_call_buffered_after_the_stored_tail() -> None:
     state = ConversationState(meta={"seq": "2"}, tail=stored)
     buffered = [Turn(role="tool", text="A", ts_ms=NOW, tool_call_id="c1"), step(2)]
     results = [{"role": "tool", "tool_call_id": "c2", "content": "B"}]
-    plan = plan_with_buffered(results, state, lambda: buffered, now_ms=NOW)
+    plan = plan_with_buffered(results, state, buffered, now_ms=NOW)
     assert plan is not None and plan.new[0]["tool_calls"][0]["id"] == "c2"
     assert [m["role"] for m in plan.history] == ["user", "assistant", "tool"]
     assert plan.history_seqs[:2] == (1, 2) and plan.replace == ()
     assert [(t.role, t.text) for t in plan.pending] == [("tool", "B")]
-
-    # what the stored tail places is planned from it alone (the buffer is not read)
-    def unread() -> list[Turn]:
-        raise AssertionError("the buffer was read")
-
+    # the buffer wrote the step meanwhile (the load saw it): its turns are not seen twice
+    written = [dc_replace(t, call_id="w1") for t in buffered]
+    both = ConversationState(
+        meta={"seq": "4"},
+        tail=[*stored, *(dc_replace(t, seq=n) for n, t in ((3, written[0]), (4, written[1])))],
+    )
+    again = plan_with_buffered(results, both, written, now_ms=NOW)
+    assert again is not None and [m["role"] for m in again.history] == ["user", "assistant", "tool"]
+    # a retry of the stored call's results after their answer was buffered passes through:
+    # before, the stored call was answered past the buffered turns and stored a duplicate step
     first = [{"role": "tool", "tool_call_id": "c1", "content": "A"}]
-    assert plan_with_buffered(first, state, unread, now_ms=NOW) is not None
+    done = [buffered[0], Turn(role="assistant", text="done", ts_ms=NOW)]
+    assert plan_with_buffered(first, state, done, now_ms=NOW) is None
+    # a call id used again: the buffered call is answered, and nothing stored is replaced
+    old = [
+        *stored,
+        Turn(role="tool", text="old", ts_ms=NOW, seq=3, tool_call_id="c1"),
+        Turn(role="assistant", text="old final", ts_ms=NOW, seq=4),
+    ]
+    task2 = [Turn(role="user", text="task 2", ts_ms=NOW), step(1)]
+    reused = plan_with_buffered(
+        first, ConversationState(meta={"seq": "4"}, tail=old), task2, now_ms=NOW
+    )
+    assert reused is not None and reused.replace == ()
+    assert reused.history[-1]["content"] == "task 2"
+    assert plan_with_buffered(first, state, [], now_ms=NOW) is not None  # no buffer: as before
 
 
 def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:

@@ -684,3 +684,28 @@ async def test_last_question_is_the_newest_user_turn_before_a_seq(
     found = await store.last_question(keys, 3)
     assert found is not None and found.seq == 1
     assert await store.last_question(keys, 1) is None
+
+
+async def test_the_alias_rules_hold_when_outage_planning_fails(
+    hook: MemoryHook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis down and the outage plan failing (any bug): the request still goes on with the
+    alias's ``system_prompt`` (a review finding: the rules were added after planning)."""
+    import time as time_module
+
+    from litellm_memory_hook.proxy import hook as hook_module
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("planning failed")
+
+    monkeypatch.setattr(hook_module, "plan_offline", broken)
+    hook._redis_down_until = hook._next_probe = time_module.monotonic() + 60  # the breaker is open
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("hi", call_id="o1"), "acompletion"
+    )
+    assert data is not None and data["messages"][0] == {
+        "role": "system",
+        "content": "You are Mira.",
+    }
+    assert data["messages"][-1] == {"role": "user", "content": "hi"}
+    assert hook.counters["precall_errors"] == 1

@@ -312,6 +312,25 @@ async def test_a_job_without_a_user_is_dropped(any_redis: aioredis.Redis, prefix
     assert await any_redis.zcard(due_key(prefix)) == 0
 
 
+async def test_a_job_during_a_batched_write_is_deferred_and_counted(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A conversation with a batched write under way (a ``writing:`` meta field) is not
+    extracted yet: the job is deferred, stays due, calls no model, and is counted as
+    ``jobs_deferred`` (every job run then has an outcome counter: the benchmark waits on them)."""
+    hook = make_hook(any_redis, prefix)
+    await _talk(hook, 2)
+    keys = _keys(prefix)
+    await any_redis.hset(keys.meta, "writing:imp-1", "5")
+    await any_redis.zadd(due_key(prefix), {keys.ref: 0})
+    model = ScriptedModel([_reply(["Has a garden."])])
+    [outcome] = await _worker(any_redis, prefix, model).run_due()
+    assert outcome.status == "deferred" and model.calls == []
+    stats = await any_redis.hgetall(stats_key(prefix))
+    assert int(stats[b"jobs_run"]) == 1 and int(stats[b"jobs_deferred"]) == 1
+    assert await any_redis.zscore(due_key(prefix), keys.ref) is not None
+
+
 async def test_a_long_backlog_is_extracted_in_batches(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:

@@ -21,7 +21,7 @@ Also here: the section budgets (:class:`Budget`, :func:`fit_items`) and the oper
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
@@ -334,7 +334,7 @@ def plan_turn(
 def plan_with_buffered(
     raw_messages: object,
     state: ConversationState,
-    buffered: Callable[[], Sequence[Turn]],
+    buffered: Sequence[Turn],
     *,
     now_ms: int,
     call_id: str = "",
@@ -345,18 +345,20 @@ def plan_with_buffered(
     """:func:`plan_turn`, also seeing the turns this proxy holds for the conversation in its
     outage buffer (written after what ``state`` holds, once Redis takes writes again).
 
-    Only tool results sent alone need them: when the buffered turns end with the
-    ``tool_calls`` reply the results answer, the plan is made against the stored tail followed
-    by the buffered turns (with stand-in seqs after ``state.last_seq``, never written): that
-    reply goes before the results (so the model gets a valid request, not an orphan tool
-    message; the buffered and stored turns before it are the history) and only the results are
-    stored after it. Results sent again after their answer was buffered (a retry) pass through
-    unstored: the buffer's own turns are never replaced.
+    Only tool results sent alone need them. With buffered turns, such a request is planned
+    against the stored tail followed by the buffered turns (with stand-in seqs after
+    ``state.last_seq``, never written): when they end with the ``tool_calls`` reply the results
+    answer, that reply goes before the results (so the model gets a valid request, not an
+    orphan tool message; the buffered and stored turns before it are the history) and only the
+    results are stored after it. Results sent again after their answer was buffered (a retry)
+    pass through unstored: the buffer's own turns are never replaced, and a call stored before
+    buffered turns is not answered past them.
 
     Args:
         state: the stored conversation (empty while Redis is down: :func:`plan_offline`).
-        buffered: gives the conversation's buffered turns, oldest first; called only for a
-            request that ``state`` alone cannot place (the buffer is read only then).
+        buffered: the conversation's buffered turns, oldest first, taken before ``state`` was
+            read; those of a write that ``state`` already holds (the same ``call_id``: the
+            buffer wrote it meanwhile) are left out.
 
     Returns:
         ``None`` when there is no new turn to store (the request then goes as sent).
@@ -368,16 +370,15 @@ def plan_with_buffered(
         "max_stored_chars": max_stored_chars,
         "regenerate": regenerate,
     }
-    plan = plan_turn(raw_messages, state, **options)
-    if plan is not None:
-        return plan
-    turns = list(buffered())
-    if not turns or not (turns[-1].role == "assistant" and turns[-1].tool_calls):
-        return None
+    if buffered:
+        written = {t.call_id for t in state.tail if t.call_id}
+        buffered = [t for t in buffered if not (t.call_id and t.call_id in written)]
+    if not buffered or not _results_alone(raw_messages):
+        return plan_turn(raw_messages, state, **options)
     last = state.last_seq
     merged = ConversationState(
-        meta={**state.meta, "seq": str(last + len(turns))},
-        tail=[*state.tail, *(dc_replace(t, seq=last + i) for i, t in enumerate(turns, 1))],
+        meta={**state.meta, "seq": str(last + len(buffered))},
+        tail=[*state.tail, *(dc_replace(t, seq=last + i) for i, t in enumerate(buffered, 1))],
         pinned=state.pinned,
         memories=state.memories,
     )
@@ -385,9 +386,21 @@ def plan_with_buffered(
     return plan if plan is not None and not plan.replace and not plan.verbatim else None
 
 
+def _results_alone(raw_messages: object) -> bool:
+    """True when the request's conversation messages start with a ``tool`` message: tool results
+    sent without the call they answer."""
+    split = split_request(clean_messages(raw_messages))
+    earlier = [m for m in split.earlier if m.get("role") in ("user", "assistant", "tool")]
+    return (
+        not earlier
+        and bool(split.new_conversation)
+        and (split.new_conversation[0].get("role") == "tool")
+    )
+
+
 def plan_offline(
     raw_messages: object,
-    buffered: Callable[[], Sequence[Turn]],
+    buffered: Sequence[Turn],
     *,
     now_ms: int,
     call_id: str = "",

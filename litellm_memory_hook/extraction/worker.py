@@ -17,7 +17,7 @@ schedules conversations whose cursor lags behind their last message (a schedule 
 outage).
 
 Counters (``HGETALL mem:stats``): ``jobs_run``, ``jobs_committed``, ``jobs_failed``,
-``jobs_retried``, ``jobs_discarded``, ``jobs_conflict``, ``jobs_nothing_new``,
+``jobs_retried``, ``jobs_discarded``, ``jobs_conflict``, ``jobs_nothing_new``, ``jobs_deferred``,
 ``dropped_<rule>`` per cleaning rule, ``tokens_prompt``, ``tokens_completion``, ``swept``.
 """
 
@@ -325,6 +325,7 @@ class ExtractionWorker:
         if any(name.startswith("writing:") for name in meta):
             # a batched write (a long seed or import) is under way: its turns have seqs
             # reserved but not all stored yet; extracting now could move the cursor past them
+            await self.queue.count(jobs_deferred=1)
             return JobOutcome("deferred")
         alias_name = meta.get("alias", "")
         alias = self.alias_lookup(alias_name) if alias_name else None

@@ -9,7 +9,7 @@ recent window (:mod:`litellm_memory_hook.core.window`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,6 +43,10 @@ from litellm_memory_hook.store.redis_store import MemoryStore
 Message = dict[str, Any]
 
 
+#: most lines recall ranks beyond its own number for window messages of unknown seq.
+MAX_EXTRA_CANDIDATES = 16
+
+
 @dataclass
 class PreparedRequest:
     """The rebuilt request and what the post-call hooks need.
@@ -53,6 +57,7 @@ class PreparedRequest:
         layer_chars: characters per system-message layer plus ``window`` (the recent messages).
         recalled: the recalled old turns, time order.
         cursor: the conversation's extraction cursor (seq extracted through).
+        window_seqs: the seqs of the stored turns in the recent window, window order.
     """
 
     messages: list[Message]
@@ -60,6 +65,7 @@ class PreparedRequest:
     layer_chars: dict[str, int] = field(default_factory=dict)
     recalled: list[Turn] = field(default_factory=list)
     cursor: int = 0
+    window_seqs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,13 +124,12 @@ async def prepare(
     *,
     call_id: str = "",
     now_ms: int | None = None,
-    buffered: Callable[[], Sequence[Turn]] = tuple,
+    buffered: Sequence[Turn] = (),
 ) -> PreparedRequest | None:
     """Load the conversation and rebuild the request's messages.
 
-    ``buffered`` gives the conversation's turns that wait in this proxy's outage buffer
-    (:func:`~litellm_memory_hook.core.plan.plan_with_buffered`; read only for tool results
-    that the stored tail cannot place).
+    ``buffered``: the conversation's turns that wait in this proxy's outage buffer, taken
+    before the load (:func:`~litellm_memory_hook.core.plan.plan_with_buffered`).
 
     Returns:
         ``None`` when the request has no new user turn (nothing to rebuild).
@@ -165,7 +170,8 @@ async def prepare(
         verbatim=plan.verbatim,
     )
     window = fitted.messages
-    window_seqs = [s for s in (plan.history_seqs[i] for i in fitted.history_indices) if s]
+    seqs = [plan.history_seqs[i] for i in fitted.history_indices]
+    window_seqs = [s for s in seqs if s]
     found = await recall_lines(
         store,
         keys,
@@ -179,6 +185,9 @@ async def prepare(
         in_window=frozenset(
             (str(m.get("role")), content_text(m.get("content")).strip()) for m in window
         ),
+        # a window message the store holds without a known seq may still rank: rank that many
+        # more, so leaving it out does not leave recall short
+        extra_candidates=min(len(seqs) - len(window_seqs), MAX_EXTRA_CANDIDATES),
     )
     layers = PromptLayers(
         operator_rules=(),
@@ -203,6 +212,7 @@ async def prepare(
         layer_chars=layer_chars,
         recalled=list(found.turns),
         cursor=int(state.meta.get("cursor", "0") or 0),
+        window_seqs=tuple(window_seqs),
     )
 
 

@@ -558,7 +558,7 @@ class MemoryHook(CustomLogger):
                 data.get("messages"),
                 options,
                 call_id=call_id,
-                buffered=lambda: self._buffered_turns(who.keys),
+                buffered=self._buffered_turns(who.keys),  # before the load: never in neither
             )
         except StoreError:
             self._trip_breaker()
@@ -602,16 +602,16 @@ class MemoryHook(CustomLogger):
         store, except that tool results sent alone get the ``tool_calls`` reply they answer from
         the turns this proxy holds for the conversation in its outage buffer."""
         raw = data.get("messages")
+        data["messages"] = with_rules(raw, rules)  # first: the rules hold if planning fails
         plan = plan_offline(
             raw,
-            lambda: self._buffered_turns(who.keys),
+            self._buffered_turns(who.keys),
             now_ms=now_ms(),
             call_id=call_id,
             max_stored_chars=options.max_stored_chars,
         )
-        if plan is None or plan.verbatim:
-            data["messages"] = with_rules(raw, rules)
-        else:  # the buffered call, and the buffered turns before it, go before the results
+        if plan is not None and not plan.verbatim:
+            # the buffered call, and the buffered turns before it, go before the results
             window = build_window(
                 plan.history,
                 plan.new,
@@ -627,8 +627,9 @@ class MemoryHook(CustomLogger):
 
     def _buffered_turns(self, keys: ConversationKeys) -> list[Turn]:
         """The turns this proxy holds for the conversation in its outage buffer, oldest first
-        (one pass over at most ``write_buffer_max`` writes; run only during an outage)."""
-        if self._buffer is None:
+        (one pass over at most ``write_buffer_max`` writes while it holds any; ``[]`` at once
+        when it is empty)."""
+        if self._buffer is None or not self._buffer.active:
             return []
         turns: list[Turn] = []
         for item in self._buffer.matching(

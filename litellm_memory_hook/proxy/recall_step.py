@@ -185,6 +185,7 @@ async def recall_lines(
     exclude_from: int | None,
     timezone: str | None,
     in_window: frozenset[tuple[str, str]] = frozenset(),
+    extra_candidates: int = 0,
 ) -> Recalled:
     """Rank, fetch and choose the recalled lines (see the module docstring).
 
@@ -199,6 +200,8 @@ async def recall_lines(
         in_window: ``(role, stripped text)`` of the window's messages: a line that says the
             same is never recalled (a whole-history client's messages older than the stored
             tail read have no seq, so ``exclude_from`` cannot name them).
+        extra_candidates: lines ranked beyond ``options.candidates`` (as many as such window
+            messages), so that leaving them out does not leave recall short.
 
     Raises:
         StoreError: Redis failed.
@@ -222,7 +225,7 @@ async def recall_lines(
     if not any(c.n_docs for c in collections):
         return Recalled()
     terms = [*query.terms, *(d.term for d in query.dates)]
-    ranked = recall.rank_collections(terms, collections, k=options.candidates)
+    ranked = recall.rank_collections(terms, collections, k=options.candidates + extra_candidates)
     if not ranked:
         return Recalled()
     own = len(collections) - 1
@@ -250,7 +253,7 @@ async def recall_lines(
             turns[(index, turn.seq)] = turn
     present = [(key, value) for key, value in ranked if key in found]
     if options.mode == "fixed":
-        chosen = [key for key, _ in present]
+        chosen = [key for key, _ in present][: options.candidates]
     else:
         chosen = recall.fill_budget(
             present,

@@ -399,14 +399,15 @@ def process_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-#: the counters of a job's end (:mod:`litellm_memory_hook.extraction.worker`); a deferred job
-#: (a batched write under way) has none and is due again.
+#: the counters of a job's end (:mod:`litellm_memory_hook.extraction.worker`; a deferred job
+#: is due again, a job cut by a shutdown runs again).
 JOB_OUTCOMES = (
     "jobs_committed",
     "jobs_failed",
     "jobs_conflict",
     "jobs_nothing_new",
     "jobs_discarded",
+    "jobs_deferred",
 )
 
 

@@ -457,10 +457,7 @@ async def _ask(
     )  # fmt: skip
     if prepared is None:
         raise RuntimeError(f"no request for {question!r}")
-    seqs = prepared.plan.history_seqs
-    system = sum(1 for m in prepared.messages if m.get("role") == "system")
-    in_window = len(prepared.messages) - system - len(prepared.plan.new)
-    window_seqs = [s for s in seqs[len(seqs) - in_window :] if s]
+    window_seqs = prepared.window_seqs
     start = (min(window_seqs) if window_seqs else len(run.turns) + 1) - 1  # a line number
     window_chars = sum(
         len(content_text(m.get("content"))) for m in prepared.messages if m.get("role") != "system"
