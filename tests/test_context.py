@@ -189,6 +189,21 @@ async def test_a_follow_up_to_an_episode_longer_than_the_tail_read_keeps_its_tas
     assert window[0]["content"] == task.text and window[-2]["content"] == turns[-1].text
     assert window[-1]["content"] == ask and len(window) <= 40
     assert window[1]["role"] == "assistant" and window[1]["tool_calls"]  # whole tool groups
+    # a second follow-up: the tail read now starts inside the episode and holds the first
+    # follow-up; the task still comes first (before: the window began at the first follow-up)
+    said = [
+        Turn(role="user", text=ask, ts_ms=NOW),
+        Turn(role="assistant", text="A counter passed 2^31.", ts_ms=NOW),
+    ]
+    await store.append(keys, [indexed(t) for t in said])
+    again = "And after that?"
+    prepared = await prepare(
+        store, keys, _memory(keys), [_user(again)], ContextOptions(), now_ms=NOW
+    )
+    assert prepared is not None
+    window = prepared.messages[1:]
+    assert window[0]["content"] == task.text and len(window) <= 40
+    assert [m["content"] for m in window[-4:]] == [turns[-1].text, ask, said[1].text, again]
 
 
 async def test_recall_never_repeats_a_message_of_the_window(
@@ -440,6 +455,28 @@ def test_tool_results_answer_a_call_buffered_after_the_stored_tail() -> None:
     assert reused is not None and reused.replace == ()
     assert reused.history[-1]["content"] == "task 2"
     assert plan_with_buffered(first, state, [], now_ms=NOW) is not None  # no buffer: as before
+
+
+def test_a_whole_history_client_sending_on_after_a_cut_stream_replaces_the_partial() -> None:
+    """A whole-history client whose stream was cut sends on with the part it got: its copy
+    replaces the stored partial reply (fresh-user report: both were kept, the text twice)."""
+    tail = [
+        Turn(role="user", text="Tell me a long story", ts_ms=NOW - 9000, seq=1),
+        Turn(role="assistant", text="Once upon a", ts_ms=NOW - 8000, seq=2, partial=True),
+    ]
+    state = ConversationState(meta={"seq": "2"}, tail=tail)
+    messages = [
+        _user("Tell me a long story"),
+        {"role": "assistant", "content": "Once upon a"},
+        _user("ok, and then?"),
+    ]
+    plan = plan_turn(messages, state, now_ms=NOW)
+    assert plan is not None and [t.seq for t in plan.replace] == [2]
+    assert [(t.role, t.text) for t in plan.pending] == [
+        ("assistant", "Once upon a"),
+        ("user", "ok, and then?"),
+    ]
+    assert plan.previous_text == "Tell me a long story" and plan.verbatim
 
 
 def test_new_turn_with_incomplete_tool_groups_passes_through() -> None:

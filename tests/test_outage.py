@@ -309,12 +309,12 @@ def test_an_agent_through_the_proxy_keeps_working_during_an_outage(tmp_path: Pat
 async def test_tool_results_sent_alone_while_redis_refuses_writes(
     server: RedisServer, prefix: str
 ) -> None:
-    """Fresh-user report: with Redis full (``maxmemory`` reached under ``noeviction``) reads
-    work and writes fail, so the tool_calls reply waits in the outage buffer while the next
-    request reads Redis (the breaker's probe, or Redis back a moment before its buffer is
-    written). The results sent alone still get the buffered call and the question before them;
-    before, the model got them alone (a 400 from OpenAI and Anthropic) and they were never
-    stored."""
+    """Fresh-user reports: with Redis full (``maxmemory`` reached under ``noeviction``) reads
+    work and writes fail, so an agent's steps wait in the outage buffer while its requests
+    read Redis. Results sent alone get the buffered call and every turn before it, stored and
+    buffered, step after step (before: the model got them alone, a 400 from OpenAI and
+    Anthropic; then a write refusal opened the breaker, so the next steps were planned as if
+    Redis were down and lost the stored history)."""
     hook = _hook(server.url, prefix)
     await _turn(hook, "before", "b0")
     admin = redis.Redis.from_url(server.url)
@@ -325,27 +325,25 @@ async def test_tool_results_sent_alone_while_redis_refuses_writes(
         )
         await hook.async_post_call_success_hook(data, Auth(), _tool_call_response("call_1"))
         assert len(hook.buffer) == 1
-        await asyncio.sleep(0.6)  # the breaker's probe: this request reads Redis
-        body = chat_request("", call_id="r1")
-        body["messages"] = [{"role": "tool", "tool_call_id": "call_1", "content": "31C"}]
-        data = await hook.async_pre_call_hook(Auth(), None, body, "acompletion")
-        sent = data["messages"]
-        assert sent[1]["content"] == "before"  # read from Redis: memory is on
-        assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user", "assistant", "tool"]
-        assert sent[-2]["tool_calls"][0]["id"] == "call_1"
-        assert sent[-3]["content"] == "Weather in Pune and Goa?"
-        await hook.async_post_call_success_hook(data, Auth(), model_response("Pune 31C."))
+        replies = [_tool_call_response("call_2"), model_response("Pune 31C, Goa 28C.")]
+        for step, (result, reply) in enumerate(zip(("31C", "28C"), replies, strict=True), 1):
+            body = chat_request("", call_id=f"r{step}")
+            body["messages"] = [{"role": "tool", "tool_call_id": f"call_{step}", "content": result}]
+            data = await hook.async_pre_call_hook(Auth(), None, body, "acompletion")
+            sent = data["messages"]
+            assert "<memory" in sent[0]["content"]  # read from Redis: memory is on
+            roles = ["user", "assistant", "user", *["assistant", "tool"] * step]
+            assert [m["role"] for m in sent[1:]] == roles
+            assert (
+                sent[1]["content"] == "before" and sent[3]["content"] == "Weather in Pune and Goa?"
+            )
+            assert sent[-2]["tool_calls"][0]["id"] == f"call_{step}"
+            await hook.async_post_call_success_hook(data, Auth(), reply)
+        assert hook.counters["breaker_trips"] == 0
     finally:
         admin.config_set("maxmemory", 0)
         admin.close()
     await hook.drain()
-    assert _texts(server.url, prefix) == [
-        "before",
-        "re: before",
-        "Weather in Pune and Goa?",
-        "",
-        "31C",
-        "Pune 31C.",
-    ]
+    assert _texts(server.url, prefix) == ["before", "re: before", *(t for _, t in AGENT_STEPS)]
     assert hook.counters["writes_lost"] == 0
     await hook.store.redis.aclose()

@@ -491,8 +491,8 @@ def _plan_whole_history(
     from_seq = 0
     pending: list[Turn] = list(new_turns)
     if alignment.client_at < len(client_history):
-        # an edit, a deletion or a branch inside the client's history
-        from_seq = stored[alignment.stored_at].seq if alignment.stored_at < len(stored) else 0
+        # an edit, a deletion or a branch inside the client's history, or messages it has
+        # after everything stored
         rewritten = messages_to_turns(
             client_history[alignment.client_at :],
             ts_ms=now_ms,
@@ -500,6 +500,13 @@ def _plan_whole_history(
             max_chars=max_chars,
         )
         pending = [*rewritten, *new_turns]
+        if alignment.stored_at == len(stored):
+            # after all of it: a partial reply stored after the matched turns (a stream the
+            # client cut, then sent on with what it got) is replaced, not kept beside its copy
+            last = stored[-1].seq if stored else 0
+            partial = [t for t in tail if t.partial and t.seq > last]
+            return plan(pending, partial, stored[-1].text if stored else "")
+        from_seq = stored[alignment.stored_at].seq
     elif alignment.stored_at < len(stored):
         nxt = stored[alignment.stored_at]
         first = new_turns[0] if new_turns else None

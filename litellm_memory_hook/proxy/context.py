@@ -29,7 +29,7 @@ from litellm_memory_hook.core.prompt import (
     build_system_message,
 )
 from litellm_memory_hook.core.selection import select_items
-from litellm_memory_hook.core.window import fit_window
+from litellm_memory_hook.core.window import Window, fit_window
 from litellm_memory_hook.proxy.recall_step import (
     RecallOptions,
     exclusion_start,
@@ -162,13 +162,12 @@ async def prepare(
     if plan is None:
         return None
     plan = await _with_question(store, keys, plan, state)
-    fitted = fit_window(
-        plan.history,
-        plan.new,
-        max_chars=options.budget.chars,
-        max_messages=options.budget.messages,
-        verbatim=plan.verbatim,
-    )
+    fitted = _fit(plan, options)
+    if _starts_mid_exchange(plan, fitted.history_indices):
+        question = await store.last_question(keys, plan.history_seqs[0])
+        if question is not None:
+            plan = _asked_first(plan, question)
+            fitted = _fit(plan, options)
     window = fitted.messages
     seqs = [plan.history_seqs[i] for i in fitted.history_indices]
     window_seqs = [s for s in seqs if s]
@@ -216,6 +215,41 @@ async def prepare(
     )
 
 
+def _fit(plan: TurnPlan, options: ContextOptions) -> Window:
+    return fit_window(
+        plan.history,
+        plan.new,
+        max_chars=options.budget.chars,
+        max_messages=options.budget.messages,
+        verbatim=plan.verbatim,
+    )
+
+
+def _starts_mid_exchange(plan: TurnPlan, history_indices: Sequence[int]) -> bool:
+    """True when the stored tail read begins inside an exchange whose question is older (its
+    first turns are replies or tool steps) and the window reached back to the tail's first
+    question: the replies and steps before it went because their question was not there (an
+    agent's long episode, then a second follow-up). The window is then built again with that
+    question read back (one more read, in that case only)."""
+    if plan.verbatim or not plan.history or not history_indices:
+        return False
+    if plan.history[0].get("role") == "user" or plan.history_seqs[0] <= 1:
+        return False
+    first_user = next(
+        (i for i, m in enumerate(plan.history) if m.get("role") == "user"), len(plan.history)
+    )
+    return history_indices[0] == first_user
+
+
+def _asked_first(plan: TurnPlan, question: Turn) -> TurnPlan:
+    """The plan with a question read back from the store put before its stored history."""
+    return replace(
+        plan,
+        history=(question.to_message(), *plan.history),
+        history_seqs=(question.seq, *plan.history_seqs),
+    )
+
+
 async def _with_question(
     store: MemoryStore, keys: ConversationKeys, plan: TurnPlan, state: ConversationState
 ) -> TurnPlan:
@@ -235,13 +269,7 @@ async def _with_question(
         return plan
     first = min((s for s in plan.history_seqs if s), default=state.last_seq + 1)
     question = await store.last_question(keys, first)
-    if question is None:
-        return plan
-    return replace(
-        plan,
-        history=(question.to_message(), *plan.history),
-        history_seqs=(question.seq, *plan.history_seqs),
-    )
+    return plan if question is None else _asked_first(plan, question)
 
 
 def _last_user_text(raw_messages: object) -> str:

@@ -53,6 +53,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
@@ -782,7 +783,10 @@ class MemoryHook(CustomLogger):
         try:
             await self._write(item)
         except MemoryHookError as exc:
-            if isinstance(exc, StoreError):
+            if isinstance(exc, StoreError) and not isinstance(exc.__cause__, ResponseError):
+                # Unreachable or slow: skip Redis for a while. A refusal (full under
+                # noeviction, a read-only replica) comes at once and reads still work, so the
+                # requests go on reading the stored history (fresh-user report).
                 self._trip_breaker()
             self.counters["write_failures"] += 1
             logger.warning("memory hook: write failed (%s); queued until Redis answers", exc)
