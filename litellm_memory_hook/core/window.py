@@ -179,16 +179,19 @@ def fit_window(
     """:func:`build_window` with the history index of each message it kept."""
     cuts: dict[int, int] = {}
     messages = _build(history, new, max_chars, max_messages, verbatim, cuts)
-    # The window's history is a subsequence of ``history`` (the same objects, or cut copies):
-    # matched in order, so an object that history holds twice is told apart by its place.
+    # The window's history is a subsequence of ``history`` (the same objects, or cut copies)
+    # and comes before the new turn: matched in order, in one pass, so an object that history
+    # holds twice is told apart by its place.
     indices: list[int] = []
     at = 0
     for message in messages:
         wanted = cuts.get(id(message), id(message))
-        found = next((i for i in range(at, len(history)) if id(history[i]) == wanted), None)
-        if found is not None:
-            indices.append(found)
-            at = found + 1
+        while at < len(history) and id(history[at]) != wanted:
+            at += 1
+        if at == len(history):
+            break  # the new turn: nothing after it comes from history
+        indices.append(at)
+        at += 1
     return Window(messages, tuple(indices))
 
 

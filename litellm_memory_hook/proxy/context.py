@@ -169,8 +169,10 @@ async def prepare(
             plan = _asked_first(plan, question)
             fitted = _fit(plan, options)
     window = fitted.messages
-    seqs = [plan.history_seqs[i] for i in fitted.history_indices]
-    window_seqs = [s for s in seqs if s]
+    window_seqs = [s for s in (plan.history_seqs[i] for i in fitted.history_indices) if s]
+    # the client's messages the store may hold under a seq that was not matched (older than
+    # the tail read): the window's first seq cannot exclude them from recall, their text does
+    unmatched = [plan.history[i] for i in fitted.history_indices if not plan.history_seqs[i]]
     found = await recall_lines(
         store,
         keys,
@@ -182,11 +184,11 @@ async def prepare(
         exclude_from=_exclude_from(plan, window_seqs, state.last_seq),
         timezone=options.timezone,
         in_window=frozenset(
-            (str(m.get("role")), content_text(m.get("content")).strip()) for m in window
+            (str(m.get("role")), content_text(m.get("content")).strip()) for m in unmatched
         ),
-        # a window message the store holds without a known seq may still rank: rank that many
-        # more, so leaving it out does not leave recall short
-        extra_candidates=min(len(seqs) - len(window_seqs), MAX_EXTRA_CANDIDATES),
+        # such a message may still rank: rank that many more lines, so leaving it out does
+        # not leave recall short
+        extra_candidates=min(len(unmatched), MAX_EXTRA_CANDIDATES),
     )
     layers = PromptLayers(
         operator_rules=(),

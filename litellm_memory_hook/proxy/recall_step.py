@@ -197,9 +197,9 @@ async def recall_lines(
         options: the alias's recall options.
         exclude_from: the first seq of the recent window (never recalled); ``None`` for none.
         timezone: the user's zone (the size of a line's date label).
-        in_window: ``(role, stripped text)`` of the window's messages: a line that says the
-            same is never recalled (a whole-history client's messages older than the stored
-            tail read have no seq, so ``exclude_from`` cannot name them).
+        in_window: ``(role, stripped text)`` of the window's messages that have no known seq:
+            a line that says the same is never recalled (a whole-history client's messages
+            older than the stored tail read; ``exclude_from`` covers the others).
         extra_candidates: lines ranked beyond ``options.candidates`` (as many as such window
             messages), so that leaving them out does not leave recall short.
 
