@@ -392,17 +392,26 @@ def test_tool_results_sent_alone_during_an_outage_answer_the_buffered_call() -> 
     assert plan.replace == () and plan.seeded == 0 and plan.previous_text == ""
     # nothing buffered for the conversation (its call is in Redis): passed through, unstored
     assert plan_offline(results, [], now_ms=NOW) is None
-    # a retry after the answer was buffered: the buffer's turns are never replaced
+    # a retry after the answer was buffered: the model gets it whole, nothing is stored (the
+    # buffered turns cannot be replaced before they are written)
     answered = [*buffered, Turn(role="tool", text="31C", ts_ms=NOW, tool_call_id="c1")]
     answered.append(Turn(role="assistant", text="31C in Pune.", ts_ms=NOW))
-    assert plan_offline(results, answered, now_ms=NOW) is None
-
-    # anything else is planned as for an empty store, whatever the buffer holds
-    asked = plan_offline([_user("hi")], buffered, now_ms=NOW)
-    assert asked is not None and asked.verbatim and [t.text for t in asked.pending] == ["hi"]
+    retry = plan_offline(results, answered, now_ms=NOW)
+    assert retry is not None and not retry.store and retry.pending == retry.replace == ()
+    assert retry.new == (call_msg, *results)
+    # a new message gets the turns said since Redis went down
+    asked = plan_offline([_user("hi")], answered, now_ms=NOW)
+    assert asked is not None and not asked.verbatim and asked.store
+    assert [m["role"] for m in asked.history] == ["user", "assistant", "tool", "assistant"]
+    assert [t.text for t in asked.pending] == ["hi"] and asked.previous_text == "31C in Pune."
+    # a client's history with nothing buffered seeds an empty store (written only if empty)
     whole = [_user("a"), {"role": "assistant", "content": "b"}, _user("c")]
-    seeded = plan_offline(whole, buffered, now_ms=NOW)
-    assert seeded is not None and seeded.seeded == 2
+    seeded = plan_offline(whole, [], now_ms=NOW)
+    assert seeded is not None and seeded.seeded == 2 and seeded.verbatim
+    # and with its earlier turns buffered, only the new message is stored (once)
+    earlier = [Turn(role="user", text="a", ts_ms=NOW), Turn(role="assistant", text="b", ts_ms=NOW)]
+    again = plan_offline(whole, earlier, now_ms=NOW)
+    assert again is not None and again.verbatim and [t.text for t in again.pending] == ["c"]
 
 
 def test_tool_results_answer_a_call_buffered_after_the_stored_tail() -> None:
@@ -437,11 +446,12 @@ def test_tool_results_answer_a_call_buffered_after_the_stored_tail() -> None:
     )
     again = plan_with_buffered(results, both, written, now_ms=NOW)
     assert again is not None and [m["role"] for m in again.history] == ["user", "assistant", "tool"]
-    # a retry of the stored call's results after their answer was buffered passes through:
+    # a retry of the stored call's results after their answer was buffered is not stored:
     # before, the stored call was answered past the buffered turns and stored a duplicate step
     first = [{"role": "tool", "tool_call_id": "c1", "content": "A"}]
     done = [buffered[0], Turn(role="assistant", text="done", ts_ms=NOW)]
-    assert plan_with_buffered(first, state, done, now_ms=NOW) is None
+    retry = plan_with_buffered(first, state, done, now_ms=NOW)
+    assert retry is not None and not retry.store and retry.pending == retry.replace == ()
     # a call id used again: the buffered call is answered, and nothing stored is replaced
     old = [
         *stored,

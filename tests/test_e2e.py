@@ -455,7 +455,8 @@ def proxy_without_redis(
 
 def test_redis_down_chat_still_works(proxy_without_redis: tuple[str, httpx.Client]) -> None:
     """Failure policy (DESIGN.md section 8): with the memory Redis down, streaming and
-    non-streaming requests succeed with the client's own messages, unchanged."""
+    non-streaming requests succeed with the client's own messages, unchanged; a later request
+    also gets the turns said since Redis went down (they wait in the outage buffer)."""
     base_url, standin = proxy_without_redis
     client = openai.OpenAI(base_url=base_url, api_key=MASTER_KEY, max_retries=0, timeout=60)
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "hello"}]
@@ -466,8 +467,14 @@ def test_redis_down_chat_still_works(proxy_without_redis: tuple[str, httpx.Clien
     received = standin.get("/_standin/requests").json()
     rules = "You are Mira, a warm and concise companion."
     assert [_texts(body) for body in received] == [
-        [("system", f"{rules}\n\nS"), ("user", "hello")]
-    ] * 2
+        [("system", f"{rules}\n\nS"), ("user", "hello")],
+        [
+            ("system", f"{rules}\n\nS"),
+            ("user", "hello"),
+            ("assistant", "Noted: hello"),
+            ("user", "hello"),
+        ],
+    ]
 
 
 def test_forged_memory_record_in_metadata_writes_nothing(stack: Stack) -> None:

@@ -347,3 +347,66 @@ async def test_tool_results_sent_alone_while_redis_refuses_writes(
     assert _texts(server.url, prefix) == ["before", "re: before", *(t for _, t in AGENT_STEPS)]
     assert hook.counters["writes_lost"] == 0
     await hook.store.redis.aclose()
+
+
+async def test_a_whole_history_client_is_stored_once_while_redis_refuses_writes(
+    server: RedisServer, prefix: str
+) -> None:
+    """Redis full: a client that sends its whole history aligns with the turns waiting in the
+    outage buffer, so each of its messages is stored once. Before, every request stored the
+    buffered exchanges again after the stored ones (found while checking the fresh-user
+    reports: one, two, two, three, two, three, four)."""
+    hook = _hook(server.url, prefix)
+    history: list[dict[str, Any]] = []
+
+    async def say(text: str, call_id: str) -> None:
+        history.append({"role": "user", "content": text})
+        body = chat_request("", call_id=call_id)
+        body["messages"] = [dict(m) for m in history]
+        data = await hook.async_pre_call_hook(Auth(), None, body, "acompletion")
+        assert [m["content"] for m in data["messages"][1:]] == [m["content"] for m in history]
+        await hook.async_post_call_success_hook(data, Auth(), model_response(f"re: {text}"))
+        history.append({"role": "assistant", "content": f"re: {text}"})
+
+    await say("one", "w1")
+    admin = redis.Redis.from_url(server.url)
+    admin.config_set("maxmemory", 1)
+    try:
+        for number, text in enumerate(("two", "three", "four"), 2):
+            await say(text, f"w{number}")
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
+    await hook.drain()
+    assert _texts(server.url, prefix) == [m["content"] for m in history]
+    await hook.store.redis.aclose()
+
+
+async def test_a_chat_during_an_outage_sees_the_turns_said_since(
+    server: RedisServer, prefix: str
+) -> None:
+    """Redis down: a client that sends only its new message gets the turns said since Redis
+    went down (they wait in the outage buffer) in its window, and a regenerate of the last
+    reply is answered but not stored a second time (the buffered reply cannot be replaced
+    before it is written)."""
+    hook = _hook(server.url, prefix)
+    await _turn(hook, "before", "b0")
+    server.stop()
+    await _turn(hook, "My sister lives in Porto.", "d1")
+    data = await _turn(hook, "Where does my sister live?", "d2")
+    sent = [m["content"] for m in data["messages"][1:]]
+    assert sent == ["My sister lives in Porto.", "re: My sister lives in Porto.", sent[-1]]
+    again = await _turn(hook, "Where does my sister live?", "d3")  # a regenerate
+    assert [m["content"] for m in again["messages"][1:]][-1] == "Where does my sister live?"
+    assert hook.counters["outage_not_stored"] == 1
+    server.start()
+    await hook.drain()
+    assert _texts(server.url, prefix) == [
+        "before",
+        "re: before",
+        "My sister lives in Porto.",
+        "re: My sister lives in Porto.",
+        "Where does my sister live?",
+        "re: Where does my sister live?",
+    ]
+    await hook.store.redis.aclose()

@@ -116,6 +116,8 @@ class TurnPlan:
         verbatim: ``history`` is the client's own and reaches the model as sent.
         prefill: the assistant prefill the client ended with ("" without one); the stored reply
             is the prefill followed by the model's continuation.
+        store: False when nothing of the request may be stored: it would replace turns that
+            wait in the outage buffer (:func:`plan_with_buffered`).
     """
 
     system_texts: tuple[str, ...]
@@ -129,6 +131,7 @@ class TurnPlan:
     lead: tuple[Message, ...] = ()
     verbatim: bool = False
     prefill: str = ""
+    store: bool = True
 
     @property
     def regenerate(self) -> bool:
@@ -342,17 +345,17 @@ def plan_with_buffered(
     max_stored_chars: int = 32_000,
     regenerate: bool = False,
 ) -> TurnPlan | None:
-    """:func:`plan_turn`, also seeing the turns this proxy holds for the conversation in its
-    outage buffer (written after what ``state`` holds, once Redis takes writes again).
+    """:func:`plan_turn` against the stored tail followed by the turns this proxy holds for the
+    conversation in its outage buffer (written after what ``state`` holds once Redis takes
+    writes again; here with stand-in seqs after ``state.last_seq``, never written).
 
-    Only tool results sent alone need them. With buffered turns, such a request is planned
-    against the stored tail followed by the buffered turns (with stand-in seqs after
-    ``state.last_seq``, never written): when they end with the ``tool_calls`` reply the results
-    answer, that reply goes before the results (so the model gets a valid request, not an
-    orphan tool message; the buffered and stored turns before it are the history) and only the
-    results are stored after it. Results sent again after their answer was buffered (a retry)
-    pass through unstored: the buffer's own turns are never replaced, and a call stored before
-    buffered turns is not answered past them.
+    So while Redis refuses writes (full, just back) or is down, a request sees the turns said
+    since: a client that sends only new messages gets them in its window, and tool results
+    sent alone the buffered call they answer; a client that sends its history aligns with them
+    and is not stored twice. A plan that would replace buffered turns (a regenerate, a retry
+    after a cut stream, an edit of a buffered message) is made with ``store=False``: the model
+    gets the request, nothing of it is stored, the buffered turns stay (they cannot be
+    replaced before they are written).
 
     Args:
         state: the stored conversation (empty while Redis is down: :func:`plan_offline`).
@@ -373,7 +376,7 @@ def plan_with_buffered(
     if buffered:
         written = {t.call_id for t in state.tail if t.call_id}
         buffered = [t for t in buffered if not (t.call_id and t.call_id in written)]
-    if not buffered or not _results_alone(raw_messages):
+    if not buffered:
         return plan_turn(raw_messages, state, **options)
     last = state.last_seq
     merged = ConversationState(
@@ -383,19 +386,9 @@ def plan_with_buffered(
         memories=state.memories,
     )
     plan = plan_turn(raw_messages, merged, **options)
-    return plan if plan is not None and not plan.replace and not plan.verbatim else None
-
-
-def _results_alone(raw_messages: object) -> bool:
-    """True when the request's conversation messages start with a ``tool`` message: tool results
-    sent without the call they answer."""
-    split = split_request(clean_messages(raw_messages))
-    earlier = [m for m in split.earlier if m.get("role") in ("user", "assistant", "tool")]
-    return (
-        not earlier
-        and bool(split.new_conversation)
-        and (split.new_conversation[0].get("role") == "tool")
-    )
+    if plan is not None and any(t.seq > last for t in plan.replace):
+        return dc_replace(plan, pending=(), replace=(), store=False)
+    return plan
 
 
 def plan_offline(
@@ -408,13 +401,13 @@ def plan_offline(
 ) -> TurnPlan | None:
     """The plan of a request made while Redis is down (the hook's outage path; pure).
 
-    Planned as for an empty store (a client's history is seed turns, which the outage buffer
-    writes only if the conversation is still empty then; such a plan is ``verbatim``: the
-    client's messages go as sent), except tool results sent alone, which get the buffered
-    ``tool_calls`` reply they answer and the buffered turns before it
-    (:func:`plan_with_buffered`; such a plan is not ``verbatim``: the model gets ``lead`` and
-    the window of ``history`` and ``new``). Results that answer a call only Redis holds pass
-    through unstored: Redis cannot be read.
+    With nothing buffered for the conversation, planned as for an empty store: a client's
+    history is seed turns, which the outage buffer writes only if the conversation is still
+    empty then (such a plan is ``verbatim``: the client's messages go as sent). With buffered
+    turns, planned against them (:func:`plan_with_buffered`): a client that sends only new
+    messages gets the turns said since Redis went down (not ``verbatim``: the model gets
+    ``lead`` and the window of ``history`` and ``new``). Tool results that answer a call only
+    Redis holds pass through unstored: Redis cannot be read.
 
     Returns:
         ``None`` when there is no new turn to store (the request then goes as sent).

@@ -650,6 +650,12 @@ class MemoryHook(CustomLogger):
         extract: bool,
     ) -> None:
         self.counters["rebuilt"] += 1
+        if not prepared.plan.store:
+            self.counters["outage_not_stored"] += 1
+            logger.info(
+                "memory hook: %s replaces turns still in the outage buffer; not stored",
+                who.keys.ref,
+            )
         for layer, chars in prepared.layer_chars.items():
             self.counters[f"chars_{layer}"] += chars
         record: dict[str, Any] = {
@@ -660,7 +666,7 @@ class MemoryHook(CustomLogger):
             "mscope": who.memory.scope,
             "flush": flush,
             "extract": extract,
-            "write": mode == "read_write",
+            "write": mode == "read_write" and prepared.plan.store,
             "pending": [_turn_dict(t) for t in prepared.plan.pending],
             "replace": [_turn_dict(t) for t in prepared.plan.replace],
             "previous": prepared.plan.previous_text,
