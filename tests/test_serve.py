@@ -389,6 +389,19 @@ def test_serve_points_the_demo_alias_at_its_standin_port(tmp_path: Path) -> None
     loaded = yaml.safe_load(derived.read_text())
     demo = next(e for e in loaded["model_list"] if e["model_name"] == "demo")
     assert demo["litellm_params"]["api_base"] == "http://127.0.0.1:4110/v1"
+    # an anthropic/ alias names the stand-in's root, as the README shows (fresh-user report)
+    shipped = yaml.safe_load(config.read_text())
+    shipped["model_list"].append(
+        {
+            "model_name": "claude",
+            "litellm_params": {"model": "anthropic/x", "api_base": "http://127.0.0.1:4010/"},
+        }
+    )
+    (tmp_path / "with-claude.yaml").write_text(yaml.safe_dump(shipped))
+    derived = config_for_standin(tmp_path / "with-claude.yaml", 4110, tmp_path / "d")
+    loaded = yaml.safe_load(derived.read_text())
+    bases = {e["model_name"]: e["litellm_params"].get("api_base") for e in loaded["model_list"]}
+    assert bases["claude"] == "http://127.0.0.1:4110" and bases["demo"].endswith(":4110/v1")
     assert (
         loaded["litellm_settings"]["callbacks"] == "litellm_memory_hook.proxy_callback.memory_hook"
     )

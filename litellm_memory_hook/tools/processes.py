@@ -249,9 +249,9 @@ DEFAULT_STANDIN_BASE = "http://127.0.0.1:4010/v1"
 def config_for_standin(config: Path, standin_port: int, folder: Path) -> Path:
     """The config the proxy runs with: ``config`` itself, or, when the stand-in runs on another
     port than 4010, a copy in ``folder`` (``serve-config.yaml``) whose aliases that point at the
-    default stand-in address point at ``standin_port`` instead (so ``serve --standin-port``
-    reaches the ``demo`` alias). The callback path in the copy resolves to the installed
-    package.
+    default stand-in address (``http://127.0.0.1:4010/v1``, or its root for an ``anthropic/``
+    alias) point at ``standin_port`` instead (so ``serve --standin-port`` reaches the ``demo``
+    alias). The callback path in the copy resolves to the installed package.
     """
     import yaml
 
@@ -259,12 +259,13 @@ def config_for_standin(config: Path, standin_port: int, folder: Path) -> Path:
         return config
     loaded = yaml.safe_load(config.read_text())
     changed = False
+    root = DEFAULT_STANDIN_BASE.removesuffix("/v1")
     for entry in (loaded or {}).get("model_list") or ():
         params = entry.get("litellm_params") if isinstance(entry, dict) else None
-        if isinstance(params, dict) and str(params.get("api_base", "")).rstrip("/") == (
-            DEFAULT_STANDIN_BASE
-        ):
-            params["api_base"] = f"http://127.0.0.1:{standin_port}/v1"
+        base = str(params.get("api_base", "")).rstrip("/") if isinstance(params, dict) else ""
+        if isinstance(params, dict) and base in (DEFAULT_STANDIN_BASE, root):
+            # an anthropic/ alias names the root (LiteLLM adds /v1/messages), the others /v1
+            params["api_base"] = f"http://127.0.0.1:{standin_port}" + base.removeprefix(root)
             changed = True
     if not changed:
         return config
