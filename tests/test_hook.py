@@ -709,3 +709,32 @@ async def test_the_alias_rules_hold_when_outage_planning_fails(
     }
     assert data["messages"][-1] == {"role": "user", "content": "hi"}
     assert hook.counters["precall_errors"] == 1
+
+
+async def test_a_write_retried_after_its_schedule_failed_still_schedules(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append stored the turns, then the extraction schedule failed (Redis filling up):
+    the buffered retry finds the turns stored (a duplicate) and still makes the conversation
+    due (a fresh-user finding: that turn's extraction was never scheduled)."""
+    from litellm_memory_hook.errors import StoreError
+    from litellm_memory_hook.store.keys import due_key
+
+    schedule = hook.queue.schedule
+    calls: list[bool] = []
+
+    async def fails_once(*args: Any, **kwargs: Any) -> None:
+        calls.append(bool(kwargs.get("earlier_only")))
+        if len(calls) == 1:
+            raise StoreError("schedule: OOM")
+        await schedule(*args, **kwargs)
+
+    monkeypatch.setattr(hook.queue, "schedule", fails_once)
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("hi", call_id="s1"), "acompletion"
+    )
+    await hook.async_post_call_success_hook(data, Auth(), model_response("hello"))
+    await hook.drain()
+    assert calls == [False, True] and hook.counters["duplicate_writes_skipped"] == 1
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    assert await any_redis.zscore(due_key(prefix), keys.ref) is not None

@@ -410,3 +410,35 @@ async def test_a_chat_during_an_outage_sees_the_turns_said_since(
         "re: Where does my sister live?",
     ]
     await hook.store.redis.aclose()
+
+
+async def test_a_regenerate_while_redis_refuses_writes_shows_the_new_reply_only(
+    server: RedisServer, prefix: str
+) -> None:
+    """Redis full: a regenerate's new reply waits in the outage buffer with the stored reply it
+    replaces; until it is written, the window shows the new reply in place of the old one
+    (fresh-user report: both, one after the other)."""
+    hook = _hook(server.url, prefix)
+    question = "Tell me about the moon, please."
+    await _turn(hook, question, "m1")
+    admin = redis.Redis.from_url(server.url)
+    admin.config_set("maxmemory", 1)
+    try:
+        data = await hook.async_pre_call_hook(
+            Auth(), None, chat_request(question, call_id="m2"), "acompletion"
+        )
+        await hook.async_post_call_success_hook(data, Auth(), model_response("The moon, again."))
+        data = await _turn(hook, "And the sun?", "m3")
+        sent = [m["content"] for m in data["messages"][1:]]
+        assert sent == [question, "The moon, again.", "And the sun?"]
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
+    await hook.drain()
+    assert _texts(server.url, prefix) == [
+        question,
+        "The moon, again.",
+        "And the sun?",
+        "re: And the sun?",
+    ]
+    await hook.store.redis.aclose()

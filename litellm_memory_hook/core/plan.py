@@ -21,7 +21,7 @@ Also here: the section budgets (:class:`Budget`, :func:`fit_items`) and the oper
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
@@ -344,6 +344,7 @@ def plan_with_buffered(
     regenerate_window_s: float = 300.0,
     max_stored_chars: int = 32_000,
     regenerate: bool = False,
+    superseded: Collection[int] = (),
 ) -> TurnPlan | None:
     """:func:`plan_turn` against the stored tail followed by the turns this proxy holds for the
     conversation in its outage buffer (written after what ``state`` holds once Redis takes
@@ -362,6 +363,8 @@ def plan_with_buffered(
         buffered: the conversation's buffered turns, oldest first, taken before ``state`` was
             read; those of a write that ``state`` already holds (the same ``call_id``: the
             buffer wrote it meanwhile) are left out.
+        superseded: seqs of stored turns that buffered writes replace (a regenerate made while
+            Redis refused writes): left out of the stored tail while they wait.
 
     Returns:
         ``None`` when there is no new turn to store (the request then goes as sent).
@@ -379,9 +382,10 @@ def plan_with_buffered(
     if not buffered:
         return plan_turn(raw_messages, state, **options)
     last = state.last_seq
+    stored = [t for t in state.tail if t.seq not in superseded]
     merged = ConversationState(
         meta={**state.meta, "seq": str(last + len(buffered))},
-        tail=[*state.tail, *(dc_replace(t, seq=last + i) for i, t in enumerate(buffered, 1))],
+        tail=[*stored, *(dc_replace(t, seq=last + i) for i, t in enumerate(buffered, 1))],
         pinned=state.pinned,
         memories=state.memories,
     )

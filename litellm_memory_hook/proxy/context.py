@@ -9,7 +9,7 @@ recent window (:mod:`litellm_memory_hook.core.window`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -125,11 +125,13 @@ async def prepare(
     call_id: str = "",
     now_ms: int | None = None,
     buffered: Sequence[Turn] = (),
+    superseded: Collection[int] = (),
 ) -> PreparedRequest | None:
     """Load the conversation and rebuild the request's messages.
 
     ``buffered``: the conversation's turns that wait in this proxy's outage buffer, taken
-    before the load (:func:`~litellm_memory_hook.core.plan.plan_with_buffered`).
+    before the load, and ``superseded`` the stored seqs they replace
+    (:func:`~litellm_memory_hook.core.plan.plan_with_buffered`).
 
     Returns:
         ``None`` when the request has no new user turn (nothing to rebuild).
@@ -153,6 +155,7 @@ async def prepare(
         raw_messages,
         state,
         buffered,
+        superseded=superseded,
         now_ms=now,
         call_id=call_id,
         regenerate_window_s=options.regenerate_window_s,

@@ -551,6 +551,7 @@ class MemoryHook(CustomLogger):
                 data, metadata, who, options, call_id, mode, rules, controls.flush, alias, started
             )
             return
+        buffered, superseded = self._buffered(who.keys)  # before the load: never in neither
         try:
             prepared = await prepare(
                 self.store,
@@ -559,7 +560,8 @@ class MemoryHook(CustomLogger):
                 data.get("messages"),
                 options,
                 call_id=call_id,
-                buffered=self._buffered_turns(who.keys),  # before the load: never in neither
+                buffered=buffered,
+                superseded=superseded,
             )
         except StoreError:
             self._trip_breaker()
@@ -606,7 +608,7 @@ class MemoryHook(CustomLogger):
         data["messages"] = with_rules(raw, rules)  # first: the rules hold if planning fails
         plan = plan_offline(
             raw,
-            self._buffered_turns(who.keys),
+            self._buffered(who.keys)[0],
             now_ms=now_ms(),
             call_id=call_id,
             max_stored_chars=options.max_stored_chars,
@@ -626,18 +628,20 @@ class MemoryHook(CustomLogger):
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
         self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
 
-    def _buffered_turns(self, keys: ConversationKeys) -> list[Turn]:
-        """The turns this proxy holds for the conversation in its outage buffer, oldest first
-        (one pass over at most ``write_buffer_max`` writes while it holds any; ``[]`` at once
-        when it is empty)."""
+    def _buffered(self, keys: ConversationKeys) -> tuple[list[Turn], set[int]]:
+        """The turns this proxy holds for the conversation in its outage buffer, oldest first,
+        and the seqs of stored turns those writes replace (one pass over at most
+        ``write_buffer_max`` writes while it holds any; at once when it is empty)."""
         if self._buffer is None or not self._buffer.active:
-            return []
+            return [], set()
         turns: list[Turn] = []
+        superseded: set[int] = set()
         for item in self._buffer.matching(
             lambda i: i.record.get("ref") == keys.ref and i.record.get("prefix") == keys.prefix
         ):
             turns.extend(self._item_turns(item))
-        return turns
+            superseded.update(_int(t.get("seq")) for t in item.record.get("replace") or ())
+        return turns, superseded
 
     def _record(
         self,
@@ -867,6 +871,11 @@ class MemoryHook(CustomLogger):
         )
         if not result.written:
             self.counters["duplicate_writes_skipped"] += 1
+            if record.get("extract", True):
+                # A retry of a write that stored its turns and failed after (the schedule, with
+                # Redis filling up): the conversation is made due, never later than it is.
+                quiet_ms = int(settings.extraction_quiet_s * 1000)
+                await self.queue.schedule(keys, at + quiet_ms, earlier_only=True)
             return
         self.counters["turns_stored"] += len(turns)
         if should_check(result.first_seq, result.last_seq, settings.max_stored_messages):
