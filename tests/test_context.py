@@ -414,6 +414,27 @@ def test_tool_results_sent_alone_during_an_outage_answer_the_buffered_call() -> 
     assert again is not None and again.verbatim and [t.text for t in again.pending] == ["c"]
 
 
+def test_a_regenerate_asked_for_during_an_outage_is_one() -> None:
+    """``metadata.memory_regenerate`` while Redis is down: a short message sent again is a
+    regenerate of the buffered reply (answered without it, not stored), as with Redis up;
+    before, the outage path dropped the flag (fresh-user report)."""
+    buffered = [
+        Turn(role="user", text="short", ts_ms=NOW - 1000),
+        Turn(role="assistant", text="Noted: short", ts_ms=NOW - 900),
+    ]
+    again = plan_offline([_user("short")], buffered, now_ms=NOW, regenerate=True)
+    assert again is not None and not again.store and again.history == ()
+    plain = plan_offline([_user("short")], buffered, now_ms=NOW)
+    assert plain is not None and plain.store and len(plain.history) == 2
+    # the alias's regenerate window applies too (0: only an explicit regenerate)
+    long_text = "Tell me more about it, please."
+    said = [Turn(role="user", text=long_text, ts_ms=NOW - 1000), buffered[1]]
+    repeated = plan_offline([_user(long_text)], said, now_ms=NOW)
+    assert repeated is not None and not repeated.store
+    kept = plan_offline([_user(long_text)], said, now_ms=NOW, regenerate_window_s=0)
+    assert kept is not None and kept.store
+
+
 def test_tool_results_answer_a_call_buffered_after_the_stored_tail() -> None:
     """Redis answers reads while this proxy still holds the agent's last step in its outage
     buffer (Redis full, or back a moment before the buffer is written): results sent alone are

@@ -442,3 +442,34 @@ async def test_a_regenerate_while_redis_refuses_writes_shows_the_new_reply_only(
         "re: And the sun?",
     ]
     await hook.store.redis.aclose()
+
+
+async def test_a_forget_drops_the_users_turns_waiting_in_the_outage_buffer(
+    server: RedisServer, prefix: str
+) -> None:
+    """Redis full: a forget deletes what Redis holds and the user's turns waiting in this
+    proxy's outage buffer, so nothing is written back after it (fresh-user report: the next
+    request showed the forgotten turns and the buffer wrote them into the forgotten store)."""
+    hook = _hook(server.url, prefix)
+    await _turn(hook, "before", "f0")
+    other = chat_request("not forgotten", user="u-B", call_id="f9")
+    admin = redis.Redis.from_url(server.url)
+    admin.config_set("maxmemory", 1)
+    try:
+        await _turn(hook, "a secret said while Redis was full", "f1")
+        data = await hook.async_pre_call_hook(Auth(), None, other, "acompletion")
+        await hook.async_post_call_success_hook(data, Auth(), model_response("ok"))
+        assert len(hook.buffer) == 2
+        keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+        assert await hook.drop_buffered(keys.prefix, keys.ref, whole_user=True) == 1
+        for key in keys.all():
+            admin.delete(key)  # what the forget deletes in Redis (DEL works on a full Redis)
+        data = await _turn(hook, "what did I say?", "f2")
+        assert "secret" not in json.dumps(data["messages"])
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
+    await hook.drain()
+    assert _texts(server.url, prefix) == ["what did I say?", "re: what did I say?"]
+    assert hook.counters["writes_forgotten"] == 1 and hook.counters["writes_lost"] == 0
+    await hook.store.redis.aclose()

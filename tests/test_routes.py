@@ -517,3 +517,25 @@ def test_a_tenant_no_key_can_have_is_refused(hook: MemoryHook) -> None:
             ).tenant
             == good
         )
+
+
+async def test_a_forget_also_drops_this_proxys_buffered_writes(
+    client: httpx.AsyncClient, hook: MemoryHook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forget route removes the target's writes from the proxy's outage buffer (whole user,
+    or one conversation), so they are not written after it."""
+    calls: list[tuple[str, str, bool]] = []
+
+    async def record(prefix: str, ref: str, *, whole_user: bool) -> int:
+        calls.append((prefix, ref, whole_user))
+        return 0
+
+    monkeypatch.setattr(hook, "drop_buffered", record)
+    assert (
+        await client.delete("/memory/v1/users/alice", params={"model": "demo"})
+    ).status_code == 200
+    one = {"model": "demo", "conversation": "trip"}
+    assert (await client.delete("/memory/v1/users/alice", params=one)).status_code == 200
+    ref = target(hook).conversation.ref
+    assert calls[0] == (hook.settings.key_prefix, ref, True)
+    assert calls[1][2] is False and calls[1][1].endswith(":trip")

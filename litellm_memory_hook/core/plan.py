@@ -401,7 +401,9 @@ def plan_offline(
     *,
     now_ms: int,
     call_id: str = "",
+    regenerate_window_s: float = 300.0,
     max_stored_chars: int = 32_000,
+    regenerate: bool = False,
 ) -> TurnPlan | None:
     """The plan of a request made while Redis is down (the hook's outage path; pure).
 
@@ -422,7 +424,9 @@ def plan_offline(
         buffered,
         now_ms=now_ms,
         call_id=call_id,
+        regenerate_window_s=regenerate_window_s,
         max_stored_chars=max_stored_chars,
+        regenerate=regenerate,
     )
 
 

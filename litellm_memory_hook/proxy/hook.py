@@ -611,7 +611,9 @@ class MemoryHook(CustomLogger):
             self._buffered(who.keys)[0],
             now_ms=now_ms(),
             call_id=call_id,
+            regenerate_window_s=options.regenerate_window_s,
             max_stored_chars=options.max_stored_chars,
+            regenerate=options.regenerate,
         )
         if plan is not None and not plan.verbatim:
             # the buffered call, and the buffered turns before it, go before the results
@@ -627,6 +629,27 @@ class MemoryHook(CustomLogger):
         prepared = PreparedRequest(messages=list(data["messages"]), plan=plan, cursor=0)
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
         self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
+
+    async def drop_buffered(self, prefix: str, ref: str, *, whole_user: bool) -> int:
+        """Remove the writes of a conversation about to be forgotten (``ref``), or of every
+        conversation of its user (``whole_user``), from this process's outage buffer, so that
+        they are not written after the forget, and wait for one being sent to end (at most
+        twice ``redis_timeout_s``), so that the forget deletes what it stored. Call it before
+        deleting the keys. Returns how many (counted as ``writes_forgotten``)."""
+        if self._buffer is None:
+            return 0
+        user = ref.rsplit(":", 1)[0] + ":"
+
+        def forgotten(item: PendingWrite) -> bool:
+            if item.record.get("prefix") != prefix:
+                return False
+            other = str(item.record.get("ref"))
+            return other.startswith(user) if whole_user else other == ref
+
+        dropped = self._buffer.drop(forgotten)
+        self.counters["writes_forgotten"] += dropped
+        await self._buffer.cancelled_sent(2 * self.settings.redis_timeout_s)
+        return dropped
 
     def _buffered(self, keys: ConversationKeys) -> tuple[list[Turn], set[int]]:
         """The turns this proxy holds for the conversation in its outage buffer, oldest first,

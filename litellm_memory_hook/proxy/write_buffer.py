@@ -72,13 +72,42 @@ class WriteBuffer:
         self._count = count
         self._items: deque[PendingWrite] = deque()
         self._task: asyncio.Task[None] | None = None
+        self._sending: PendingWrite | None = None
+        self._cancelled: PendingWrite | None = None
 
     def __len__(self) -> int:
         return len(self._items)
 
+    def drop(self, where: Callable[[PendingWrite], bool]) -> int:
+        """Remove the waiting writes for which ``where`` is true (a forget: they must not be
+        written after it); returns how many. A write being sent at that moment may still reach
+        Redis, but is not retried (:meth:`cancelled_sent` waits for that attempt to end)."""
+        kept: deque[PendingWrite] = deque()
+        dropped = 0
+        for item in self._items:
+            if not where(item):
+                kept.append(item)
+                continue
+            dropped += 1
+            if item is self._sending:
+                self._cancelled = item
+                kept.append(item)  # the flusher takes it off when its attempt ends
+        self._items = kept
+        return dropped
+
+    async def cancelled_sent(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s`` seconds) until a write :meth:`drop` removed while it was
+        being sent has ended, so that what it may have stored can be deleted after it."""
+        deadline = time.monotonic() + timeout_s
+        while self._sending is not None and self._sending is self._cancelled:
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(0.005)
+
     def matching(self, where: Callable[[PendingWrite], bool]) -> list[PendingWrite]:
-        """The writes waiting for which ``where`` is true, oldest first."""
-        return [item for item in self._items if where(item)]
+        """The writes waiting for which ``where`` is true, oldest first (not one dropped while
+        it was being sent)."""
+        return [item for item in self._items if item is not self._cancelled and where(item)]
 
     @property
     def active(self) -> bool:
@@ -103,6 +132,10 @@ class WriteBuffer:
         delay = RETRY_FIRST_S
         while self._items:
             item = self._items[0]
+            if item is self._cancelled:  # dropped (a forget) while it was being sent
+                self._items.popleft()
+                self._cancelled = None
+                continue
             if time.monotonic() - item.queued_at > self.max_age_s:
                 self._items.popleft()
                 self._count("writes_lost", 1)
@@ -112,19 +145,28 @@ class WriteBuffer:
                     self.max_age_s,
                 )
                 continue
+            failed: MemoryHookError | None = None
+            self._sending = item
             try:
                 await self._write(item)
             except MemoryHookError as exc:
-                logger.warning("memory hook: buffered write failed (%s); retrying", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
-                continue
+                failed = exc
             except Exception:
                 logger.exception("memory hook: buffered write failed; dropped")
                 self._items.popleft()
                 self._count("writes_lost", 1)
                 continue
+            finally:
+                self._sending = None
+            if failed is not None:
+                if item is not self._cancelled:
+                    logger.warning("memory hook: buffered write failed (%s); retrying", failed)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX_S)
+                continue
             self._items.popleft()
+            if item is self._cancelled:
+                self._cancelled = None
             self._count("write_retried_ok", 1)
             delay = RETRY_FIRST_S
 
