@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import ConversationState, Turn
-from litellm_memory_hook.core.plan import plan_offline, plan_turn, plan_with_buffered
+from litellm_memory_hook.core.plan import plan_turn, plan_with_buffered
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.proxy.recall_step import RecallOptions
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
@@ -372,6 +372,11 @@ def test_tool_results_sent_alone_answer_the_stored_call() -> None:
     assert plan_turn(results, ConversationState(meta={"seq": "6"}, tail=asked), now_ms=NOW) is None
 
 
+def _offline(raw: object, buffered: list[Turn], **options: Any) -> Any:
+    """The plan the hook makes while Redis is down: an empty stored conversation."""
+    return plan_with_buffered(raw, ConversationState(meta={}, tail=[]), buffered, **options)
+
+
 def test_tool_results_sent_alone_during_an_outage_answer_the_buffered_call() -> None:
     """Redis down (fresh-user report): results sent alone answer the tool_calls reply that waits
     in this proxy's outage buffer; it goes before them, with the buffered turns before it as the
@@ -384,33 +389,33 @@ def test_tool_results_sent_alone_during_an_outage_answer_the_buffered_call() -> 
         Turn(role="assistant", text="", ts_ms=NOW, tool_calls=tuple(call), msg=call_msg),
     ]
     results = [{"role": "tool", "tool_call_id": "c1", "content": "31C"}]
-    plan = plan_offline(results, buffered, now_ms=NOW, call_id="d2")
+    plan = _offline(results, buffered, now_ms=NOW, call_id="d2")
     assert plan is not None and not plan.verbatim
     assert plan.new == (call_msg, *results)
     assert [m["content"] for m in plan.history] == ["Weather in Pune?"]
     assert [(t.role, t.text) for t in plan.pending] == [("tool", "31C")]
     assert plan.replace == () and plan.seeded == 0 and plan.previous_text == ""
     # nothing buffered for the conversation (its call is in Redis): passed through, unstored
-    assert plan_offline(results, [], now_ms=NOW) is None
+    assert _offline(results, [], now_ms=NOW) is None
     # a retry after the answer was buffered: the model gets it whole, nothing is stored (the
     # buffered turns cannot be replaced before they are written)
     answered = [*buffered, Turn(role="tool", text="31C", ts_ms=NOW, tool_call_id="c1")]
     answered.append(Turn(role="assistant", text="31C in Pune.", ts_ms=NOW))
-    retry = plan_offline(results, answered, now_ms=NOW)
+    retry = _offline(results, answered, now_ms=NOW)
     assert retry is not None and not retry.store and retry.pending == retry.replace == ()
     assert retry.new == (call_msg, *results)
     # a new message gets the turns said since Redis went down
-    asked = plan_offline([_user("hi")], answered, now_ms=NOW)
+    asked = _offline([_user("hi")], answered, now_ms=NOW)
     assert asked is not None and not asked.verbatim and asked.store
     assert [m["role"] for m in asked.history] == ["user", "assistant", "tool", "assistant"]
     assert [t.text for t in asked.pending] == ["hi"] and asked.previous_text == "31C in Pune."
     # a client's history with nothing buffered seeds an empty store (written only if empty)
     whole = [_user("a"), {"role": "assistant", "content": "b"}, _user("c")]
-    seeded = plan_offline(whole, [], now_ms=NOW)
+    seeded = _offline(whole, [], now_ms=NOW)
     assert seeded is not None and seeded.seeded == 2 and seeded.verbatim
     # and with its earlier turns buffered, only the new message is stored (once)
     earlier = [Turn(role="user", text="a", ts_ms=NOW), Turn(role="assistant", text="b", ts_ms=NOW)]
-    again = plan_offline(whole, earlier, now_ms=NOW)
+    again = _offline(whole, earlier, now_ms=NOW)
     assert again is not None and again.verbatim and [t.text for t in again.pending] == ["c"]
 
 
@@ -422,16 +427,16 @@ def test_a_regenerate_asked_for_during_an_outage_is_one() -> None:
         Turn(role="user", text="short", ts_ms=NOW - 1000),
         Turn(role="assistant", text="Noted: short", ts_ms=NOW - 900),
     ]
-    again = plan_offline([_user("short")], buffered, now_ms=NOW, regenerate=True)
+    again = _offline([_user("short")], buffered, now_ms=NOW, regenerate=True)
     assert again is not None and not again.store and again.history == ()
-    plain = plan_offline([_user("short")], buffered, now_ms=NOW)
+    plain = _offline([_user("short")], buffered, now_ms=NOW)
     assert plain is not None and plain.store and len(plain.history) == 2
     # the alias's regenerate window applies too (0: only an explicit regenerate)
     long_text = "Tell me more about it, please."
     said = [Turn(role="user", text=long_text, ts_ms=NOW - 1000), buffered[1]]
-    repeated = plan_offline([_user(long_text)], said, now_ms=NOW)
+    repeated = _offline([_user(long_text)], said, now_ms=NOW)
     assert repeated is not None and not repeated.store
-    kept = plan_offline([_user(long_text)], said, now_ms=NOW, regenerate_window_s=0)
+    kept = _offline([_user(long_text)], said, now_ms=NOW, regenerate_window_s=0)
     assert kept is not None and kept.store
 
 

@@ -698,7 +698,7 @@ async def test_the_alias_rules_hold_when_outage_planning_fails(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("planning failed")
 
-    monkeypatch.setattr(hook_module, "plan_offline", broken)
+    monkeypatch.setattr(hook_module, "plan_with_buffered", broken)
     hook._redis_down_until = hook._next_probe = time_module.monotonic() + 60  # the breaker is open
     data = await hook.async_pre_call_hook(
         Auth(), None, chat_request("hi", call_id="o1"), "acompletion"

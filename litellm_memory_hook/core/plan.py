@@ -358,8 +358,16 @@ def plan_with_buffered(
     gets the request, nothing of it is stored, the buffered turns stay (they cannot be
     replaced before they are written).
 
+    While Redis is down the hook plans with an empty ``state``. With nothing buffered, that is
+    planned as for an empty store: a client's history is seed turns, which the outage buffer
+    writes only if the conversation is still empty then (the plan is ``verbatim``: the
+    client's messages go as sent); tool results that answer a call only Redis holds pass
+    through unstored. With buffered turns, a client that sends only new messages gets a plan
+    that is not ``verbatim`` (the model gets ``lead`` and the window of ``history`` and
+    ``new``).
+
     Args:
-        state: the stored conversation (empty while Redis is down: :func:`plan_offline`).
+        state: the stored conversation (empty while Redis is down).
         buffered: the conversation's buffered turns, oldest first, taken before ``state`` was
             read; those of a write that ``state`` already holds (the same ``call_id``: the
             buffer wrote it meanwhile) are left out.
@@ -393,41 +401,6 @@ def plan_with_buffered(
     if plan is not None and any(t.seq > last for t in plan.replace):
         return dc_replace(plan, pending=(), replace=(), store=False)
     return plan
-
-
-def plan_offline(
-    raw_messages: object,
-    buffered: Sequence[Turn],
-    *,
-    now_ms: int,
-    call_id: str = "",
-    regenerate_window_s: float = 300.0,
-    max_stored_chars: int = 32_000,
-    regenerate: bool = False,
-) -> TurnPlan | None:
-    """The plan of a request made while Redis is down (the hook's outage path; pure).
-
-    With nothing buffered for the conversation, planned as for an empty store: a client's
-    history is seed turns, which the outage buffer writes only if the conversation is still
-    empty then (such a plan is ``verbatim``: the client's messages go as sent). With buffered
-    turns, planned against them (:func:`plan_with_buffered`): a client that sends only new
-    messages gets the turns said since Redis went down (not ``verbatim``: the model gets
-    ``lead`` and the window of ``history`` and ``new``). Tool results that answer a call only
-    Redis holds pass through unstored: Redis cannot be read.
-
-    Returns:
-        ``None`` when there is no new turn to store (the request then goes as sent).
-    """
-    return plan_with_buffered(
-        raw_messages,
-        ConversationState(meta={}, tail=[]),
-        buffered,
-        now_ms=now_ms,
-        call_id=call_id,
-        regenerate_window_s=regenerate_window_s,
-        max_stored_chars=max_stored_chars,
-        regenerate=regenerate,
-    )
 
 
 #: stored turns younger than this (ms) are never replaced by an edit or a branch: a client that

@@ -59,8 +59,8 @@ from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
 from litellm_memory_hook.core.messages import is_valid_request, message_to_turn
-from litellm_memory_hook.core.models import Turn, copy_json
-from litellm_memory_hook.core.plan import plan_offline
+from litellm_memory_hook.core.models import ConversationState, Turn, copy_json
+from litellm_memory_hook.core.plan import plan_with_buffered
 from litellm_memory_hook.core.side_requests import side_request_pattern
 from litellm_memory_hook.core.window import build_window
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
@@ -601,13 +601,13 @@ class MemoryHook(CustomLogger):
     ) -> None:
         """Redis is down: the request goes on with the client's messages and the alias's rules,
         and its turn is still recorded for the post-call hooks, which queue it in the outage
-        buffer. Planned by :func:`~litellm_memory_hook.core.plan.plan_offline`: as for an empty
-        store, except that tool results sent alone get the ``tool_calls`` reply they answer from
-        the turns this proxy holds for the conversation in its outage buffer."""
+        buffer. Planned by :func:`~litellm_memory_hook.core.plan.plan_with_buffered` with an
+        empty stored conversation and the turns this proxy holds for it in its outage buffer."""
         raw = data.get("messages")
         data["messages"] = with_rules(raw, rules)  # first: the rules hold if planning fails
-        plan = plan_offline(
+        plan = plan_with_buffered(
             raw,
+            ConversationState(meta={}, tail=[]),
             self._buffered(who.keys)[0],
             now_ms=now_ms(),
             call_id=call_id,
