@@ -24,7 +24,7 @@ from litellm_memory_hook.memory_api import MemoryTarget, resolve_target
 from litellm_memory_hook.proxy import routes
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
-from litellm_memory_hook.store.keys import due_key
+from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
 pytestmark = pytest.mark.redis
 
@@ -526,8 +526,8 @@ async def test_a_forget_also_drops_this_proxys_buffered_writes(
     or one conversation), so they are not written after it."""
     calls: list[tuple[str, str, bool]] = []
 
-    async def record(prefix: str, ref: str, *, whole_user: bool) -> int:
-        calls.append((prefix, ref, whole_user))
+    async def record(keys: ConversationKeys, *, whole_user: bool) -> int:
+        calls.append((keys.prefix, keys.ref, whole_user))
         return 0
 
     monkeypatch.setattr(hook, "drop_buffered", record)

@@ -15,7 +15,7 @@ from typing import Any
 
 from litellm_memory_hook.core.assemble import assemble
 from litellm_memory_hook.core.messages import clean_messages, content_text
-from litellm_memory_hook.core.models import ConversationState, Turn
+from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.plan import (
     Budget,
     TurnPlan,
@@ -164,7 +164,6 @@ async def prepare(
     )
     if plan is None:
         return None
-    plan = await _with_question(store, keys, plan, state)
     fitted = _fit(plan, options)
     if _starts_mid_exchange(plan, fitted.history_indices):
         question = await store.last_question(keys, plan.history_seqs[0])
@@ -233,17 +232,20 @@ def _fit(plan: TurnPlan, options: ContextOptions) -> Window:
 def _starts_mid_exchange(plan: TurnPlan, history_indices: Sequence[int]) -> bool:
     """True when the stored tail read begins inside an exchange whose question is older (its
     first turns are replies or tool steps) and the window reached back to the tail's first
-    question: the replies and steps before it went because their question was not there (an
-    agent's long episode, then a second follow-up). The window is then built again with that
-    question read back (one more read, in that case only)."""
-    if plan.verbatim or not plan.history or not history_indices:
+    question, or holds no stored turn when the tail has no question at all: the replies and
+    steps before it went because their question was not there. An agent that sends only its
+    new steps, many steps after its task; a follow-up, or a second one, after such a long
+    episode. The window is then built again with that question read back before the stored
+    history (one more read, in that case only; for a follow-up, the question and the
+    episode's final reply take the place of its oldest steps)."""
+    if plan.verbatim or not plan.history or plan.history[0].get("role") == "user":
         return False
-    if plan.history[0].get("role") == "user" or plan.history_seqs[0] <= 1:
+    if plan.history_seqs[0] <= 1:  # the tail starts the conversation: nothing is older
         return False
     first_user = next(
         (i for i, m in enumerate(plan.history) if m.get("role") == "user"), len(plan.history)
     )
-    return history_indices[0] == first_user
+    return (history_indices[0] if history_indices else len(plan.history)) == first_user
 
 
 def _asked_first(plan: TurnPlan, question: Turn) -> TurnPlan:
@@ -253,28 +255,6 @@ def _asked_first(plan: TurnPlan, question: Turn) -> TurnPlan:
         history=(question.to_message(), *plan.history),
         history_seqs=(question.seq, *plan.history_seqs),
     )
-
-
-async def _with_question(
-    store: MemoryStore, keys: ConversationKeys, plan: TurnPlan, state: ConversationState
-) -> TurnPlan:
-    """The plan with the question an agent's tool steps work on put before the stored history,
-    when the stored tail read holds no user message: an agent that sends only its new steps,
-    many steps after its task, or a follow-up question after such a long episode. The window
-    then starts with that question (:func:`~litellm_memory_hook.core.window.build_window`; for
-    a follow-up, with the question and the episode's final reply in place of its oldest
-    steps). One more read, in that case only.
-
-    Raises:
-        StoreError: Redis failed.
-    """
-    if plan.verbatim or not plan.new or not plan.history:
-        return plan
-    if any(m.get("role") == "user" for m in plan.history):
-        return plan
-    first = min((s for s in plan.history_seqs if s), default=state.last_seq + 1)
-    question = await store.last_question(keys, first)
-    return plan if question is None else _asked_first(plan, question)
 
 
 def _last_user_text(raw_messages: object) -> str:

@@ -317,10 +317,9 @@ class _StreamAccumulator:
         None``, as the same reply not streamed has (an empty string is replayed to Anthropic
         as a placeholder text block)."""
         text = "".join(self.text)
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
-        if not self.calls:
-            message["content"] = text
+        message: dict[str, Any] = {"role": "assistant", "content": text}
         if self.calls:
+            message["content"] = text or None
             message["tool_calls"] = self.calls
         if self.reasoning:
             message["reasoning_content"] = "".join(self.reasoning)
@@ -630,21 +629,20 @@ class MemoryHook(CustomLogger):
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
         self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
 
-    async def drop_buffered(self, prefix: str, ref: str, *, whole_user: bool) -> int:
-        """Remove the writes of a conversation about to be forgotten (``ref``), or of every
-        conversation of its user (``whole_user``), from this process's outage buffer, so that
-        they are not written after the forget, and wait for one being sent to end (at most
-        twice ``redis_timeout_s``), so that the forget deletes what it stored. Call it before
+    async def drop_buffered(self, keys: ConversationKeys, *, whole_user: bool) -> int:
+        """Remove the writes of a conversation about to be forgotten, or of every conversation
+        of its user (``whole_user``), from this process's outage buffer, so that they are not
+        written after the forget, and wait for one being sent to end (at most twice
+        ``redis_timeout_s``), so that the forget deletes what it stored. Call it before
         deleting the keys. Returns how many (counted as ``writes_forgotten``)."""
         if self._buffer is None:
             return 0
-        user = ref.rsplit(":", 1)[0] + ":"
 
         def forgotten(item: PendingWrite) -> bool:
-            if item.record.get("prefix") != prefix:
+            if item.record.get("prefix") != keys.prefix:
                 return False
-            other = str(item.record.get("ref"))
-            return other.startswith(user) if whole_user else other == ref
+            other = ConversationKeys.from_ref(keys.prefix, str(item.record.get("ref")))
+            return other.user_keys == keys.user_keys if whole_user else other == keys
 
         dropped = self._buffer.drop(forgotten)
         self.counters["writes_forgotten"] += dropped
@@ -892,12 +890,12 @@ class MemoryHook(CustomLogger):
             seeded=int(record.get("seeded") or 0),
             memory=memory,  # the user's index is touched in the same script
         )
+        quiet_ms = int(settings.extraction_quiet_s * 1000)
         if not result.written:
             self.counters["duplicate_writes_skipped"] += 1
             if record.get("extract", True):
                 # A retry of a write that stored its turns and failed after (the schedule, with
                 # Redis filling up): the conversation is made due, never later than it is.
-                quiet_ms = int(settings.extraction_quiet_s * 1000)
                 await self.queue.schedule(keys, at + quiet_ms, earlier_only=True)
             return
         self.counters["turns_stored"] += len(turns)
@@ -907,7 +905,6 @@ class MemoryHook(CustomLogger):
             )
         if not record.get("extract", True):
             return
-        quiet_ms = int(settings.extraction_quiet_s * 1000)
         now_due = bool(record.get("flush"))
         # The append script returns the cursor as it is now (a job may have committed since the
         # pre-call). After a batched write it does not: the cursor this request's pre-call read

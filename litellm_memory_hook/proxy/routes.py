@@ -555,9 +555,7 @@ async def forget(
         target = _target(hook, auth, user, model, conversation)
         whole_user = not (conversation and conversation.strip())
         # first its turns waiting in this proxy's outage buffer: not written after the forget
-        await hook.drop_buffered(
-            target.conversation.prefix, target.conversation.ref, whole_user=whole_user
-        )
+        await hook.drop_buffered(target.conversation, whole_user=whole_user)
         result = await memory_api(hook).forget(target, whole_user=whole_user)
     logger.info(
         "memory API: forgot %s (%d keys)",
