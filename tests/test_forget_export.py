@@ -46,6 +46,7 @@ from litellm_memory_hook.tools.cli_memory import register
 
 from .conftest import Auth, chat_request, model_response
 from .harness import REPO, free_port
+from .redis_servers import RedisServer, free_ports, redis_binaries
 
 pytestmark = pytest.mark.redis
 
@@ -197,6 +198,39 @@ async def test_export_holds_everything(hook: MemoryHook, client: aioredis.Redis)
     assert len(sets["ns:demo"]["tombstones"]) == 1
     assert by_id["private"]["memory_set"] == "c:private"
     ExportDocument.parse(json.loads(json.dumps(data)))  # valid JSON of the documented shape
+
+
+@pytest.mark.skipif(redis_binaries() is None, reason="redis-server not installed")
+async def test_export_answers_while_redis_refuses_writes(tmp_path: Path, key_prefix: str) -> None:
+    """A Redis full under ``noeviction`` refuses every command queued in a MULTI with OOM, but
+    answers reads: the export of a user is the same as before it filled (it read meta and calls,
+    and each memory set, in a MULTI, and answered 503 while Redis was full)."""
+    [port] = free_ports(1)
+    server = RedisServer(tmp_path / "redis", port, ("--maxmemory-policy", "noeviction")).start()
+    client = aioredis.from_url(server.url, decode_responses=False)
+    admin = redis.Redis.from_url(server.url)
+    try:
+        hook = MemoryHook(
+            settings=MemorySettings(
+                key_prefix=key_prefix, redis_url=server.url, worker_in_proxy=False
+            ),
+            redis=client,
+            alias_lookup=lambda name: ALIASES.get(name),
+        )
+        await populate(hook, client)
+        api = MemoryAPI(client, hook.settings)
+        before = await api.export(target(hook), whole_user=True)
+        admin.config_set("maxmemory", 1)
+        with pytest.raises(redis.exceptions.RedisError, match="maxmemory"):
+            admin.pipeline(transaction=True).hgetall("any").execute()  # how the old one read
+        during = await api.export(target(hook), whole_user=True)
+        assert comparable(during) == comparable(before)
+        assert sorted(len(c.turns) for c in during.conversations) == [2, 2, 7]
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
+        await client.aclose()
+        server.stop()
 
 
 async def test_forget_user_leaves_nothing(

@@ -44,6 +44,24 @@ DERIVED_META = frozenset({"idx_n"})
 
 Progress = Callable[[int], None]
 
+READ_MEMORY_SET = """
+-- Every item, tombstone and the version of a memory set, read at one point in time. A script
+-- that calls no write command runs while Redis refuses writes (maxmemory reached under
+-- noeviction), where every command queued in a MULTI is refused with OOM.
+-- KEYS[1] pinned, KEYS[2] memories, KEYS[3] tombstones, KEYS[4] state (hashes of one slot)
+-- Returns {pinned fields and values, memories ..., tombstones ..., version or nil}.
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),
+        redis.call('HGETALL', KEYS[3]), redis.call('HGET', KEYS[4], 'version')}
+"""
+
+READ_CONVERSATION_META = """
+-- A conversation's meta and calls hashes, read at one point in time (no write: it runs while
+-- Redis refuses writes, where every command queued in a MULTI is refused).
+-- KEYS[1] meta, KEYS[2] calls (hashes of one slot)
+-- Returns {meta fields and values, calls fields and values}.
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
+"""
+
 
 def _fields(values: dict[str, str] | dict[str, int]) -> dict[EncodableT, EncodableT]:
     """A hash mapping typed for redis-py's ``hset``."""
@@ -52,6 +70,11 @@ def _fields(values: dict[str, str] | dict[str, int]) -> dict[EncodableT, Encodab
 
 def _text(value: bytes | str) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _hash(flat: Sequence[bytes | str]) -> dict[str, str]:
+    """A script's HGETALL reply (fields and values, alternating) as a dict, sorted by field."""
+    return dict(sorted(zip(map(_text, flat[::2]), map(_text, flat[1::2]), strict=True)))
 
 
 @dataclass
@@ -105,21 +128,22 @@ async def index_members(redis: aioredis.Redis, user: UserKeys) -> list[str]:
 
 
 async def read_memory_set(redis: aioredis.Redis, memory: MemoryKeys) -> MemorySetDump:
-    """Every item, tombstone and the version of a memory set (one round trip)."""
+    """Every item, tombstone and the version of a memory set, read at one point in time
+    (``READ_MEMORY_SET``, one round trip; it also answers while Redis refuses writes).
+
+    Raises:
+        StoreError: Redis failed.
+    """
+    script = redis.register_script(READ_MEMORY_SET)
     try:
-        async with redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(memory.pinned)
-            pipe.hgetall(memory.memories)
-            pipe.hgetall(memory.tombs)
-            pipe.hget(memory.state, "version")
-            pinned, memories, tombs, version = await pipe.execute()
+        pinned, memories, tombs, version = await script(keys=list(memory.all()))
     except RedisError as exc:
         raise StoreError(f"read memories {memory.scope}: {exc}") from exc
     return MemorySetDump(
         scope=memory.scope,
-        pinned={_text(k): _text(v) for k, v in sorted(pinned.items())},
-        memories={_text(k): _text(v) for k, v in sorted(memories.items())},
-        tombs={_text(k): int(v) for k, v in sorted(tombs.items())},
+        pinned=_hash(pinned),
+        memories=_hash(memories),
+        tombs={k: int(v) for k, v in _hash(tombs).items()},
         version=int(version or 0),
     )
 
@@ -128,13 +152,17 @@ async def read_conversation(
     redis: aioredis.Redis, keys: ConversationKeys, progress: Progress | None = None
 ) -> ConversationDump:
     """A conversation's meta, turns (read in chunks by seq, so concurrent trims cannot shift
-    them), calls and due time. ``progress`` is called with the number of turns read so far."""
+    them), calls and due time. ``progress`` is called with the number of turns read so far.
+    Only reads: it also answers while Redis refuses writes (meta and calls are read together
+    by ``READ_CONVERSATION_META``, not in a MULTI, whose commands Redis then refuses).
+
+    Raises:
+        StoreError: Redis failed, or a stored turn is not JSON.
+    """
     dump = ConversationDump(keys.conversation)
+    script = redis.register_script(READ_CONVERSATION_META)
     try:
-        async with redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(keys.meta)
-            pipe.hgetall(keys.calls)
-            meta, calls = await pipe.execute()
+        meta, calls = await script(keys=[keys.meta, keys.calls])
         due = await redis.zscore(due_key(keys.prefix), keys.ref)  # a global key: on its own
         last = 0
         while True:
@@ -157,10 +185,10 @@ async def read_conversation(
         raise StoreError(f"read {keys.ref}: {exc}") from exc
     except orjson.JSONDecodeError as exc:
         raise StoreError(f"read {keys.ref}: a stored turn is not JSON: {exc}") from exc
-    dump.meta = {_text(k): _text(v) for k, v in sorted(meta.items())}
+    dump.meta = _hash(meta)
     for name in DERIVED_META:
         dump.meta.pop(name, None)
-    dump.calls = {_text(k): int(v) for k, v in sorted(calls.items())}
+    dump.calls = {k: int(v) for k, v in _hash(calls).items()}
     dump.due_ms = None if due is None else int(due)
     return dump
 
@@ -371,6 +399,8 @@ async def restore_conversation(
 __all__ = [
     "CHUNK_TURNS",
     "DERIVED_META",
+    "READ_CONVERSATION_META",
+    "READ_MEMORY_SET",
     "ConversationDump",
     "MemorySetDump",
     "delete_conversation",
