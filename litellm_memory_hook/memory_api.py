@@ -45,6 +45,7 @@ rebuilds the recall index, so export, forget, import, export gives the same docu
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ from litellm_memory_hook.extraction.parse import fact_hash
 from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store import transfer
+from litellm_memory_hook.store.forgets import forget_token_ttl_s, mark_forgotten
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
     MemoryKeys,
@@ -70,6 +72,8 @@ from litellm_memory_hook.store.keys import (
 from litellm_memory_hook.store.memory_sets import MemoryItem, MemorySetStore
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore
+
+logger = logging.getLogger("litellm_memory_hook")
 
 
 class MemoryInputError(MemoryHookError):
@@ -512,7 +516,36 @@ class MemoryAPI:
         set, whatever the alias; through the index, never KEYS) or of the target's conversation
         (its keys, a conversation-scoped memory set; memories shared by the user's other
         conversations stay), and their entries in the index and the due set. Deleting nothing
-        is not an error."""
+        is not an error.
+
+        A new forget token is set first (:mod:`litellm_memory_hook.store.forgets`): a turn or
+        an extraction whose read came before the forget, still running or waiting in an outage
+        buffer, is refused when it would be written, in any process. A full Redis (maxmemory
+        under ``noeviction``) refuses the token but takes the deletes, which free memory: the
+        token is then set after them and the keys are deleted once more (a write may have
+        landed in between).
+
+        Raises:
+            StoreError: Redis failed (forgetting again is safe).
+        """
+        scope = None if whole_user else target.conversation
+        ttl_s = forget_token_ttl_s(self.settings.write_buffer_max_age_s)
+        user = target.conversation.user_keys
+        marked = await mark_forgotten(self.redis, user, scope, ttl_s=ttl_s)
+        result = await self._delete_target(target, whole_user=whole_user)
+        if not marked:
+            if await mark_forgotten(self.redis, user, scope, ttl_s=ttl_s):
+                await self._delete_target(target, whole_user=whole_user)
+            else:
+                logger.warning(
+                    "memory API: Redis refused the forget token of %s (full?); a write under "
+                    "way may still store a turn",
+                    user.hash_tag,
+                )
+        return result
+
+    async def _delete_target(self, target: MemoryTarget, *, whole_user: bool) -> ForgetResult:
+        """The deletes of :meth:`forget`, and what they deleted."""
         user = target.conversation.user_keys
         if not whole_user:
             keys = target.conversation

@@ -38,6 +38,7 @@ from litellm_memory_hook.memory_api import (
 from litellm_memory_hook.proxy import routes
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store.forgets import forget_token_ttl_s
 from litellm_memory_hook.store.keys import ConversationKeys, UserKeys, due_key
 from litellm_memory_hook.store.memory_sets import ExtractionCommit, MemorySetStore
 from litellm_memory_hook.store.redis_store import MemoryStore
@@ -245,8 +246,13 @@ async def test_forget_user_leaves_nothing(
     result = await api.forget(target(hook), whole_user=True)
     assert (result.conversations, result.memory_sets) == (3, 1)
     assert result.deleted_keys > 10
-    tag = UserKeys.for_ids(key_prefix, "master", "alice").hash_tag
-    assert await user_keys_left(client, key_prefix, tag) == []
+    user = UserKeys.for_ids(key_prefix, "master", "alice")
+    # the one key left: the forget token that refuses writes begun before the forget
+    assert await user_keys_left(client, key_prefix, user.hash_tag) == [user.forgets.encode()]
+    tokens = await client.hgetall(user.forgets)
+    assert list(tokens) == [b"u"] and len(tokens[b"u"]) == 16
+    ttl = forget_token_ttl_s(hook.settings.write_buffer_max_age_s)
+    assert ttl - 5 < await client.ttl(user.forgets) <= ttl == 600 + 3600
     due = [m.decode() for m in await client.zrange(due_key(key_prefix), 0, -1)]
     assert due == ["master:bob:demo"]
     listing = await api.list(target(hook))
@@ -644,8 +650,8 @@ def test_cli_export_forget_import(cli_env: Path, key_prefix: str, tmp_path: Path
     assert refused.exit_code == 2 and "--yes" in refused.output
     forgot = run(cli_env, "forget", "--user", "alice", "--yes")
     assert forgot.exit_code == 0 and "3 conversation(s), 1 memory set(s)" in forgot.output
-    tag = UserKeys.for_ids(key_prefix, "master", "alice").hash_tag
-    assert sync_keys_left(key_prefix, tag) == []
+    user = UserKeys.for_ids(key_prefix, "master", "alice")
+    assert sync_keys_left(key_prefix, user.hash_tag) == [user.forgets.encode()]
     nothing = run(cli_env, "forget", "--user", "alice", "--yes")
     assert nothing.exit_code == 0 and "nothing stored" in nothing.output
     imported = run(cli_env, "import", str(file), "--format", "export")

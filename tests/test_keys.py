@@ -22,6 +22,7 @@ def _every_key_of_a_user(keys: ConversationKeys) -> list[str]:
     return [
         *keys.all(),
         user.index,
+        user.forgets,
         *user.memory_set(user_scope("demo")).all(),
         *user.memory_set(conversation_scope(keys.conversation)).all(),
         *user.keys_of(keys.index_member),

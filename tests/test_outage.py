@@ -461,9 +461,10 @@ async def test_a_forget_drops_the_users_turns_waiting_in_the_outage_buffer(
         await hook.async_post_call_success_hook(data, Auth(), model_response("ok"))
         assert len(hook.buffer) == 2
         keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
-        assert await hook.drop_buffered(keys, whole_user=True) == 1
-        for key in keys.all():
-            admin.delete(key)  # what the forget deletes in Redis (DEL works on a full Redis)
+        async with hook.forgetting(keys, whole_user=True) as taken:
+            assert len(taken) == 1
+            for key in keys.all():
+                admin.delete(key)  # what the forget deletes in Redis (DEL works on a full Redis)
         data = await _turn(hook, "what did I say?", "f2")
         assert "secret" not in json.dumps(data["messages"])
     finally:

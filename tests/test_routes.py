@@ -4,6 +4,7 @@ LiteLLM's real proxy app in a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -526,11 +527,12 @@ async def test_a_forget_also_drops_this_proxys_buffered_writes(
     or one conversation), so they are not written after it."""
     calls: list[tuple[str, str, bool]] = []
 
-    async def record(keys: ConversationKeys, *, whole_user: bool) -> int:
+    @contextlib.asynccontextmanager
+    async def record(keys: ConversationKeys, *, whole_user: bool) -> AsyncIterator[list[Any]]:
         calls.append((keys.prefix, keys.ref, whole_user))
-        return 0
+        yield []
 
-    monkeypatch.setattr(hook, "drop_buffered", record)
+    monkeypatch.setattr(hook, "forgetting", record)
     assert (
         await client.delete("/memory/v1/users/alice", params={"model": "demo"})
     ).status_code == 200

@@ -186,12 +186,16 @@ class ConversationState:
         pinned: pinned memories in field-name order (writers use creation-ordered field names,
             so this is oldest first).
         memories: extracted memories, in field-name order likewise.
+        forget_token: the user's and the conversation's forget tokens as read
+            (``"<user>/<conversation>"``; ``""`` when not read): a write of this request is
+            refused when a forget came since (:mod:`litellm_memory_hook.store.forgets`).
     """
 
     meta: dict[str, str]
     tail: list[Turn]
     pinned: list[str] = field(default_factory=list)
     memories: list[str] = field(default_factory=list)
+    forget_token: str = ""
 
     @property
     def summary(self) -> str:

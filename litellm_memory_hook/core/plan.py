@@ -391,11 +391,10 @@ def plan_with_buffered(
         return plan_turn(raw_messages, state, **options)
     last = state.last_seq
     stored = [t for t in state.tail if t.seq not in superseded]
-    merged = ConversationState(
+    merged = dc_replace(
+        state,
         meta={**state.meta, "seq": str(last + len(buffered))},
         tail=[*stored, *(dc_replace(t, seq=last + i) for i, t in enumerate(buffered, 1))],
-        pinned=state.pinned,
-        memories=state.memories,
     )
     plan = plan_turn(raw_messages, merged, **options)
     if plan is not None and any(t.seq > last for t in plan.replace):

@@ -51,6 +51,7 @@ from litellm_memory_hook.extraction.prompt import (
     build_extraction_messages,
 )
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.store.forgets import token_of
 from litellm_memory_hook.store.keys import ConversationKeys, sweep_key
 from litellm_memory_hook.store.memory_sets import (
     ExtractionCommit,
@@ -274,9 +275,19 @@ class ExtractionWorker:
 
     # -- one job ---------------------------------------------------------------------------------
 
-    async def _read(self, keys: ConversationKeys) -> tuple[dict[str, str], list[Turn]]:
+    async def _read(self, keys: ConversationKeys) -> tuple[dict[str, str], list[Turn], str]:
+        """The conversation's meta, its turns after the cursor (at most ``MAX_TURNS_PER_JOB``)
+        and its forget token (:mod:`litellm_memory_hook.store.forgets`), which the commit is
+        checked against.
+
+        Raises:
+            StoreError: Redis failed.
+        """
         try:
-            meta_raw = await self.redis.hgetall(keys.meta)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(keys.meta)
+                pipe.hmget(keys.user_keys.forgets, list(keys.forget_fields))
+                meta_raw, tokens = await pipe.execute()
             meta = {
                 (k.decode() if isinstance(k, bytes) else str(k)): (
                     v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
@@ -297,7 +308,7 @@ class ExtractionWorker:
                 turns.append(Turn.from_member(member))
             except ValueError:
                 continue
-        return meta, turns
+        return meta, turns, token_of(tokens)
 
     def _batch(self, turns: Sequence[Turn]) -> tuple[list[Turn], int]:
         """The turns of this job within the character budget, and the seq extracted through."""
@@ -317,7 +328,7 @@ class ExtractionWorker:
 
     async def _job(self, keys: ConversationKeys) -> JobOutcome:
         await self.queue.count(jobs_run=1)
-        meta, turns = await self._read(keys)
+        meta, turns, token = await self._read(keys)
         if not meta or not meta.get("user") or not meta.get("mscope"):
             logger.warning("memory worker: %s has no stored user or scope; dropped", keys.ref)
             await self.queue.count(jobs_discarded=1)
@@ -381,12 +392,17 @@ class ExtractionWorker:
                 add=add,
                 summary=result.summary,
                 cursor=through,
+                forget_token=token,
             )
             if await self.memsets.commit_extraction(keys, memory, commit, now_ms=_now_ms()):
                 await self.queue.count(jobs_committed=1)
                 return JobOutcome("committed", len(add), len(delete), more)
             # Lost the compare-and-set: a user edited the memory set (or another job ran).
-            fresh_meta, _ = await self._read(keys)
+            fresh_meta, _, fresh_token = await self._read(keys)
+            if fresh_token != token or not fresh_meta:
+                # forgotten while the model answered: nothing it drew from them is kept
+                await self.queue.count(jobs_discarded=1)
+                return JobOutcome("discarded")
             if int(fresh_meta.get("cursor", "0") or 0) != cursor:
                 break  # another job already extracted these messages
             state = await self.memsets.read(memory)

@@ -58,6 +58,8 @@ class PreparedRequest:
         recalled: the recalled old turns, time order.
         cursor: the conversation's extraction cursor (seq extracted through).
         window_seqs: the seqs of the stored turns in the recent window, window order.
+        forget_token: the forget tokens the read found (:attr:`ConversationState.
+            forget_token`; ``""``: not read), which the write of the turn is checked against.
     """
 
     messages: list[Message]
@@ -66,6 +68,7 @@ class PreparedRequest:
     recalled: list[Turn] = field(default_factory=list)
     cursor: int = 0
     window_seqs: tuple[int, ...] = ()
+    forget_token: str = ""
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,7 @@ async def prepare(
         recalled=list(found.turns),
         cursor=int(state.meta.get("cursor", "0") or 0),
         window_seqs=tuple(window_seqs),
+        forget_token=state.forget_token,
     )
 
 

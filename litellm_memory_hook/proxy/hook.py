@@ -35,6 +35,7 @@ headers ``x-memory-hook-ms`` and ``x-memory-layers``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import hashlib
 import hmac
@@ -43,7 +44,7 @@ import logging
 import secrets
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -629,14 +630,23 @@ class MemoryHook(CustomLogger):
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
         self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
 
-    async def drop_buffered(self, keys: ConversationKeys, *, whole_user: bool) -> int:
-        """Remove the writes of a conversation about to be forgotten, or of every conversation
-        of its user (``whole_user``), from this process's outage buffer, so that they are not
-        written after the forget, and wait for one being sent to end (at most twice
-        ``redis_timeout_s``), so that the forget deletes what it stored. Call it before
-        deleting the keys. Returns how many (counted as ``writes_forgotten``)."""
+    @contextlib.asynccontextmanager
+    async def forgetting(
+        self, keys: ConversationKeys, *, whole_user: bool
+    ) -> AsyncIterator[list[PendingWrite]]:
+        """Around a forget of a conversation, or of every conversation of its user
+        (``whole_user``): its writes waiting in this process's outage buffer are taken out
+        first, so that they are not written after the forget, and one being sent is waited for
+        (at most twice ``redis_timeout_s``), so that the forget deletes what it stored. When
+        the forget fails (Redis down: nothing was forgotten) they go back into the buffer; when
+        it succeeds they are counted as ``writes_forgotten``. Yields the writes taken.
+
+        Writes whose request read a forget token are refused in Redis anyway
+        (:mod:`litellm_memory_hook.store.forgets`); these are the ones made while Redis could
+        not be read."""
         if self._buffer is None:
-            return 0
+            yield []
+            return
 
         def forgotten(item: PendingWrite) -> bool:
             if item.record.get("prefix") != keys.prefix:
@@ -644,10 +654,14 @@ class MemoryHook(CustomLogger):
             other = ConversationKeys.from_ref(keys.prefix, str(item.record.get("ref")))
             return other.user_keys == keys.user_keys if whole_user else other == keys
 
-        dropped = self._buffer.drop(forgotten)
-        self.counters["writes_forgotten"] += dropped
+        taken = self._buffer.take(forgotten)
         await self._buffer.cancelled_sent(2 * self.settings.redis_timeout_s)
-        return dropped
+        try:
+            yield taken
+        except BaseException:
+            self._buffer.restore(taken)
+            raise
+        self.counters["writes_forgotten"] += len(taken)
 
     def _buffered(self, keys: ConversationKeys) -> tuple[list[Turn], set[int]]:
         """The turns this proxy holds for the conversation in its outage buffer, oldest first,
@@ -698,6 +712,7 @@ class MemoryHook(CustomLogger):
             "seeded": prepared.plan.seeded,
             "prefill": prepared.plan.prefill,
             "cursor": prepared.cursor,
+            "forgets": prepared.forget_token,
             "hook_ms": round(elapsed_ms, 3),
             "layers": prepared.layer_chars,
         }
@@ -889,7 +904,12 @@ class MemoryHook(CustomLogger):
             at_ms=at,
             seeded=int(record.get("seeded") or 0),
             memory=memory,  # the user's index is touched in the same script
+            forget_token=str(record.get("forgets") or ""),
         )
+        if result.forgotten:  # a forget came after this request read the conversation
+            self.counters["writes_forgotten"] += 1
+            logger.info("memory hook: %s was forgotten since its request; not stored", keys.ref)
+            return
         quiet_ms = int(settings.extraction_quiet_s * 1000)
         if not result.written:
             self.counters["duplicate_writes_skipped"] += 1

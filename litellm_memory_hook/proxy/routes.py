@@ -554,9 +554,9 @@ async def forget(
     with _answers(hook):
         target = _target(hook, auth, user, model, conversation)
         whole_user = not (conversation and conversation.strip())
-        # first its turns waiting in this proxy's outage buffer: not written after the forget
-        await hook.drop_buffered(target.conversation, whole_user=whole_user)
-        result = await memory_api(hook).forget(target, whole_user=whole_user)
+        # its turns waiting in this proxy's outage buffer are not written after the forget
+        async with hook.forgetting(target.conversation, whole_user=whole_user):
+            result = await memory_api(hook).forget(target, whole_user=whole_user)
     logger.info(
         "memory API: forgot %s (%d keys)",
         target.conversation.user_keys.hash_tag if whole_user else target.conversation.ref,

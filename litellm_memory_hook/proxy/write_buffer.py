@@ -78,25 +78,40 @@ class WriteBuffer:
     def __len__(self) -> int:
         return len(self._items)
 
-    def drop(self, where: Callable[[PendingWrite], bool]) -> int:
-        """Remove the waiting writes for which ``where`` is true (a forget: they must not be
-        written after it); returns how many. A write being sent at that moment may still reach
-        Redis, but is not retried (:meth:`cancelled_sent` waits for that attempt to end)."""
+    def take(self, where: Callable[[PendingWrite], bool]) -> list[PendingWrite]:
+        """Remove and return the waiting writes for which ``where`` is true, oldest first (a
+        forget: they must not be written after it). A write being sent at that moment may
+        still reach Redis, but is not retried (:meth:`cancelled_sent` waits for that attempt
+        to end)."""
         kept: deque[PendingWrite] = deque()
-        dropped = 0
+        taken: list[PendingWrite] = []
         for item in self._items:
             if not where(item):
                 kept.append(item)
                 continue
-            dropped += 1
+            taken.append(item)
             if item is self._sending:
                 self._cancelled = item
                 kept.append(item)  # the flusher takes it off when its attempt ends
         self._items = kept
-        return dropped
+        return taken
+
+    def restore(self, items: list[PendingWrite]) -> None:
+        """Put back writes :meth:`take` removed (a forget that failed: nothing was forgotten),
+        in the order they were queued. One that was being sent is written again: writes are
+        idempotent on the call id."""
+        if self._cancelled is not None and any(i is self._cancelled for i in items):
+            self._cancelled = None  # still queued: it is retried as before
+        queued = {id(item) for item in self._items}
+        back = [item for item in items if id(item) not in queued]
+        if not back:
+            return
+        self._items = deque(sorted([*self._items, *back], key=lambda item: item.queued_at))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._flush())
 
     async def cancelled_sent(self, timeout_s: float) -> None:
-        """Wait (at most ``timeout_s`` seconds) until a write :meth:`drop` removed while it was
+        """Wait (at most ``timeout_s`` seconds) until a write :meth:`take` removed while it was
         being sent has ended, so that what it may have stored can be deleted after it."""
         deadline = time.monotonic() + timeout_s
         while self._sending is not None and self._sending is self._cancelled:

@@ -18,6 +18,11 @@ and every script or transaction stays inside one slot (DESIGN.md section 4, issu
 
     mem:{t:u}:index            set    the user's conversations (``c:<c>``) and memory sets
                                       (``ns:<namespace>``): list, export and forget without KEYS
+    mem:{t:u}:forgets          hash   forget tokens: ``u`` (the whole user) and ``c:<c>`` (one
+                                      conversation) -> a random token each forget sets; a write
+                                      begun before a forget is refused (store/forgets.py). The
+                                      one key a forget leaves, for an hour past the outage
+                                      buffer's age limit
 
 where ``<s>`` is the memory scope: ``ns:<namespace>`` (``memory_scope: user``, the default:
 shared by all of the user's conversations in that alias namespace) or ``c:<c>``
@@ -49,6 +54,10 @@ _PLAIN_ID = regex.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 PLACEHOLDER_IDS = frozenset(
     {"", "default_user_id", "default", "none", "null", "undefined", "anonymous", "user", "unknown"}
 )
+
+#: the field of the user's ``forgets`` hash set by a forget of the whole user (a forget of one
+#: conversation sets its index member, ``c:<c>``).
+FORGET_USER_FIELD = "u"
 
 #: suffixes of a conversation's keys and of a memory set's keys (for TTL refresh and deletion).
 CONVERSATION_SUFFIXES = ("meta", "turns", "calls", "postings", "lease")
@@ -140,6 +149,13 @@ class UserKeys:
         """Set of the user's conversations (``c:<c>``) and memory sets (``ns:<namespace>``)."""
         return f"{self.prefix}:{self.hash_tag}:index"
 
+    @property
+    def forgets(self) -> str:
+        """Hash of forget tokens: ``u`` (a forget of the whole user) and ``c:<c>`` (of one
+        conversation) -> the random token the last such forget set
+        (:mod:`litellm_memory_hook.store.forgets`)."""
+        return f"{self.prefix}:{self.hash_tag}:forgets"
+
     def conversation(self, conversation: str) -> ConversationKeys:
         """The keys of a conversation whose id is already in key form."""
         return ConversationKeys(self.prefix, self.tenant, self.user, conversation)
@@ -212,6 +228,12 @@ class ConversationKeys:
     def index_member(self) -> str:
         """This conversation's member in the user's index."""
         return conversation_scope(self.conversation)
+
+    @property
+    def forget_fields(self) -> tuple[str, str]:
+        """The fields of the user's ``forgets`` hash that concern this conversation: the whole
+        user's and its own."""
+        return (FORGET_USER_FIELD, self.index_member)
 
     def _key(self, suffix: str) -> str:
         return f"{self.prefix}:{{{self.tenant}:{self.user}}}:c:{self.conversation}:{suffix}"

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.store.forgets import FORGOTTEN_LUA
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 
 PIN = """
@@ -59,19 +60,28 @@ return v
 """
 
 
-COMMIT = """
+COMMIT = (
+    """
 -- Replace extracted memories, summary and cursor if nothing changed them since the job read.
 -- KEYS[1] mstate hash, KEYS[2] conversation meta hash, KEYS[3] memories hash,
--- KEYS[4] pinned hash, KEYS[5] tombs hash (the last two only get the TTL again)
+-- KEYS[4] pinned hash, KEYS[5] tombs hash (the last two only get the TTL again),
+-- KEYS[6] the user's forgets hash (store/forgets.py; no TTL given)
 -- ARGV[1] version read, ARGV[2] cursor read, ARGV[3] TTL seconds, ARGV[4] new cursor,
 -- ARGV[5] now (epoch ms), ARGV[6] "1" to write the summary, ARGV[7] the summary,
+-- ARGV[8] the conversation's forgets field, ARGV[9] the forget token the job read,
 -- then the number of ids to delete and the ids, then the number of items to add and for each
 -- its id and text.
--- Returns 1 when written, 0 when the version or the cursor changed (nothing written).
+-- Returns 1 when written, 0 when the version or the cursor changed or a forget came after the
+-- job's read (a first extraction reads version and cursor 0, as a forgotten conversation
+-- has them): nothing written.
+"""
+    + FORGOTTEN_LUA
+    + """
+if forgotten(KEYS[6], ARGV[8], ARGV[9]) then return 0 end
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[2], 'cursor') or '0')
 if version ~= tonumber(ARGV[1]) or cursor ~= tonumber(ARGV[2]) then return 0 end
-local i = 8
+local i = 10
 local n_delete = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_delete do redis.call('HDEL', KEYS[3], ARGV[i]); i = i + 1 end
 local n_add = tonumber(ARGV[i]); i = i + 1
@@ -79,9 +89,10 @@ for _ = 1, n_add do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[2], 'cursor', ARGV[4], 'extracted_ms', ARGV[5])
 if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'summary', ARGV[7]) end
-for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+for k = 1, 5 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
 return 1
 """
+)
 
 
 def new_item_id(now_ms: int) -> str:
@@ -129,6 +140,8 @@ class ExtractionCommit:
         add: new memory texts (new ids are given at commit time).
         summary: the new summary; ``None`` keeps the stored one.
         cursor: the seq extracted through.
+        forget_token: the conversation's forget tokens as the job read them
+            (:mod:`litellm_memory_hook.store.forgets`; ``""`` checks nothing).
     """
 
     read_version: int
@@ -137,6 +150,7 @@ class ExtractionCommit:
     add: Sequence[str]
     summary: str | None
     cursor: int
+    forget_token: str = ""
 
 
 def _text(value: bytes | str) -> str:
@@ -230,7 +244,8 @@ class MemorySetStore:
         now_ms: int,
     ) -> bool:
         """Replace memories, summary and cursor atomically, only if the memory set's ``version``
-        and the conversation's ``cursor`` are still those the job read.
+        and the conversation's ``cursor`` are still those the job read, and no forget of the
+        user or the conversation came since (``commit.forget_token``).
 
         One Lua script (:data:`COMMIT`) compares the two field values and writes; all keys are
         in the user's slot. Comparing the values, not WATCHing whole keys, means that turns
@@ -247,6 +262,8 @@ class MemorySetStore:
             now_ms,
             "1" if commit.summary is not None else "0",
             commit.summary or "",
+            conversation.index_member,
+            commit.forget_token,
             len(commit.delete_ids),
             *commit.delete_ids,
             len(commit.add),
@@ -261,6 +278,7 @@ class MemorySetStore:
                     memory.memories,
                     memory.pinned,
                     memory.tombs,
+                    conversation.user_keys.forgets,
                 ],
                 args=args,
             )

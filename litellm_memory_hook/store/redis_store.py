@@ -33,6 +33,7 @@ from litellm_memory_hook.core.bounds import TurnLimits, bound_id, bound_meta_val
 from litellm_memory_hook.core.indexing import stored_terms
 from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.store.forgets import FORGOTTEN_LUA, token_of
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, UserKeys, due_key
 
 if TYPE_CHECKING:
@@ -189,33 +190,38 @@ APPEND_TURNS = (
     """
 -- Append turns to a conversation, idempotently on call_id, updating the recall index.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
--- KEYS[5..] (optional) the user's index set, then the keys of the conversation's memory set
+-- KEYS[5] the user's forgets hash (store/forgets.py)
+-- KEYS[6..] (optional) the user's index set, then the keys of the conversation's memory set
 -- ARGV[1] call_id ("" = no idempotency check)
--- ARGV[2] TTL in seconds, set on every key (KEYS) that exists
+-- ARGV[2] TTL in seconds, set on every key (KEYS but the forgets hash) that exists
 -- ARGV[3] now, epoch ms (meta.updated_ms)
 -- ARGV[4] postings cap per term
--- ARGV[5] number of meta fields written only if absent; then that many field, value pairs
+-- ARGV[5] the conversation's forgets field, ARGV[6] the forget token its request read
+-- ARGV[7] number of meta fields written only if absent; then that many field, value pairs
 -- then: turns to remove first (a regenerate replaces its old reply), as remove_turns reads
 --   them; exactly these seqs go, and only if still stored
 -- then: number of seed turns: the first new turns, written only while the conversation is empty
 --   (a client's own history seeding a new conversation: concurrent first requests seed it once)
 -- then: number of new turns; for each: body (turn JSON without "{"), 1 when indexed
 -- then: their terms, as index_turns reads them (positions in the new turns)
--- then (with KEYS[5]): number of members, then the members added to the user's index set
+-- then (with KEYS[6]): number of members, then the members added to the user's index set
 -- Returns {1, first_seq, last_seq, cursor} when written, {0, seq, seq, cursor} when call_id was
--- already stored; cursor is meta.cursor, the seq extraction has reached (the post-call hook
--- decides whether extraction is due without another round trip).
+-- already stored, {-1, 0, 0, 0} when a forget came after the request's read (nothing written);
+-- cursor is meta.cursor, the seq extraction has reached (the post-call hook decides whether
+-- extraction is due without another round trip).
 """
     + _POSTINGS_LUA
+    + FORGOTTEN_LUA
     + """
+if forgotten(KEYS[5], ARGV[5], ARGV[6]) then return {-1, 0, 0, 0} end
 local call_id = ARGV[1]
 local function cursor() return tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0') end
 if call_id ~= '' then
   local seen = redis.call('HGET', KEYS[3], call_id)
   if seen then return {0, tonumber(seen), tonumber(seen), cursor()} end
 end
-local i = 6
-for _ = 1, tonumber(ARGV[5]) do
+local i = 8
+for _ = 1, tonumber(ARGV[7]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
@@ -237,11 +243,13 @@ end
 i = index_turns(i, seqs, tonumber(ARGV[4]))
 if call_id ~= '' and last > 0 then redis.call('HSET', KEYS[3], call_id, last) end
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
-if #KEYS >= 5 then
+if #KEYS >= 6 then
   local n_members = tonumber(ARGV[i])
-  if n_members > 0 then redis.call('SADD', KEYS[5], unpack(ARGV, i + 1, i + n_members)) end
+  if n_members > 0 then redis.call('SADD', KEYS[6], unpack(ARGV, i + 1, i + n_members)) end
 end
-for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
+for k = 1, #KEYS do
+  if k ~= 5 then redis.call('EXPIRE', KEYS[k], ARGV[2]) end
+end
 return {1, first, last, cursor()}
 """
 )
@@ -268,10 +276,12 @@ BEGIN_WRITE = (
 -- Start a write too large for one script (issue 9 item 7): decide, reserve and mark; the turns
 -- follow in bounded batches (WRITE_TURNS), so no script holds Redis for long.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
+-- KEYS[5] the user's forgets hash (store/forgets.py)
 -- ARGV[1] call_id ("" = no idempotency check)
 -- ARGV[2] progress field of meta ("writing:<call id or token>")
 -- ARGV[3] TTL in seconds, ARGV[4] now, epoch ms
--- ARGV[5] number of meta fields written only if absent; then that many field, value pairs
+-- ARGV[5] the conversation's forgets field, ARGV[6] the forget token its request read
+-- ARGV[7] number of meta fields written only if absent; then that many field, value pairs
 -- then: turns to remove first, as remove_turns reads them
 -- then: number of seed turns, number of turns in all (seed turns first)
 -- The seed is skipped unless the conversation is empty now (seq 0). The seqs of every turn
@@ -280,10 +290,13 @@ BEGIN_WRITE = (
 -- The progress field holds "<first seq> <seed skipped 0|1> <next turn to write>".
 -- Returns {status, first_seq, last_seq, seed_skipped, next}: status 1 = reserved, write turns
 -- from next (0); 2 = this call id's write was begun and not finished: write from next; 0 = this
--- call id is stored already (nothing to do).
+-- call id is stored already (nothing to do); -1 = a forget came after the request's read.
+-- The batches that follow need the progress field, which a forget deletes.
 """
     + _POSTINGS_LUA
+    + FORGOTTEN_LUA
     + """
+if forgotten(KEYS[5], ARGV[5], ARGV[6]) then return {-1, 0, 0, 0, 0} end
 local call_id = ARGV[1]
 if call_id ~= '' then
   local seen = redis.call('HGET', KEYS[3], call_id)
@@ -296,8 +309,8 @@ if call_id ~= '' then
     return {0, tonumber(seen), tonumber(seen), 0, 0}
   end
 end
-local i = 6
-for _ = 1, tonumber(ARGV[5]) do
+local i = 8
+for _ = 1, tonumber(ARGV[7]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
@@ -309,14 +322,14 @@ if n_seed > 0 and tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') > 0 then s
 local count = n_all - skipped * n_seed
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[4])
 if count <= 0 then
-  for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+  for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
   return {1, 0, 0, skipped, 0}
 end
 local last = redis.call('HINCRBY', KEYS[1], 'seq', count)
 local first = last - count + 1
 if call_id ~= '' then redis.call('HSET', KEYS[3], call_id, last) end
 redis.call('HSET', KEYS[1], ARGV[2], first .. ' ' .. skipped .. ' 0')
-for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
 return {1, first, last, skipped, 0}
 """
 )
@@ -440,7 +453,8 @@ return false
 
 @dataclass(frozen=True)
 class AppendResult:
-    """What an append did: ``written`` False means the call id was already stored.
+    """What an append did: ``written`` False means the call id was already stored, or (with
+    ``forgotten``) a forget came in between.
 
     ``cursor`` is the conversation's extraction cursor (meta ``cursor``) as the append found it
     when one script did the write; ``None`` after a batched write (read it with
@@ -451,6 +465,9 @@ class AppendResult:
     first_seq: int
     last_seq: int
     cursor: int | None = None
+    #: nothing was written because a forget of the user or conversation came after the
+    #: request's read (:mod:`litellm_memory_hook.store.forgets`)
+    forgotten: bool = False
 
 
 @dataclass
@@ -637,7 +654,8 @@ class MemoryStore:
             list_chats: also read the user's index (their other conversations).
 
         Returns:
-            The state (meta, newest turns oldest first, pinned, memories) and the postings.
+            The state (meta, newest turns oldest first, pinned, memories, the forget token)
+            and the postings.
         """
 
         def build(pipe: Any) -> None:
@@ -645,6 +663,7 @@ class MemoryStore:
             pipe.zrange(keys.turns, -tail, -1)
             pipe.hgetall(memory.pinned)
             pipe.hgetall(memory.memories)
+            pipe.hmget(keys.user_keys.forgets, list(keys.forget_fields))
             if query_terms:
                 pipe.hmget(keys.postings, list(query_terms))
             if list_chats:
@@ -667,9 +686,10 @@ class MemoryStore:
             tail=turns,
             pinned=_in_field_order(replies[2]),
             memories=_in_field_order(replies[3]),
+            forget_token=token_of(replies[4]),
         )
         postings = Postings(n_docs=int(meta.get("idx_n", "0") or 0))
-        rest = iter(replies[4:])
+        rest = iter(replies[5:])
         if query_terms:
             _add_postings(postings, query_terms, next(rest))
         if list_chats:
@@ -857,6 +877,7 @@ class MemoryStore:
         at_ms: int | None = None,
         seeded: int = 0,
         memory: MemoryKeys | None = None,
+        forget_token: str = "",
     ) -> AppendResult:
         """Append turns, idempotent on ``call_id``: one Lua script, or bounded batches.
 
@@ -894,6 +915,10 @@ class MemoryStore:
                 index; the index and the set get the TTL again), in the same script for a
                 one-script write (one round trip for a request's turn pair), after the last
                 batch otherwise. Nothing is touched when ``call_id`` was already stored.
+            forget_token: the forget token the request's read found
+                (:attr:`ConversationState.forget_token`): when a forget of the user or the
+                conversation came since, nothing is written (``forgotten``); ``""`` checks
+                nothing (a request that ran while Redis could not be read).
 
         Raises:
             StoreError: Redis failed (a batched write may be part-way: append again with the
@@ -910,17 +935,27 @@ class MemoryStore:
             if replace:  # deleted first, in batches (deleting again on a retry changes nothing)
                 await self.delete_turns(keys, replace)
             result = await self._append_batched(
-                keys, items, call_id, [*head, *_removal_args(())], at, seeded
+                keys, items, call_id, [*head, *_removal_args(())], at, seeded, forget_token
             )
             if result.written and memory is not None:
                 await self.touch_user_index(keys, memory)
             return result
         head.extend(_removal_args(replace))
-        args: list[Any] = [call_id, self.ttl_s, at, self.postings_cap, *head, seeded, len(items)]
+        args: list[Any] = [
+            call_id,
+            self.ttl_s,
+            at,
+            self.postings_cap,
+            keys.index_member,
+            forget_token,
+            *head,
+            seeded,
+            len(items),
+        ]
         for item in items:
             args.extend((item.turn.body_json(), 1 if item.terms else 0))
         args.extend(_term_args(items))
-        names = self._script_keys(keys)
+        names = [*self._script_keys(keys), keys.user_keys.forgets]
         if memory is not None:
             names.extend((keys.user_keys.index, *memory.all()))
             args.extend((2, keys.index_member, memory.scope))
@@ -928,6 +963,8 @@ class MemoryStore:
             written, first, last, cursor = await self._append(keys=names, args=args)
         except RedisError as exc:
             raise StoreError(f"append {keys.ref}: {exc}") from exc
+        if int(written) < 0:
+            return AppendResult(False, 0, 0, forgotten=True)
         return AppendResult(bool(written), int(first), int(last), int(cursor))
 
     def _bounded(self, item: IndexedTurn) -> IndexedTurn:
@@ -972,17 +1009,21 @@ class MemoryStore:
         head: Sequence[Any],
         at: int,
         seeded: int,
+        forget_token: str,
     ) -> AppendResult:
         progress = "writing:" + (call_id or "t-" + secrets.token_hex(8))
         names = self._script_keys(keys)
+        token = [keys.index_member, forget_token]
         try:
             status, first, last, skipped, start = (
                 int(x)
                 for x in await self._begin(
-                    keys=names,
-                    args=[call_id, progress, self.ttl_s, at, *head, seeded, len(items)],
+                    keys=[*names, keys.user_keys.forgets],
+                    args=[call_id, progress, self.ttl_s, at, *token, *head, seeded, len(items)],
                 )
             )
+            if status < 0:
+                return AppendResult(False, 0, 0, forgotten=True)
             if status == 0:
                 return AppendResult(False, first, last)
             todo = items[seeded:] if skipped else items

@@ -1,0 +1,249 @@
+"""A forget against writes already under way (fresh-user report: a streamed request running when
+its user was forgotten stored its turn after the forget answered 200; a forget that failed with
+503 threw away the turns waiting in the outage buffer).
+
+Every write whose read came before a forget is refused in Redis (the forget token,
+``store/forgets.py``): a request's turn, a long batched seed, an extraction commit, a turn that
+waited in an outage buffer of any process. A forget that fails gives the buffered turns back.
+Runs on fakeredis, the real Redis and (with ``MEMORY_TEST_CLUSTER=1``) a real Redis Cluster;
+the outage cases on a private redis-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.models import Turn, stored_text
+from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.memory_api import MemoryAPI, MemoryTarget, resolve_target
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.settings import MemorySettings, parse_alias_config
+from litellm_memory_hook.store.keys import ConversationKeys, user_scope
+from litellm_memory_hook.store.redis_store import MemoryStore
+
+from .conftest import ALIASES, Auth, chat_request, make_hook, model_response
+from .redis_servers import RedisServer, free_ports, redis_binaries
+from .test_worker import ScriptedModel, _reply, _worker
+
+
+def _target(hook: MemoryHook, user: str = "u-A", conversation: str | None = None) -> MemoryTarget:
+    return resolve_target(
+        hook.settings,
+        lambda name: parse_alias_config(ALIASES.get(name)),
+        tenant="master",
+        user=user,
+        model="demo",
+        conversation=conversation,
+    )
+
+
+async def _pre(hook: MemoryHook, text: str, call_id: str, **extra: Any) -> dict[str, Any]:
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request(text, call_id=call_id, **extra), "acompletion"
+    )
+    assert data is not None
+    return data
+
+
+async def _post(hook: MemoryHook, data: dict[str, Any], reply: str) -> None:
+    await hook.async_post_call_success_hook(data, Auth(), model_response(reply))
+
+
+async def _texts(client: aioredis.Redis, keys: ConversationKeys) -> list[str]:
+    return [stored_text(json.loads(m)) for m in await client.zrange(keys.turns, 0, -1)]
+
+
+@pytest.mark.parametrize("whole_user", [True, False])
+async def test_a_turn_under_way_when_its_conversation_is_forgotten_is_not_stored(
+    any_redis: aioredis.Redis, prefix: str, whole_user: bool
+) -> None:
+    """The model is still answering when the user (or the conversation) is forgotten: the
+    reply's write is refused, so nothing of the turn, of the index or of the due set is made
+    again; the next request, begun after the forget, is stored as a new conversation."""
+    hook = make_hook(any_redis, prefix)
+    await _post(hook, await _pre(hook, "My PIN is 4512.", "c0"), "Noted.")
+    running = await _pre(hook, "And my password is hunter2.", "c1")
+    target = _target(hook, conversation=None if whole_user else "demo")
+    await MemoryAPI(any_redis, hook.settings).forget(target, whole_user=whole_user)
+    await _post(hook, running, "I will remember that.")
+    keys = target.conversation
+    assert await any_redis.exists(*keys.all()) == 0
+    assert not await any_redis.sismember(keys.user_keys.index, keys.index_member)
+    assert hook.counters["writes_forgotten"] == 1
+    assert hook.counters["turns_stored"] == 2  # the first turn's, before the forget
+    after = await _pre(hook, "Hello again.", "c2")
+    assert "hunter2" not in json.dumps(after["messages"]) and "4512" not in json.dumps(after)
+    await _post(hook, after, "Hi.")
+    assert await _texts(any_redis, keys) == ["Hello again.", "Hi."]
+
+
+async def test_a_conversation_forget_refuses_only_that_conversations_writes(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Forgetting one conversation refuses its write under way, not the write of the user's other
+    conversation running at the same time; a second forget refuses a turn begun between the
+    two."""
+    hook = make_hook(any_redis, prefix)
+    trip = await _pre(hook, "Plan my trip.", "t1", metadata={"conversation_id": "trip"})
+    work = await _pre(hook, "Plan my week.", "w1", metadata={"conversation_id": "work"})
+    api = MemoryAPI(any_redis, hook.settings)
+    await api.forget(_target(hook, conversation="trip"), whole_user=False)
+    await _post(hook, trip, "Where to?")
+    await _post(hook, work, "Busy one.")
+    assert await _texts(any_redis, _target(hook, conversation="trip").conversation) == []
+    work_keys = _target(hook, conversation="work").conversation
+    assert await _texts(any_redis, work_keys) == ["Plan my week.", "Busy one."]
+    between = await _pre(hook, "Add Friday.", "w2", metadata={"conversation_id": "work"})
+    await api.forget(_target(hook), whole_user=True)
+    await _post(hook, between, "Added.")
+    assert await any_redis.exists(*work_keys.all()) == 0
+    assert hook.counters["writes_forgotten"] == 2
+
+
+async def test_a_batched_write_read_before_a_forget_writes_nothing(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A write too large for one script (a long history seeding a conversation) is refused
+    by its begin script, before any seq is reserved."""
+    store = MemoryStore(any_redis, ttl_s=3600, batch_turns=2)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    state, _ = await store.load(keys, keys.user_keys.memory_set("ns:demo"), tail=10)
+    assert state.forget_token == "/"  # read, no forget yet
+    hook = make_hook(any_redis, prefix)
+    await MemoryAPI(any_redis, hook.settings).forget(_target(hook), whole_user=True)
+    turns = [Turn(role="user", text=f"line {i}", ts_ms=1000 + i) for i in range(5)]
+    result = await store.append(
+        keys, indexed_chain(turns), call_id="seed", forget_token=state.forget_token
+    )
+    assert result.forgotten and not result.written
+    assert await any_redis.exists(keys.meta, keys.turns) == 0
+    # read after the forget: written
+    state, _ = await store.load(keys, keys.user_keys.memory_set("ns:demo"), tail=10)
+    result = await store.append(
+        keys, indexed_chain(turns), call_id="seed", forget_token=state.forget_token
+    )
+    assert result.written and (result.first_seq, result.last_seq) == (1, 5)
+
+
+async def test_an_extraction_under_way_when_the_user_is_forgotten_commits_nothing(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A conversation's first extraction reads version 0 and cursor 0, as a forgotten
+    conversation has them: while the model answers, the user is forgotten; the commit is
+    refused, so no memory or summary drawn from the forgotten turns is written."""
+    hook = make_hook(any_redis, prefix)
+    data = await _pre(hook, "I am allergic to peanuts.", "c0", metadata={"memory_flush": True})
+    await _post(hook, data, "Noted.")
+    model = ScriptedModel([_reply(["Allergic to peanuts."], "They talked about peanuts.")])
+    model.gate = asyncio.Event()
+    job = asyncio.create_task(_worker(any_redis, prefix, model).run_due())
+    while not model.calls:
+        await asyncio.sleep(0.01)
+    target = _target(hook)
+    await MemoryAPI(any_redis, hook.settings).forget(target, whole_user=True)
+    model.gate.set()
+    [outcome] = await job
+    assert outcome.status == "discarded"
+    memory = target.conversation.user_keys.memory_set(user_scope("demo"))
+    assert await any_redis.exists(*memory.all(), *target.conversation.all()) == 0
+
+
+# -- the outage buffer -----------------------------------------------------------------------
+
+
+def _private_hook(url: str, prefix: str) -> MemoryHook:
+    return MemoryHook(
+        settings=MemorySettings(
+            key_prefix=prefix, redis_url=url, worker_in_proxy=False, redis_timeout_s=0.3
+        ),
+        alias_lookup=lambda model: ALIASES.get(model),
+    )
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Any:
+    if redis_binaries() is None:
+        pytest.skip("redis-server not installed")
+    [port] = free_ports(1)
+    args = ("--maxmemory-policy", "noeviction", "--appendonly", "yes")  # kept over a restart
+    srv = RedisServer(tmp_path / "redis", port, args).start()
+    yield srv
+    srv.stop()
+
+
+async def test_turns_in_another_processs_buffer_are_refused_after_a_forget(
+    server: RedisServer, prefix: str
+) -> None:
+    """Redis is full (``maxmemory`` just under what it holds): a proxy's turns wait in its
+    outage buffer. The user is forgotten from somewhere else (the CLI, another proxy: this
+    buffer is out of their reach). The full Redis refuses the forget token but takes the
+    deletes, which make room; the token is then set, so the buffered turn is refused, not
+    written into the forgotten user once Redis takes writes."""
+    hook = _private_hook(server.url, prefix)
+    history = [{"role": "user", "content": f"line {i} " + "x" * 3000} for i in range(150)]
+    seed = chat_request("before", call_id="f0")
+    seed["messages"] = [*history, *seed["messages"]]
+    data = await hook.async_pre_call_hook(Auth(), None, seed, "acompletion")
+    await _post(hook, data, "ok")
+    admin = redis.Redis.from_url(server.url)
+    used = int(admin.info("memory")["used_memory"])
+    admin.config_set("maxmemory", used - 20_000)
+    client = aioredis.from_url(server.url)
+    try:
+        await _post(hook, await _pre(hook, "a secret said while Redis was full", "f1"), "ok")
+        assert len(hook.buffer) == 1
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            admin.hset("probe", "a", "b")  # full: writes are refused
+        await client.ping()  # its connection's memory counted before the limit is set again
+        admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) - 20_000)
+        await MemoryAPI(client, hook.settings).forget(_target(hook), whole_user=True)
+        user = _target(hook).conversation.user_keys
+        assert admin.hkeys(user.forgets) == [b"u"]  # set after the deletes made room
+        await hook.drain()
+    finally:
+        admin.config_set("maxmemory", 0)
+        await client.aclose()
+    keys = _target(hook).conversation
+    assert admin.exists(*keys.all()) == 0
+    assert hook.counters["writes_lost"] == 0
+    # refused by its token, or (if it landed between the deletes and the token) deleted again
+    assert hook.counters["writes_forgotten"] + hook.counters["write_retried_ok"] >= 1
+    admin.close()
+    await hook.store.redis.aclose()
+
+
+async def test_a_forget_that_fails_gives_the_buffered_turns_back(
+    server: RedisServer, prefix: str
+) -> None:
+    """Redis is down: the turns wait in the buffer; a forget through this proxy fails (the API
+    answers 503: nothing was forgotten), so the turns stay in the buffer and are written, in
+    order, once Redis is back (before, they were dropped as forgotten)."""
+    hook = _private_hook(server.url, prefix)
+    await _post(hook, await _pre(hook, "before", "g0"), "ok")
+    server.stop()
+    await _post(hook, await _pre(hook, "said while Redis was down", "g1"), "noted")
+    assert len(hook.buffer) == 1
+    target = _target(hook)
+    with pytest.raises(StoreError):
+        async with hook.forgetting(target.conversation, whole_user=True):
+            await MemoryAPI(hook.store.redis, hook.settings).forget(target, whole_user=True)
+    assert len(hook.buffer) == 1 and hook.counters["writes_forgotten"] == 0
+    server.start()
+    await hook.drain()
+    client = aioredis.from_url(server.url)
+    assert await _texts(client, target.conversation) == [
+        "before",
+        "ok",
+        "said while Redis was down",
+        "noted",
+    ]
+    await client.aclose()
+    await hook.store.redis.aclose()
