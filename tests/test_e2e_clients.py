@@ -161,9 +161,14 @@ def test_d02_reasoning_content_is_kept(clients: Clients) -> None:
     assert stored[3]["msg"]["reasoning_content"] == "Tool says 2 C snow."
 
 
-def test_d03_a_prefill_gets_memory_stays_last_and_is_stored(clients: Clients) -> None:
+@pytest.mark.parametrize("between", [[], [{"role": "system", "content": "[Be poetic]"}]])
+def test_d03_a_prefill_gets_memory_stays_last_and_is_stored(
+    clients: Clients, between: list[dict[str, str]]
+) -> None:
     """D03: a request ending with an assistant prefill gets memory and the alias rules, keeps
-    the prefill last, and stores the user turn and the completed reply (prefill + text)."""
+    the prefill last, and stores the user turn and the completed reply (prefill + text); also
+    with the frontend's instructions, a system message, between the user message and the
+    prefill (fresh-user report: that request got no memory and was never stored)."""
     user = _user()
     clients.chat(
         {
@@ -178,14 +183,21 @@ def test_d03_a_prefill_gets_memory_stays_last_and_is_stored(clients: Clients) ->
         "user": user,
         "messages": [
             {"role": "user", "content": "What is my dog called?"},
+            *between,
             {"role": "assistant", "content": "Mira smiles and says:"},
         ],
     }
     assert clients.chat(body).status_code == 200
     seen = clients.received()["messages"]
     assert seen[0]["role"] == "system" and seen[0]["content"].startswith(RULES)
+    assert "<memory_reminder>" in seen[0]["content"]  # memory, and the earlier turn:
+    assert {"role": "user", "content": "My dog is called Pepper."} in seen
     assert seen[-1] == {"role": "assistant", "content": "Mira smiles and says:"}
-    assert seen[-2] == {"role": "user", "content": "What is my dog called?"}
+    assert seen[-2 - len(between) :] == [
+        {"role": "user", "content": "What is my dog called?"},
+        *between,
+        {"role": "assistant", "content": "Mira smiles and says:"},
+    ]
     texts = [t["text"] for t in clients.turns(user)]
     assert texts[-2:] == ["What is my dog called?", "Mira smiles and says: Pepper, of course!"]
 

@@ -99,6 +99,23 @@ def test_split_keeps_order_prefill_and_trailing_system() -> None:
     assert [m["content"] for m in split.new] == ["c", "Mira says:", "be brief"]
     assert split.prefill_text == "Mira says:"
     assert [m["content"] for m in split.new_conversation] == ["c"]
+    # the frontend's instructions between the user message and the prefill, and after it
+    tail = [
+        {"role": "user", "content": "c"},
+        {"role": "system", "content": "[Be poetic]"},
+        {"role": "developer", "content": "[Stay in character]"},
+        {"role": "assistant", "content": "Mira says:"},
+        {"role": "system", "content": "be brief"},
+    ]
+    split = split_request([*messages[:4], *tail])
+    assert [m["content"] for m in split.new] == [m["content"] for m in tail]
+    assert split.prefill == 3 and split.prefill_text == "Mira says:"
+    assert [m["content"] for m in split.new_conversation] == ["c"]
+    # an assistant message after a system message with no user message before: no prefill
+    split = split_request(
+        [{"role": "system", "content": "s"}, {"role": "assistant", "content": "x"}]
+    )
+    assert split.prefill is None and split.new == ()
 
 
 def test_assemble_joins_rules_and_memory_to_the_first_system_message() -> None:

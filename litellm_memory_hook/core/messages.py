@@ -149,9 +149,9 @@ class SplitRequest:
         earlier: the messages between the lead and the new turn (conversation messages, and
             any system / developer message the client placed among them, in place).
         new: the new turn: the trailing user / tool messages (with the assistant ``tool_calls``
-            message they answer, when the turn is a tool result), then an assistant prefill
-            when the client ended with one, then system / developer messages the client placed
-            after the conversation.
+            message they answer, when the turn is a tool result), then, in the client's order,
+            system / developer messages the client placed after the conversation and an
+            assistant prefill when it ended with one.
         prefill: index in ``new`` of the assistant prefill, or ``None``.
     """
 
@@ -192,27 +192,23 @@ def split_request(messages: Sequence[dict[str, Any]]) -> SplitRequest:
     """Split clean messages into the leading system messages, earlier history and the new turn.
 
     Order is the client's: nothing moves. A trailing assistant message without ``tool_calls``
-    right after a user message is a prefill (roleplay frontends end every request with one);
-    system / developer messages after the conversation stay after it, in the new turn.
+    whose nearest earlier message other than system / developer ones is a user message is a
+    prefill (roleplay frontends end every request with one, some with their instructions
+    between the user message and it); system / developer messages after the conversation, before
+    or after a prefill, stay where they are, in the new turn.
     """
     lead_end = 0
     while lead_end < len(messages) and is_system(messages[lead_end]):
         lead_end += 1
     rest = list(messages[lead_end:])
-    end = len(rest)
-    while end > 0 and is_system(rest[end - 1]):
-        end -= 1
+    end = _before_systems(rest, len(rest))
     prefill_at: int | None = None
     last = rest[end - 1] if end > 0 else None
-    if (
-        last is not None
-        and last.get("role") == "assistant"
-        and not last.get("tool_calls")
-        and end > 1
-        and rest[end - 2].get("role") == "user"
-    ):
-        prefill_at = end - 1
-        end -= 1
+    if last is not None and last.get("role") == "assistant" and not last.get("tool_calls"):
+        asked = _before_systems(rest, end - 1)
+        if asked > 0 and rest[asked - 1].get("role") == "user":
+            prefill_at = end - 1
+            end = asked
     cut = end
     while cut > 0 and rest[cut - 1].get("role") in ("user", "tool"):
         cut -= 1
@@ -226,6 +222,13 @@ def split_request(messages: Sequence[dict[str, Any]]) -> SplitRequest:
     new = rest[cut:]
     prefill = None if prefill_at is None else prefill_at - cut
     return SplitRequest(tuple(messages[:lead_end]), tuple(rest[:cut]), tuple(new), prefill)
+
+
+def _before_systems(messages: Sequence[dict[str, Any]], end: int) -> int:
+    """The index after the last message before ``end`` that is not system / developer."""
+    while end > 0 and is_system(messages[end - 1]):
+        end -= 1
+    return end
 
 
 #: longest string kept in any field of a stored message other than its text (characters).
