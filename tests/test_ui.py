@@ -5,6 +5,7 @@ driven by Playwright, no browser download) against a real LiteLLM proxy."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -135,6 +136,44 @@ async def test_preview_is_what_the_hook_sends_and_writes_nothing(
 
 
 @pytest.mark.redis
+@pytest.mark.redis
+async def test_preview_shows_the_turns_waiting_in_the_outage_buffer(
+    hook: MemoryHook, http: httpx.AsyncClient
+) -> None:
+    """A turn answered while Redis refused writes waits in this proxy's outage buffer; the next
+    request has it in its window, and so has the preview (fresh-user report: the preview left
+    it out, though the page promises the next request exactly as the model receives it)."""
+    await chat(hook, "My cat is called Miso.")
+    gate = asyncio.Event()
+    write = hook.buffer._write
+
+    async def held(item: Any) -> None:  # Redis still refuses it
+        await gate.wait()
+        await write(item)
+
+    hook.buffer._write = held
+    hook._trip_breaker()  # the write goes to the buffer, as when Redis is down
+    data = chat_request("I moved to Goa.", user="alice", call_id="b1")
+    data = await hook.async_pre_call_hook(Auth(), None, data, "acompletion") or data
+    await hook.async_post_call_success_hook(data, Auth(), model_response("Goa is lovely."))
+    assert len(hook.buffer) == 1
+    hook._redis_ok()
+    params = {**Q, "message": "Where do I live?"}
+    body = (await http.get("/memory/v1/preview", params=params)).json()
+    window = [m["text"] for m in body["messages"] if m["role"] != "system"]
+    assert window == [
+        "My cat is called Miso.",
+        "Noted.",
+        "I moved to Goa.",
+        "Goa is lovely.",
+        "Where do I live?",
+    ]
+    nxt = chat_request("Where do I live?", user="alice", metadata={"memory_mode": "read_only"})
+    nxt = await hook.async_pre_call_hook(Auth(), None, nxt, "acompletion") or nxt
+    assert [m["message"] for m in body["messages"]] == nxt["messages"]
+    gate.set()
+
+
 async def test_preview_placeholder_and_recall(hook: MemoryHook, http: httpx.AsyncClient) -> None:
     """Without a message the preview uses a placeholder; a message recalls older lines outside
     the window (alias ``tiny``: 4 messages)."""

@@ -551,7 +551,7 @@ class MemoryHook(CustomLogger):
                 data, metadata, who, options, call_id, mode, rules, controls.flush, alias, started
             )
             return
-        buffered, superseded = self._buffered(who.keys)  # before the load: never in neither
+        buffered, superseded = self.buffered_turns(who.keys)  # before the load: never in neither
         try:
             prepared = await prepare(
                 self.store,
@@ -608,7 +608,7 @@ class MemoryHook(CustomLogger):
         plan = plan_with_buffered(
             raw,
             ConversationState(meta={}, tail=[]),
-            self._buffered(who.keys)[0],
+            self.buffered_turns(who.keys)[0],
             now_ms=now_ms(),
             call_id=call_id,
             regenerate_window_s=options.regenerate_window_s,
@@ -663,10 +663,11 @@ class MemoryHook(CustomLogger):
             raise
         self.counters["writes_forgotten"] += len(taken)
 
-    def _buffered(self, keys: ConversationKeys) -> tuple[list[Turn], set[int]]:
+    def buffered_turns(self, keys: ConversationKeys) -> tuple[list[Turn], set[int]]:
         """The turns this proxy holds for the conversation in its outage buffer, oldest first,
         and the seqs of stored turns those writes replace (one pass over at most
-        ``write_buffer_max`` writes while it holds any; at once when it is empty)."""
+        ``write_buffer_max`` writes while it holds any; at once when it is empty). Take them
+        before reading the conversation: a write that lands meanwhile is in one of the two."""
         if self._buffer is None or not self._buffer.active:
             return [], set()
         turns: list[Turn] = []

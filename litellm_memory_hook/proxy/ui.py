@@ -326,12 +326,16 @@ async def preview(
             raise MemoryInputError(f"model {model!r} is not a memory-enabled alias")
         store = hook.store
         options = ContextOptions.for_alias(hook.settings, alias)
+        # the turns this proxy holds for it while Redis refuses writes: the next request has them
+        buffered, superseded = hook.buffered_turns(target.conversation)
         prepared = await prepare(
             store,
             target.conversation,
             target.memory,
             [{"role": "user", "content": text}],
             options,
+            buffered=buffered,
+            superseded=superseded,
         )
         stored = await store.count_turns(target.conversation)
     if prepared is None:
