@@ -9,8 +9,10 @@ answer was lost is not stored twice.
 
 Limits (settings): ``write_buffer_max`` items (the oldest is dropped when a new one would pass
 it) and ``write_buffer_max_age_s`` seconds (an item older than that is dropped instead of
-written). Drops are counted (``writes_lost``) and logged; the buffer lives in one process, so a
-proxy killed during an outage loses what it held.
+written). A dropped write takes with it the later writes of its conversation that go on its
+exchange (tool results answering its call, and so on), which stored alone would leave tool
+results without their call. Drops are counted (``writes_lost``) and logged; the buffer lives in
+one process, so a proxy killed during an outage loses what it held.
 """
 
 from __future__ import annotations
@@ -46,6 +48,19 @@ class PendingWrite:
     partial: bool = False
     queued_at: float = field(default_factory=time.monotonic)
     answered_ms: int = field(default_factory=now_ms)
+
+    @property
+    def conversation(self) -> tuple[str, str]:
+        """``(key prefix, conversation ref)`` of the write."""
+        return str(self.record.get("prefix")), str(self.record.get("ref"))
+
+    @property
+    def goes_on_exchange(self) -> bool:
+        """True when the write starts with tool results: they answer a call that an earlier
+        write of the conversation holds (or Redis does), so they mean nothing without it."""
+        pending = self.record.get("pending") or ()
+        first = pending[0] if pending else None
+        return isinstance(first, dict) and first.get("role") == "tool"
 
 
 class WriteBuffer:
@@ -132,13 +147,9 @@ class WriteBuffer:
     def add(self, item: PendingWrite) -> None:
         """Queue a write and make sure the flusher runs."""
         if len(self._items) >= self.max_items:
-            dropped = self._items.popleft()
-            self._count("writes_lost", 1)
-            logger.error(
-                "memory hook: write buffer full (%d); dropped a turn of %s",
-                self.max_items,
-                dropped.record.get("ref"),
-            )
+            # the oldest not being sent (that one may be stored as we speak)
+            oldest = next(i for i in self._items if i is not self._sending)
+            self._drop(oldest, f"write buffer full ({self.max_items})")
         self._items.append(item)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._flush())
@@ -148,17 +159,10 @@ class WriteBuffer:
         while self._items:
             item = self._items[0]
             if item is self._cancelled:  # dropped (a forget) while it was being sent
-                self._items.popleft()
-                self._cancelled = None
+                self._discard(item)
                 continue
             if time.monotonic() - item.queued_at > self.max_age_s:
-                self._items.popleft()
-                self._count("writes_lost", 1)
-                logger.error(
-                    "memory hook: a turn of %s waited over %.0f s for Redis; dropped",
-                    item.record.get("ref"),
-                    self.max_age_s,
-                )
+                self._drop(item, f"waited over {self.max_age_s:.0f} s for Redis")
                 continue
             failed: MemoryHookError | None = None
             self._sending = item
@@ -167,9 +171,8 @@ class WriteBuffer:
             except MemoryHookError as exc:
                 failed = exc
             except Exception:
-                logger.exception("memory hook: buffered write failed; dropped")
-                self._items.popleft()
-                self._count("writes_lost", 1)
+                logger.exception("memory hook: buffered write failed")
+                self._drop(item, "its write failed unexpectedly")
                 continue
             finally:
                 self._sending = None
@@ -179,11 +182,41 @@ class WriteBuffer:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
                 continue
-            self._items.popleft()
-            if item is self._cancelled:
-                self._cancelled = None
+            self._discard(item)
             self._count("write_retried_ok", 1)
             delay = RETRY_FIRST_S
+
+    def _discard(self, item: PendingWrite) -> None:
+        """Take one write off the queue (written, or dropped by a forget while being sent)."""
+        self._items = deque(i for i in self._items if i is not item)
+        if item is self._cancelled:
+            self._cancelled = None
+
+    def _drop(self, dropped: PendingWrite, reason: str) -> None:
+        """Drop a write, and the later writes of its conversation that go on its exchange
+        (each one's tool results answer the call of the write before; the chain ends at the
+        conversation's next write that starts anew). Counted as ``writes_lost``, logged."""
+        lost = 1
+        chain_of: tuple[str, str] | None = dropped.conversation
+        kept: deque[PendingWrite] = deque()
+        after = False
+        for item in self._items:
+            if item is dropped:
+                after = True
+                continue
+            if after and chain_of is not None and item.conversation == chain_of:
+                if item.goes_on_exchange:  # never the one being sent: that is the oldest
+                    lost += 1
+                    continue
+                chain_of = None  # a new exchange: the rest stands on its own
+            kept.append(item)
+        self._items = kept
+        if dropped is self._cancelled:
+            self._cancelled = None
+        self._count("writes_lost", lost)
+        logger.error(
+            "memory hook: %s; dropped %d write(s) of %s", reason, lost, dropped.conversation[1]
+        )
 
     async def drain(self, timeout_s: float | None = None) -> None:
         """Wait until the queue is written out (or ``timeout_s`` seconds passed)."""

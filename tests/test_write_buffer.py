@@ -1,0 +1,102 @@
+"""The outage buffer's limits (issue 9 item 2) as unit tests: a write that is dropped (too old,
+the buffer full) takes with it the later writes of its conversation that go on its exchange,
+so no tool result is stored without its call (fresh-user report: after a long outage the
+question and the call were dropped and the tool result and the answer stored alone)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from litellm_memory_hook.proxy.write_buffer import PendingWrite, WriteBuffer
+
+
+def _write(ref: str, first_role: str, name: str) -> PendingWrite:
+    record: dict[str, Any] = {
+        "prefix": "mem",
+        "ref": ref,
+        "pending": [{"role": first_role, "text": name}],
+    }
+    return PendingWrite(record, {"role": "assistant", "content": name}, call_id=name)
+
+
+def _buffer(written: list[str], counts: Counter[str], **limits: Any) -> WriteBuffer:
+    async def write(item: PendingWrite) -> None:
+        written.append(item.call_id)
+
+    return WriteBuffer(
+        write,
+        max_items=limits.get("max_items", 100),
+        max_age_s=limits.get("max_age_s", 60.0),
+        count=lambda name, n: counts.update({name: n}),
+    )
+
+
+ORDER = [
+    ("t:u:a", "user", "a1 question, call"),
+    ("t:u:b", "tool", "b1 result of a call Redis holds"),
+    ("t:u:a", "tool", "a2 result, second call"),
+    ("t:u:a", "tool", "a3 result, answer"),
+    ("t:u:a", "user", "a4 next question"),
+    ("t:u:a", "tool", "a5 result"),
+]
+
+
+async def test_a_write_too_old_drops_the_tool_results_that_answer_it() -> None:
+    written: list[str] = []
+    counts: Counter[str] = Counter()
+    buffer = _buffer(written, counts, max_age_s=5.0)
+    items = [_write(*row) for row in ORDER]
+    items[0].queued_at -= 10  # the question and its call waited too long
+    for item in items:
+        buffer._items.append(item)
+    buffer.add(_write("t:u:b", "user", "b2 question"))
+    await buffer.drain(timeout_s=5)
+    assert written == [
+        "b1 result of a call Redis holds",  # another conversation: not touched
+        "a4 next question",  # a new exchange stands on its own, and its results with it
+        "a5 result",
+        "b2 question",
+    ]
+    assert counts["writes_lost"] == 3 and counts["write_retried_ok"] == 4
+
+
+async def test_a_full_buffer_drops_the_oldest_exchange_whole() -> None:
+    written: list[str] = []
+    counts: Counter[str] = Counter()
+    buffer = _buffer(written, counts, max_items=len(ORDER))
+    for item in (_write(*row) for row in ORDER):
+        buffer._items.append(item)  # queued while Redis was down
+    buffer.add(_write("t:u:c", "user", "c1"))
+    assert [i.call_id for i in buffer._items] == [
+        "b1 result of a call Redis holds",
+        "a4 next question",
+        "a5 result",
+        "c1",
+    ]
+    assert counts["writes_lost"] == 3
+    await buffer.drain(timeout_s=5)
+    assert len(written) == 4
+
+
+async def test_the_write_being_sent_is_never_the_one_dropped_for_room() -> None:
+    """The buffer is full while its oldest write is being sent: the next oldest is dropped, and
+    the write sent is taken off the queue once stored (before, the queue's head was taken off:
+    a write never stored)."""
+    gate = asyncio.Event()
+    written: list[str] = []
+    counts: Counter[str] = Counter()
+
+    async def write(item: PendingWrite) -> None:
+        await gate.wait()
+        written.append(item.call_id)
+
+    buffer = WriteBuffer(write, max_items=2, max_age_s=60, count=lambda n, k: counts.update({n: k}))
+    buffer.add(_write("t:u:a", "user", "a1"))
+    buffer.add(_write("t:u:b", "user", "b1"))
+    await asyncio.sleep(0.01)  # a1 is being sent
+    buffer.add(_write("t:u:c", "user", "c1"))
+    gate.set()
+    await buffer.drain(timeout_s=5)
+    assert written == ["a1", "c1"] and counts["writes_lost"] == 1
