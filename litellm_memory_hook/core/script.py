@@ -16,18 +16,34 @@ Rules of :func:`detect_script`:
   otherwise Han letters count as "Han" (Chinese).
 * A script wins when it has at least :data:`MAJORITY` (70 %) of the counted letters; otherwise the
   text is mixed and there is no guess.
-* For Latin, the language is told from Latin words (lower-cased runs of Latin letters, with
-  inner apostrophes): ``h`` words in :data:`HINGLISH_WORDS`, ``e`` in :data:`ENGLISH_WORDS`,
-  ``n`` words in all. Hinglish when ``h >= 1``, ``h >= e`` and ``h >= MARKER_SHARE * n``;
-  otherwise English when ``e >= 1`` and ``e >= MARKER_SHARE * n``; otherwise unknown (e.g.
-  Spanish or French, or too few marker words). Words that are common in both (``to``, ``me``,
-  ``main``, ``the``, ``tab``, ``ok``) are in neither list. Known weakness: Italian
-  ``ho``/``hai`` look Hinglish.
+* For Latin, the language is told from Latin words (lower-cased runs of Latin letters, with inner
+  apostrophes; a right single quotation mark counts as ``'``) by marker words:
+  :data:`ENGLISH_WORDS`, :data:`HINGLISH_WORDS` and, for each other language in
+  :data:`OTHER_LATIN_WORDS` (German, Spanish, French, Portuguese, Italian, Dutch, Indonesian,
+  Turkish, Tagalog, Polish, Scandinavian), that language's common function words. A word listed by
+  several languages (``mein`` German and Hinglish, ``was`` English and German, ``se`` Spanish and
+  Hinglish) counts for each of them. An unlisted word with an apostrophe counts by its elided head
+  and its rest (French ``c'est`` as ``c'`` and ``est``). With ``e`` English and ``h`` Hinglish
+  marker words, ``n`` words in all, and ``o`` the larger of the best other language's count and the
+  number of accented words (a letter outside ASCII: ``müde``, ``está``, ``çok``; capitalised words
+  after the first are taken for names, ``Jürgen``, ``São Paulo``, and not counted): Hinglish when
+  ``h >= 1``, ``h >= e``, ``h > o`` and ``h >= MARKER_SHARE * n``; otherwise English when ``e >=
+  1``, ``e > h``, ``e > o`` and ``e >= MARKER_SHARE * n``; otherwise unknown (``language``
+  ``None``): another language, a tie, or too few marker words. So English or Hinglish must beat
+  every other language's evidence: "Wie alt ist mein Hund?", "Mi perro se llama Toby.", "Was ist
+  das?", "Is het goed?" and "Ho fame" are unknown, and their reminder asks for the same language
+  (:data:`CLAUSE_LATIN_OTHER`). Unknown is the safe outcome: a wrong English or Hinglish label tells
+  the model to switch language. Words common to English and Hinglish (``to``, ``the``, ``main``,
+  ``tab``, ``ok``) are in neither list; ``me`` is in both. Accuracy on
+  ``tests/data/latin_languages.jsonl`` (short chat messages in 15 languages) is checked by
+  ``tests/test_script.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 import regex
@@ -44,6 +60,7 @@ __all__ = [
     "MAJORITY",
     "MARKER_SHARE",
     "MIN_LETTERS",
+    "OTHER_LATIN_WORDS",
     "SCRIPTS",
     "ScriptGuess",
     "detect_script",
@@ -84,7 +101,7 @@ MAJORITY: Final = 0.7
 """Share of the counted letters a script needs to win (0-1)."""
 
 MARKER_SHARE: Final = 0.2
-"""Share of the Latin words that must be marker words of a language (0-1)."""
+"""Share of the Latin words that must be marker words of English or Hinglish (0-1)."""
 
 
 def _word_set(words: str) -> frozenset[str]:
@@ -106,9 +123,15 @@ HINGLISH_WORDS: Final[frozenset[str]] = _word_set(
     dekho dekh bolo bol batao bata
     yaar yar bhai acha accha achha achcha theek thik thoda zyada jyada bahut bohot bahot kuch sab
     koi matlab pata chalo chal samjha samjhe samajh wala wali wale
+    isko usse isse unse iska iski iske inka unko inko tumne maine usne humne aapne kisi kis kuchh
+    karta karti karte karenge karunga karungi karein kijiye dijiye dena dedo sakta sakti sakte
+    hoga hogi honge hona hota hoti hote lagta lagti lage laga chahiye chahie chahta chahti
+    naam kaam baat ghar khana yaad pasand dost saal mahina mahine hafte hafta waqt paise paisa
+    bilkul sach jaldi baad pehle sahi galat agar shayad zaroor wapas andar bahar upar neeche
+    pe tak ab jo ek dono beta beti behen bhaiya didi mummy shaadi raat neend me
     """
 )
-"""Common romanised Hindi function words and very frequent Hinglish words."""
+"""Common romanised Hindi function words and very frequent Hinglish words (lower case)."""
 
 ENGLISH_WORDS: Final[frozenset[str]] = _word_set(
     """
@@ -118,9 +141,145 @@ ENGLISH_WORDS: Final[frozenset[str]] = _word_set(
     had having of in on at for with from by about into over under after before and or but not
     no yes if then than so because just also very really there here i'm it's you're let's
     hello hi hey thanks thank please
+    me him us them mine yours myself yourself i've i'd i'll you've you'll you'd we're we've
+    we'll they're they've isn't aren't wasn't weren't haven't hasn't wouldn't shouldn't
+    couldn't that's what's where's who's there's how's he's she's
+    some any all every each other another more most much many only even still already again too
+    as up down out off away back through between during without until while since though
+    ever never always often sometimes usually maybe
+    get got make made go going went gone take took give gave know knew think thought say said
+    tell told see saw look want need like love feel try find work call ask help remember remind
+    forget mean keep let put show write read send buy pay eat cook live lives moved start learn
+    talk mentioned happened
+    name time today tomorrow yesterday tonight morning night week month year day people thing
+    something anything nothing everything someone good great bad new old last next first best
+    better sure right okay well favorite favourite sorry yeah bye
     """
 )
-"""Common English function words and greetings."""
+"""Common English function words, greetings and very frequent chat words (lower case)."""
+
+OTHER_LATIN_WORDS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
+    {
+        "German": _word_set(
+            """
+            der die das den dem des ein eine einen einem einer eines und oder aber doch ich du er
+            sie es wir ihr mich mir dich dir sich uns euch ihn ihm ihnen mein meine meinen meinem
+            meiner dein deine deinen deinem deiner sein seine ihre ihren unser unsere ist bin bist
+            sind seid war waren wird werden wurde habe hast hat haben hatte hatten kann kannst
+            können muss musst müssen will willst wollen soll sollte möchte möchtest würde nicht
+            kein keine keinen nichts auch noch schon nur sehr so ja nein nach mit von zu zum zur
+            bei für auf aus über unter vor im am ins vom durch ohne gegen um was wer wie wo wann
+            warum wieso welche welcher welches dass wenn weil ob als denn also dann jetzt heute
+            morgen gestern hier dort immer gern gerne mal bitte danke hallo gut viel mehr alles
+            etwas man heißt heisst geht gibt weiß weiss mag machen mache macht
+            """
+        ),
+        "Spanish": _word_set(
+            """
+            el la los las un una unos unas y o pero que de del al en con por para sin sobre entre
+            hasta desde mi mis tu tus su sus nuestro nuestra yo tú él ella nosotros ellos ellas
+            usted ustedes te se le les lo nos es son está están estoy estás soy eres era fue ser
+            estar hay tengo tiene tienes tenemos tienen puedo puede puedes quiero quieres hacer
+            hago hace dónde donde qué cómo como cuándo cuando cuánto cuántos cuántas quién quien
+            cuál cual porque muy más mucho mucha muchos también ya todavía no sí si bien hoy
+            mañana ayer aquí allí ahora siempre nunca algo nada todo todos esto eso este esta ese
+            esa gracias hola favor llama llamo vez tan a me
+            """
+        ),
+        "French": _word_set(
+            """
+            le la les un une des du de au aux et ou mais donc car je tu il elle on nous vous ils
+            elles me te se lui leur moi toi mon ma mes ton ta tes son sa ses notre nos votre vos
+            est es suis sont sommes êtes était été être ai as avons avez ont avait fait faire
+            peux peut veux veut dois doit vais va vas ne pas plus rien jamais que qui quoi quel
+            quelle quels où comment pourquoi quand combien dans en sur sous avec pour par sans
+            chez ce cet cette ces ça ici là oui non très bien aussi encore déjà toujours demain
+            hier merci bonjour salut aujourd'hui
+            c' d' j' l' m' n' qu' s' t' jusqu' lorsqu' puisqu'
+            """
+        ),
+        "Portuguese": _word_set(
+            """
+            o a os as um uma uns umas e ou mas que de do da dos das em no na nos nas num numa
+            por pelo pela para pra com sem sobre eu tu você vocês voce ele ela eles elas nós me
+            te se lhe meu minha meus minhas teu tua seu sua nosso nossa é são está estão estou
+            era foi ser estar tem tenho temos têm tinha há posso pode quero quer fazer faz não
+            nao sim muito muita mais também já ainda bem hoje amanhã ontem aqui ali agora sempre
+            nunca algo nada tudo isso isto esse essa este esta onde como quando quanto quantos
+            quem qual porque obrigado obrigada olá oi chama vai vou
+            """
+        ),
+        "Italian": _word_set(
+            """
+            il lo la i gli le un uno una e ed o ma che di del della dei degli delle da dal dalla
+            in nel nella con su sul sulla per tra fra io tu lui lei noi voi loro mi ti si ci vi
+            ne mio mia miei mie tuo tua suo sua nostro è sono sei siamo era stato stata essere ho
+            hai ha abbiamo avete hanno avere posso puoi può voglio vuoi fare fa non sì più molto
+            anche già ancora bene oggi domani ieri qui qua adesso ora sempre mai qualcosa niente
+            tutto questo questa quello quella cosa dove come quando quanto quanti quante chi
+            quale perché grazie ciao chiama chiamo
+            l' un' dell' nell' sull' all' dall' c' quest' po'
+            """
+        ),
+        "Dutch": _word_set(
+            """
+            de het een en of maar dat die dit deze van in op aan met voor naar bij uit over om te
+            tot door ik je jij u hij zij ze we wij jullie mij me mijn jouw jou zijn haar ons onze
+            hun is ben bent was waren wordt worden heb hebt heeft hebben had kan kun kunt kunnen
+            wil wilt willen moet moeten zal zou niet geen ook nog al wel heel erg zo ja nee wat
+            wie waar wanneer waarom hoe welke er hier daar nu vandaag morgen gisteren altijd
+            nooit iets niets alles dank bedankt hallo hoi graag heet gaat weet gaan
+            """
+        ),
+        "Indonesian": _word_set(
+            """
+            yang dan di ke dari untuk dengan pada dalam ini itu saya aku kamu anda dia kami kita
+            mereka ada adalah tidak nggak gak enggak bukan sudah belum akan bisa mau ingin harus
+            sedang lagi juga saja aja sangat banget apa siapa mana kenapa mengapa bagaimana
+            gimana kapan berapa kalau karena tapi atau sama ya dong sih deh nih tolong terima
+            kasih makasih hari besok kemarin sekarang nama namanya rumah tahun bulan minggu baru
+            tak
+            """
+        ),
+        "Turkish": _word_set(
+            """
+            ve ile bir bu şu o ben sen biz siz onlar beni seni bana sana benim senin onun bizim ne
+            neden nasıl nasil nerede nereye kim hangi kaç kac mı mi mu mü mısın misin musun var
+            yok değil degil evet hayır hayir çok cok daha en gibi için icin ama ya da de ki şey
+            sey her hiç hic bugün bugun yarın yarin dün dun şimdi simdi burada orada teşekkürler
+            tesekkurler teşekkür merhaba lütfen lutfen tamam adı adi adım olarak oldu olur gün
+            sonra önce
+            """
+        ),
+        "Tagalog": _word_set(
+            """
+            ang ng sa mga ako ikaw ka ko mo siya kami tayo sila ito iyan yan yun na ba pa po opo
+            hindi oo ano saan kailan bakit paano sino may wala gusto salamat naman lang talaga din
+            rin kasi pero at kung
+            """
+        ),
+        "Polish": _word_set(
+            """
+            i w z na do nie się to jest jak co czy ale że mam masz ma jestem jesteś mój moja moje
+            ty on ona my wy oni mnie ci go jej dla od po przez tak już jeszcze tylko bardzo gdzie
+            kiedy dlaczego kto który dziękuję proszę cześć dzisiaj jutro wczoraj
+            """
+        ),
+        "Scandinavian": _word_set(
+            """
+            och og jag jeg du han hon hun vi de det den är er var har hade inte ikke en ett et
+            min mitt mina din ditt sin på av för for med till til om som vad hva hvad hur
+            hvordan när når vem hvem kan ska skal vill vil måste må också også tack takk tak hej
+            hei idag
+            """
+        ),
+    }
+)
+"""Common function words of other languages written in Latin letters, by language (lower case).
+
+Evidence against English and Hinglish: many short Hinglish marker words are also common words
+of these languages (``mein`` German, ``se`` Spanish, ``hai`` Italian, ``na`` Tagalog/Polish),
+and many English ones too (``was``, ``is``, ``in``, ``die``)."""
 
 CLAUSE_KNOWN: Final = "Their last message is in {label}, so write your reply in {label}."
 """Clause for a detected script (and for English); ``{label}`` is :attr:`ScriptGuess.label`."""
@@ -203,16 +362,84 @@ class ScriptGuess:
         return _LABELS.get(self.script, self.script)
 
 
+_MARKER_WORDS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
+    {ENGLISH: ENGLISH_WORDS, HINGLISH: HINGLISH_WORDS, **OTHER_LATIN_WORDS}
+)
+_MARKER_LANGUAGES: Final[tuple[str, ...]] = tuple(_MARKER_WORDS)
+_ENGLISH_INDEX: Final = _MARKER_LANGUAGES.index(ENGLISH)
+_HINGLISH_INDEX: Final = _MARKER_LANGUAGES.index(HINGLISH)
+_FIELD_BITS: Final = 32
+"""Width of one language's counter in a packed tally (no message has 2**32 words)."""
+_FIELD_MASK: Final = (1 << _FIELD_BITS) - 1
+
+
+def _packed_word_tallies() -> dict[str, int]:
+    """Each marker word's tally: 1 in the counter field of every language listing it.
+
+    A message's per-language counts are then the plain sum of its words' tallies, one counter
+    of :data:`_FIELD_BITS` bits per language in :data:`_MARKER_LANGUAGES` order.
+    """
+    table: dict[str, int] = {}
+    for index, language in enumerate(_MARKER_LANGUAGES):
+        for word in _MARKER_WORDS[language]:
+            table[word] = table.get(word, 0) + (1 << (_FIELD_BITS * index))
+    return table
+
+
+_WORD_TALLIES: Final[dict[str, int]] = _packed_word_tallies()
+
+
+def _word_tally(word: str) -> int:
+    """Packed tally of a lower-cased word; for an unlisted word with an apostrophe (French
+    ``c'est``, Italian ``sull'autunno``) that of its elided head (``c'``) plus its rest
+    (``est``)."""
+    tally = _WORD_TALLIES.get(word, 0)
+    if tally or "'" not in word:
+        return tally
+    head, _, rest = word.partition("'")
+    return _WORD_TALLIES.get(head + "'", 0) + _WORD_TALLIES.get(rest, 0)
+
+
+_OTHER_SHIFTS: Final[tuple[int, ...]] = tuple(
+    _FIELD_BITS * index
+    for index in range(len(_MARKER_LANGUAGES))
+    if index not in (_ENGLISH_INDEX, _HINGLISH_INDEX)
+)
+
+
+def _accented_words(words: list[str]) -> int:
+    """Words with a letter outside ASCII (``müde``, ``está``, ``çok``), except capitalised ones
+    after the first word (names such as ``Jürgen``, ``São Paulo``)."""
+    return sum(
+        not word.isascii() and (position == 0 or not word[0].isupper())
+        for position, word in enumerate(words)
+    )
+
+
 def _latin_language(text: str) -> str | None:
-    words = [str(word).lower().replace("\u2019", "'") for word in _LATIN_WORD.findall(text)]
+    """:data:`ENGLISH`, :data:`HINGLISH` or ``None`` for Latin text (rules in the module
+    docstring)."""
+    text = text.replace("\u2019", "'")
+    accented = 0
+    words: list[str]
+    if text.isascii():
+        words = _LATIN_WORD.findall(text.lower())
+    else:
+        # Lower-cased word by word: lower-casing the text first splits a word at a letter
+        # whose lower case gains a combining mark (Turkish "İ" becomes "i" + U+0307).
+        as_written: list[str] = _LATIN_WORD.findall(text)
+        words = [word.lower() for word in as_written]
+        accented = _accented_words(as_written)
     if not words:
         return None
-    hindi = sum(word in HINGLISH_WORDS for word in words)
-    english = sum(word in ENGLISH_WORDS for word in words)
+    total = sum(map(_word_tally, words))
+    english = (total >> (_FIELD_BITS * _ENGLISH_INDEX)) & _FIELD_MASK
+    hindi = (total >> (_FIELD_BITS * _HINGLISH_INDEX)) & _FIELD_MASK
+    other = max(accented, *((total >> shift) & _FIELD_MASK for shift in _OTHER_SHIFTS))
     needed = MARKER_SHARE * len(words)
-    if hindi >= 1 and hindi >= english and hindi >= needed:
+    if hindi >= 1 and hindi >= english and hindi > other and hindi >= needed:
         return HINGLISH
-    if english >= 1 and english >= needed:
+    if english >= 1 and english > hindi and english > other and english >= needed:
         return ENGLISH
     return None
 
