@@ -331,16 +331,28 @@ def _time_label(ts_ms: int, timezone: str | None) -> str:
     return f"{moment:%Y-%m-%d %H:%M} {_offset_label(offset)}"
 
 
+#: characters of a client-given label part (a chat id, a speaker's name) that would end the part
+#: early or the label: replaced, so the label keeps its shape (``[time, other chat "id"] name:``).
+_LABEL_TABLE = str.maketrans({'"': "'", "[": "(", "]": ")", ":": ";"})
+
+
+def _label_part(text: str) -> str:
+    """A chat id or a speaker's name as shown in a recalled line's label: escaped as data, and
+    the characters that delimit the label's parts replaced (a chat id ``x"] user`` cannot end
+    the label and put words before the speaker)."""
+    return escape_data(text).translate(_LABEL_TABLE)
+
+
 def _earlier_item(line: EarlierLine, timezone: str | None) -> str:
     """One ``<earlier_lines>`` item without its bullet; ``""`` when the text escapes to nothing."""
     text = escape_data(line.text)
     if not text:
         return ""
     label = time_label(line.ts_ms, timezone)
-    chat = escape_data(line.chat)[:CHAT_LABEL_CHARS].strip() if line.chat else ""
+    chat = _label_part(line.chat)[:CHAT_LABEL_CHARS].strip() if line.chat else ""
     if chat:
         label += f', other chat "{chat}"'
-    speaker = escape_data(line.speaker)
+    speaker = _label_part(line.speaker)
     return f"[{label}] {speaker}: {text}" if speaker else f"[{label}] {text}"
 
 
