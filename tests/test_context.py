@@ -55,6 +55,34 @@ def test_the_clients_edit_wins_over_the_stored_copy() -> None:
     assert [t.seq for t in plan.replace] == [1, 2]
 
 
+def test_a_repair_keeps_the_times_the_messages_were_said() -> None:
+    """A whole-history client's request repairs the store (a regenerate made while Redis could
+    not be read was stored as a new turn: B, b1, B, b2; the client shows B, b2): the turns it
+    stores again keep the times they were said, never before the turn they follow; its edited
+    message and the new one are said now (fresh-user report: every turn after the first
+    difference was stamped with the time of the repair)."""
+    said = [("user", "Q"), ("assistant", "A"), ("user", "B"), ("assistant", "b1")]
+    said += [("user", "B"), ("assistant", "b2")]
+    tail = [
+        Turn(role=r, text=t, ts_ms=NOW - 60_000 + i * 1000, seq=i + 1)
+        for i, (r, t) in enumerate(said)
+    ]
+    state = ConversationState(meta={"seq": "6"}, tail=tail)
+    client = [_user("Q"), _assistant("A"), _user("B"), _assistant("b2"), _user("C")]
+    plan = plan_turn(client, state, now_ms=NOW)
+    assert plan is not None and [t.seq for t in plan.replace] == [4, 5, 6]
+    assert [(t.text, t.ts_ms) for t in plan.pending] == [("b2", NOW - 55_000), ("C", NOW)]
+    # an edit: the edited message is said now, and what follows it never before it
+    client = [_user("Q"), _assistant("A"), _user("B, edited"), _assistant("b1"), _user("C")]
+    plan = plan_turn(client, state, now_ms=NOW)
+    assert plan is not None
+    assert [(t.text, t.ts_ms) for t in plan.pending] == [
+        ("B, edited", NOW),
+        ("b1", NOW),
+        ("C", NOW),
+    ]
+
+
 def test_new_message_only_client() -> None:
     """A client that sends only the new message gets the stored history."""
     plan = plan_turn([_user("c")], _state(("user", "a"), ("assistant", "b")), now_ms=NOW)

@@ -472,6 +472,8 @@ def _plan_whole_history(
             call_id=call_id,
             max_chars=max_chars,
         )
+        if alignment.stored_at < len(stored):
+            rewritten = _keep_times(rewritten, stored[: alignment.stored_at], tail)
         pending = [*rewritten, *new_turns]
         if alignment.stored_at == len(stored):
             # after all of it: a partial reply stored after the matched turns (a stream the
@@ -514,6 +516,30 @@ def _plan_whole_history(
         return plan(new_turns, (), tail[-1].text if tail else "")
     before = [t for t in stored if not from_seq or t.seq < from_seq]
     return plan(pending, replace, before[-1].text if before else "")
+
+
+def _keep_times(
+    rewritten: Sequence[Turn], kept: Sequence[Turn], tail: Sequence[Turn]
+) -> list[Turn]:
+    """The client's messages that take the place of stored turns, each said when the stored
+    turn with the same role and text was (the first not taken yet, of those after ``kept``),
+    never earlier than the message before it: the store's repair of an edit or a branch keeps
+    the times the messages were said, which dated recall reads (fresh-user report: every turn
+    after the first difference was stamped with the time of the repair). A message with no
+    such turn keeps its time (now)."""
+    after = kept[-1].seq if kept else 0
+    said: dict[tuple[str, str], list[int]] = {}
+    for turn in tail:
+        if turn.seq > after and not turn.partial:
+            said.setdefault((turn.role, turn.text), []).append(turn.ts_ms)
+    floor = kept[-1].ts_ms if kept else 0
+    out: list[Turn] = []
+    for turn in rewritten:
+        times = said.get((turn.role, turn.text))
+        ts = times.pop(0) if times else turn.ts_ms
+        floor = max(floor, min(ts, turn.ts_ms))
+        out.append(dc_replace(turn, ts_ms=floor) if floor != turn.ts_ms else turn)
+    return out
 
 
 def _answered_call(new: Sequence[Message], tail: Sequence[Turn]) -> Message | None:
