@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import (
@@ -188,8 +189,7 @@ class MemorySettings(BaseSettings):
         # (a URL may hold a password)
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(
-                "redis_url must start with redis://, rediss:// or unix:// "
-                "(e.g. redis://127.0.0.1:6379/0)"
+                "must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)"
             )
         return value
 
@@ -202,7 +202,7 @@ class MemorySettings(BaseSettings):
             try:
                 regex.compile(pattern)
             except regex.error as exc:
-                raise ValueError(f"side_request_patterns: bad pattern {pattern!r}: {exc}") from exc
+                raise ValueError(f"bad pattern {pattern!r}: {exc}") from exc
         return value
 
     @property
@@ -284,6 +284,73 @@ def shadowed_env(callback_settings: dict[str, Any] | None) -> list[str]:
     return sorted(name for name in names if name in present)
 
 
+#: settings whose value an error message does not repeat (a URL may hold a password).
+_UNSHOWN_VALUES = frozenset({"redis_url", "extraction_api_key", "extraction_base_url"})
+
+
+def _shown_value(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def describe_invalid(exc: ValidationError, name: Callable[[tuple[str | int, ...]], str]) -> str:
+    """A validation error of the settings or of an alias block on one line, one clause per
+    problem: ``invalid setting NAME ('abc'): Input should be a valid integer``, several joined
+    by ``; `` after ``invalid settings:``. ``name`` turns an error's location into what the
+    operator wrote (a config key or an environment variable). Values of :data:`_UNSHOWN_VALUES`
+    are not repeated."""
+    problems = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        where = name(loc)
+        if error["type"] == "extra_forbidden":
+            problems.append(f"{where}: not a known setting")
+            continue
+        message = " ".join(str(error["msg"]).removeprefix("Value error, ").split())
+        field = str(loc[0]).lower().removeprefix(ENV_PREFIX.lower()) if loc else ""
+        hidden = field in _UNSHOWN_VALUES
+        shown = "" if hidden or error["type"] == "missing" else f" ({_shown_value(error['input'])})"
+        problems.append(f"{where}{shown}: {message}")
+    if len(problems) == 1:
+        return f"invalid setting {problems[0]}"
+    return "invalid settings: " + "; ".join(problems)
+
+
+def _suffix(loc: tuple[str | int, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    return _suffix(loc).removeprefix(".")
+
+
+def _env_value_set(name: str) -> bool:
+    return any(key.upper() == name for key in os.environ)
+
+
+def _settings_source(section: Mapping[str, Any]) -> Callable[[tuple[str | int, ...]], str]:
+    """Where a global setting came from: ``callback_settings.memory.KEY`` when the file sets it,
+    else its environment variable (``LITELLM_MEMORY_<NAME>``; ``REDIS_URL`` for a ``redis_url``
+    that only it sets)."""
+
+    def name(loc: tuple[str | int, ...]) -> str:
+        if not loc:
+            return "callback_settings.memory"
+        key, rest = str(loc[0]), loc[1:]
+        if key in section:
+            return "callback_settings.memory." + _dotted(loc)
+        if key.upper().startswith(ENV_PREFIX):  # an alias that names the variable itself
+            return key.upper() + _suffix(rest)
+        if key.lower() not in MemorySettings.model_fields:
+            return "callback_settings.memory." + _dotted(loc)
+        variable = f"{ENV_PREFIX}{key}".upper()
+        if key.lower() == "redis_url" and not _env_value_set(variable):
+            variable = "REDIS_URL"
+        return variable + _suffix(rest)
+
+    return name
+
+
 def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySettings:
     """Build the global settings from ``callback_settings['memory']`` and the environment.
 
@@ -293,7 +360,9 @@ def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySett
 
     Raises:
         ConfigError: unknown keys (in the section or as ``LITELLM_MEMORY_*`` environment
-            variables) or invalid values, with pydantic's message.
+            variables) or invalid values: one line naming each bad setting as the operator set
+            it (``callback_settings.memory.KEY`` or the environment variable), its value and
+            what is expected (:func:`describe_invalid`).
     """
     section = (callback_settings or {}).get("memory") or {}
     if not isinstance(section, dict):
@@ -307,8 +376,7 @@ def load_settings(callback_settings: dict[str, Any] | None = None) -> MemorySett
     try:
         return MemorySettings(**section)
     except ValidationError as exc:
-        sources = "callback_settings.memory, LITELLM_MEMORY_* variables"
-        raise ConfigError(f"invalid memory settings ({sources}): {exc}") from exc
+        raise ConfigError(describe_invalid(exc, _settings_source(section))) from exc
 
 
 def parse_alias_config(model_info: dict[str, Any] | None) -> AliasMemoryConfig | None:
@@ -329,5 +397,7 @@ def parse_alias_config(model_info: dict[str, Any] | None) -> AliasMemoryConfig |
     try:
         config = AliasMemoryConfig(**raw)
     except ValidationError as exc:
-        raise ConfigError(f"invalid model_info.memory: {exc}") from exc
+        raise ConfigError(
+            describe_invalid(exc, lambda loc: _dotted(("model_info", "memory", *loc)))
+        ) from exc
     return config if config.enabled else None

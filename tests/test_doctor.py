@@ -285,3 +285,27 @@ def test_doctor_names_environment_variables_the_file_overrides(
     assert shadowed_env(section) == ["LITELLM_MEMORY_KEY_PREFIX"]
     settings = load_settings(section)
     assert (settings.key_prefix, settings.recall_k) == ("mem", 6)
+
+
+def test_doctor_checks_the_ports_serve_would_take(tmp_path: Path) -> None:
+    """doctor checked the stand-in port its config's api_base names (4010) whatever port serve
+    was given: it takes --standin-port as serve does (0: no stand-in, no check)."""
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        taken = blocker.getsockname()[1]
+        proxy = str(free_port())
+        args = ("--port", proxy, "--data-dir", str(tmp_path))
+        _, checks, ordered = doctor(*args, "--standin-port", str(taken))
+        assert [c["name"] for c in ordered].count("stand-in port") == 1
+        assert checks["stand-in port"]["status"] == "warn"
+        assert f"127.0.0.1:{taken} already in use" in checks["stand-in port"]["detail"]
+        free = free_port()
+        _, checks, _ = doctor(*args, "--standin-port", str(free))
+        assert checks["stand-in port"] == {
+            "name": "stand-in port",
+            "status": "ok",
+            "detail": f"127.0.0.1:{free} free",
+        }
+        _, checks, _ = doctor(*args, "--standin-port", "0")
+        assert "stand-in port" not in checks and checks["proxy port"]["status"] == "ok"

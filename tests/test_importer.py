@@ -240,3 +240,78 @@ def test_cli_import_of_an_undated_jsonl_twice_adds_nothing(
         assert len(turns) == 1 and client.zcard(turns[0]) == 3
     finally:
         client.close()
+
+
+def test_jsonl_lines_that_cannot_be_turns_refuse_the_file(tmp_path: Path) -> None:
+    """A misspelt or missing role, content that is not text, a line that is not a message, a bad
+    ts: the reader dropped such lines without a word (the ts stopped the read, without its line
+    number). Now the file is refused, naming the first three and how many more."""
+    from litellm_memory_hook.errors import DatasetError
+
+    path = tmp_path / "chat.jsonl"
+    _write_jsonl(
+        path,
+        [
+            {"role": "User", "content": "capital U"},
+            {"role": "user", "content": {"text": "an object"}},
+            [1, 2],  # type: ignore[list-item]
+            {"role": "user", "content": "fine"},
+            {"role": "user", "content": "bad time", "ts": "yesterday"},
+        ],
+    )
+    with pytest.raises(DatasetError) as info:
+        load_jsonl(path)
+    assert str(info.value) == (
+        f'{path}: 4 lines cannot be imported: line 1: unknown role "User" (user or assistant); '
+        'line 2: content is an object ({"text": "an object"}), not text or a list of parts; '
+        "line 3: a list ([1, 2]) is not a message object; and 1 more; fix or remove them "
+        "(nothing was imported)"
+    )
+
+
+def test_jsonl_lines_left_out_on_purpose_are_listed(tmp_path: Path) -> None:
+    """System, developer, tool and function messages and messages without text are not turns:
+    left out, and listed with their line and reason for the importer to report."""
+    path = tmp_path / "chat.jsonl"
+    _write_jsonl(
+        path,
+        [
+            {"role": "system", "content": "rules"},
+            _msg("user", "hi"),
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+            {"role": "tool", "content": "42"},
+            {"role": "assistant", "content": "\u200b "},
+            {"role": "user"},
+            _msg("assistant", "hello"),
+        ],
+    )
+    history = load_jsonl(path)
+    assert [(line.role, line.text, line.line_id) for line in history.lines] == [
+        ("user", "hi", "L2"),
+        ("assistant", "hello", "L7"),
+    ]
+    assert [(s.where, s.reason) for s in history.skipped] == [
+        ("line 1", "system message"),
+        ("line 3", "tool calls, no text"),
+        ("line 4", "tool message"),
+        ("line 5", "no text"),
+        ("line 6", "no text"),
+    ]
+
+
+def test_a_jsonl_file_that_is_not_utf8_names_the_line_and_offset(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 raised UnicodeDecodeError (the CLI's unexpected-error path):
+    a DatasetError naming the file, the byte, its offset and line. A leading BOM is fine."""
+    from litellm_memory_hook.errors import DatasetError
+
+    path = tmp_path / "chat.jsonl"
+    good = '\ufeff{"role": "user", "content": "hi"}\n\n'.encode()
+    path.write_bytes(good + b'{"role": "assistant", "content": "ol\xe1"}\n')
+    with pytest.raises(DatasetError) as info:
+        load_jsonl(path)
+    offset = len(good) + len(b'{"role": "assistant", "content": "ol')
+    assert str(info.value) == (
+        f"{path} is not UTF-8 text: byte 0xE1 at offset {offset} (line 3); save the file as UTF-8"
+    )
+    path.write_bytes(good)
+    assert [line.text for line in load_jsonl(path).lines] == ["hi"]

@@ -75,3 +75,84 @@ def test_a_redis_url_without_a_scheme_is_a_config_error(monkeypatch: pytest.Monk
     for url in ("redis://h:1/0", "rediss://:pw@h:1/0", "unix:///tmp/r.sock"):
         monkeypatch.setenv("LITELLM_MEMORY_REDIS_URL", url)
         assert MemorySettings().redis_url == url
+
+
+def test_a_bad_value_is_one_line_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pydantic's dump (4 lines: "1 validation error for MemorySettings", the field, the message,
+    "For further information visit ...") is one line per problem's clause: the setting as the
+    operator wrote it (environment variable or file key), its value, what is expected."""
+    monkeypatch.setenv("LITELLM_MEMORY_RECALL_K", "abc")
+    with pytest.raises(ConfigError) as info:
+        load_settings({"memory": {"recent_chars": 5}})
+    assert str(info.value) == (
+        "invalid settings: callback_settings.memory.recent_chars (5): Input should be greater "
+        "than or equal to 200; LITELLM_MEMORY_RECALL_K ('abc'): Input should be a valid "
+        "integer, unable to parse string as an integer"
+    )
+    monkeypatch.delenv("LITELLM_MEMORY_RECALL_K")
+    with pytest.raises(ConfigError) as info:
+        load_settings({"memory": {"recent_char": 100}})
+    assert str(info.value) == (
+        "invalid setting callback_settings.memory.recent_char: not a known setting"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings({"memory": {"side_request_patterns": ["("]}})
+    assert str(info.value).startswith(
+        "invalid setting callback_settings.memory.side_request_patterns (['(']): bad pattern '('"
+    )
+
+
+def test_a_bad_redis_url_is_named_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Redis URL may hold a password: the message names the variable that set it, not the
+    value."""
+    monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", "secret:pw@host")
+    with pytest.raises(ConfigError) as info:
+        load_settings({})
+    assert str(info.value) == (
+        "invalid setting REDIS_URL: must start with redis://, rediss:// or unix:// "
+        "(e.g. redis://127.0.0.1:6379/0)"
+    )
+    monkeypatch.setenv("LITELLM_MEMORY_REDIS_URL", "other:pw@host")
+    with pytest.raises(ConfigError) as info:
+        load_settings({})
+    assert str(info.value).startswith("invalid setting LITELLM_MEMORY_REDIS_URL: must start")
+    assert "pw" not in str(info.value)
+
+
+def test_a_bad_alias_block_is_one_line() -> None:
+    """model_info.memory problems are named by their path in the block, on one line."""
+    with pytest.raises(ConfigError) as info:
+        parse_alias_config({"memory": {"recall_k": "x", "wording": {"reminder": 3}}})
+    assert str(info.value) == (
+        "invalid settings: model_info.memory.recall_k ('x'): Input should be a valid integer, "
+        "unable to parse string as an integer; model_info.memory.wording.reminder (3): Input "
+        "should be a valid string"
+    )
+
+
+async def test_the_proxy_logs_a_bad_setting_on_one_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The proxy reads its settings at the first memory request: with a bad one it passes the
+    request through and logs one line naming the setting (pydantic's dump before)."""
+    import logging
+
+    import litellm
+
+    from litellm_memory_hook.proxy.hook import MemoryHook
+
+    from .conftest import ALIASES, Auth, chat_request
+
+    monkeypatch.setattr(litellm, "callback_settings", {"memory": {}}, raising=False)
+    monkeypatch.setenv("LITELLM_MEMORY_RECALL_K", "abc")
+    hook = MemoryHook(alias_lookup=lambda model: ALIASES.get(model))
+    data = chat_request()
+    with caplog.at_level(logging.ERROR, logger="litellm_memory_hook"):
+        out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is data and hook.counters["config_errors"] == 1
+    [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert record.getMessage() == (
+        "memory hook: bad configuration for 'demo': invalid setting LITELLM_MEMORY_RECALL_K "
+        "('abc'): Input should be a valid integer, unable to parse string as an integer"
+    )

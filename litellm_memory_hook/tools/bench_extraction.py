@@ -89,7 +89,9 @@ from rich.table import Table
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES
+from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.extraction.parse import fact_key
+from litellm_memory_hook.files import read_utf8
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
 from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
 from litellm_memory_hook.tools.datasets import History, HistoryLine, load_locomo
@@ -619,8 +621,9 @@ def derive_config(
 
     Raises:
         ValueError: ``model`` is not an alias of ``source`` with memory enabled.
+        ConfigError: ``source`` cannot be read or is not UTF-8.
     """
-    config = yaml.safe_load(source.read_text(encoding="utf-8"))
+    config = yaml.safe_load(read_utf8(source, ConfigError))
     found = False
     for entry in config.get("model_list") or ():
         params = entry.get("litellm_params") or {}

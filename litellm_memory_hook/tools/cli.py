@@ -23,7 +23,7 @@ from rich.text import Text
 
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.proxy.identity import Identity
-from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.settings import MemorySettings, load_settings
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
     conversation_scope,
@@ -37,7 +37,12 @@ from litellm_memory_hook.tools.cli_common import (
     DataDirOption,
     console,
 )
-from litellm_memory_hook.tools.datasets import History, load_jsonl, load_locomo
+from litellm_memory_hook.tools.datasets import (
+    History,
+    load_jsonl,
+    load_locomo,
+    skipped_summary,
+)
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 app = typer.Typer(help="Long memory for chat models behind a LiteLLM proxy.", no_args_is_help=True)
@@ -52,6 +57,16 @@ BENCH_REDIS_HELP = (
 def _fail(message: str) -> typer.Exit:
     """One line on stderr, exit code 2 (:func:`litellm_memory_hook.tools.cli_ops.fail`)."""
     return cli_ops.fail(message)
+
+
+def _env_redis_url() -> str:
+    """The Redis URL the environment configures (``LITELLM_MEMORY_REDIS_URL``, else
+    ``REDIS_URL``, else the default), or exit with one line when a ``LITELLM_MEMORY_*``
+    variable is unknown or invalid."""
+    try:
+        return load_settings().redis_url
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
 
 
 def _load_config(path: Path) -> ProxyConfig:
@@ -275,7 +290,9 @@ def import_command(
 ) -> None:
     """Bulk-load a chat history for USER, or write an export back (--format export).
 
-    History: lines already stored are skipped; --fresh replaces the conversation.
+    History: lines already stored are skipped; --fresh replaces the conversation. System and
+    tool messages and messages without text are left out (listed on stderr); a line that cannot
+    be a turn (an unknown or missing role, content that is not text) refuses the file.
 
     Export: written back exactly (seqs, memory ids, summaries); refused over data unless --fresh.
 
@@ -285,6 +302,7 @@ def import_command(
     """
     from litellm_memory_hook.store.queue import ExtractionQueue
     from litellm_memory_hook.tools.cli_ops import (
+        err_console,
         fail,
         import_export_file,
         progress_bar,
@@ -293,6 +311,7 @@ def import_command(
     from litellm_memory_hook.tools.importer import (
         delete_conversation,
         import_lines,
+        importable,
         schedule_import,
     )
 
@@ -311,22 +330,25 @@ def import_command(
     if not user:
         raise fail(f"--user is required with --format {fmt}")
     proxy_config = _load_config(config)
-    history = _read_history(file, fmt, sample_id)
+    lines, skipped = importable(_read_history(file, fmt, sample_id))
+    if not lines:
+        what = f", {skipped_summary(skipped)}" if skipped else " (no lines)"
+        raise fail(f"{file}: nothing to import{what}")
     who = _identity(proxy_config, model, user, conversation, tenant or MASTER_TENANT)
+    if skipped:
+        err_console.print(f"{file}: {skipped_summary(skipped)}", soft_wrap=True, highlight=False)
 
     async def run() -> Any:
         redis = _redis_client(proxy_config.settings, data_dir, create=True)
         try:
-            with progress_bar("lines", len(history.lines)) as update:
-                store = progress_store(
-                    redis, proxy_config.settings.retention_s, len(history.lines), update
-                )
+            with progress_bar("lines", len(lines)) as update:
+                store = progress_store(redis, proxy_config.settings.retention_s, len(lines), update)
                 if fresh:
                     await delete_conversation(store, who)
                 result = await import_lines(
-                    store, who, history.lines, max_chars=proxy_config.settings.stored_text_chars
+                    store, who, lines, max_chars=proxy_config.settings.stored_text_chars
                 )
-                update(len(history.lines), len(history.lines))
+                update(len(lines), len(lines))
             queue = ExtractionQueue(redis, proxy_config.settings.key_prefix)
             await schedule_import(queue, who, result)
             return result
@@ -341,7 +363,7 @@ def import_command(
         raise fail(f"embedded Redis in {data_dir}/: {exc}") from exc
     except MemoryHookError as exc:
         raise fail(str(exc)) from exc
-    if result.turns == 0 and history.lines:
+    if result.turns == 0 and lines:
         console.print(f"nothing new: these lines are already in {who.keys.turns}")
         return
     console.print(
@@ -511,7 +533,7 @@ def bench_latency(
     from litellm_memory_hook.tools.bench import latency_rows_json, run_latency_sync
     from litellm_memory_hook.tools.plots import write_latency_plots
 
-    url = redis_url or MemorySettings().redis_url
+    url = redis_url or _env_redis_url()
     try:
         size_list = [int(s) for s in sizes.split(",") if s.strip()]
     except ValueError as exc:
@@ -628,7 +650,7 @@ def bench_recall(
         min_share=base.min_share if min_share is None else min_share,
     )
     points = curve_points(ks_list, budget_list, replace(options, mode="budget"))
-    url = redis_url or MemorySettings().redis_url
+    url = redis_url or _env_redis_url()
     for file in files:
         try:
             histories = load_histories(file, sample_id or ())
@@ -700,7 +722,7 @@ def bench_extraction(
     from litellm_memory_hook.tools.bench_extraction import report_table, run_extraction_bench
     from litellm_memory_hook.tools.datasets import list_locomo_samples
 
-    url = redis_url or MemorySettings().redis_url
+    url = redis_url or _env_redis_url()
     try:
         known = list_locomo_samples(data)
     except MemoryHookError as exc:
@@ -803,7 +825,7 @@ def bench_proxy(
         run_proxy_bench,
     )
 
-    url = redis_url or MemorySettings().redis_url
+    url = redis_url or _env_redis_url()
     if extraction not in EXTRACTION_MODES:
         raise _fail(f"bad --extraction {extraction!r}: use one of {', '.join(EXTRACTION_MODES)}")
     try:

@@ -10,11 +10,14 @@ command reports errors.
 * ``import FILE --format export [--user U] [--tenant T] [--fresh]``: write such a file back.
 * ``doctor``: is Redis reachable, which version, cluster or not, persistence (AOF/RDB) and
   ``maxmemory-policy`` with recommendations, the config's memory-enabled aliases, the LiteLLM
-  version, whether the proxy and stand-in ports are free.
+  version, whether the ports ``serve`` would take with the same ``--host``, ``--port`` and
+  ``--standin-port`` are free.
 
 Errors: a command that fails prints one line, ``error: ...``, on stderr and exits with a
 non-zero code (2 for a problem the command recognised, 1 for anything else); ``--debug``
-(anywhere on the command line) shows the full traceback instead.
+(anywhere on the command line) shows the full traceback instead. A usage error (a missing
+option, an unknown command or option, a bad option value) is one such line too, naming the
+``--help`` to read, exit code 2; a command group given no command shows its help.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ except ImportError:  # pragma: no cover - older typer runs on click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
     from click.globals import get_current_context  # type: ignore[no-redef]
 
-from litellm_memory_hook.errors import MemoryHookError, StoreError
+from litellm_memory_hook.errors import DatasetError, MemoryHookError, StoreError
+from litellm_memory_hook.files import read_utf8
 from litellm_memory_hook.memory_api import (
     ExportDocument,
     ImportExportResult,
@@ -89,8 +93,10 @@ out_console = Console(markup=False, emoji=False)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``error: MESSAGE`` as one line on stderr; returns the exit to raise."""
-    err_console.print(Text.assemble(("error: ", "red"), message), soft_wrap=True, highlight=False)
+    """Print ``error: MESSAGE`` as one line on stderr (line breaks in ``MESSAGE``, e.g. from a
+    library's exception text, become spaces); returns the exit to raise."""
+    line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    err_console.print(Text.assemble(("error: ", "red"), line), soft_wrap=True, highlight=False)
     return typer.Exit(code=code)
 
 
@@ -156,10 +162,22 @@ def _plain_usage(param: Any) -> None:
     object.__setattr__(param, "_plain", True)
 
 
+def usage_failure(exc: click_exceptions.ClickException) -> typer.Exit:
+    """Print a usage error (or another click error) as one ``error: ...`` line naming the
+    ``--help`` of the command it concerns; returns the exit to raise (click's code: 2 for a
+    usage error)."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click_exceptions.UsageError) and ctx is not None:
+        message += f"; see {ctx.command_path} --help"
+    return fail(message, code=exc.exit_code)
+
+
 class CommandGroup(TyperGroup):
     """The top-level command group: ``--debug`` is accepted anywhere on the command line, and
-    every error that no command turned into a message is printed as one line (exit code 1)
-    instead of a traceback (with ``--debug``: the traceback)."""
+    every error is printed as one line: usage errors (:func:`usage_failure`, exit code 2) and
+    errors that no command turned into a message (exit code 1) instead of typer's usage box or
+    a traceback (with ``--debug``: the traceback of an unexpected error)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -176,14 +194,22 @@ class CommandGroup(TyperGroup):
         if "--debug" in args[:end]:
             ctx.meta[DEBUG_KEY] = True
             args = [a for i, a in enumerate(args) if i >= end or a != "--debug"]
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click_exceptions.NoArgsIsHelpError:
+            raise
+        except click_exceptions.ClickException as exc:
+            raise usage_failure(exc) from None
 
     def invoke(self, ctx: click_core.Context) -> Any:
-        """Run the command; turn an unexpected exception into one line unless debugging."""
+        """Run the command; turn a usage error, and an unexpected exception unless debugging,
+        into one line."""
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, click_exceptions.ClickException):
+        except (typer.Exit, typer.Abort, click_exceptions.NoArgsIsHelpError):
             raise
+        except click_exceptions.ClickException as exc:
+            raise usage_failure(exc) from None
         except BrokenPipeError:  # `... | head`: the reader is gone; stop quietly
             with suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -480,13 +506,13 @@ def export_command(
 
 def read_export(file: Path) -> ExportDocument:
     """Read and validate an export file, or exit with one line."""
+    if not file.exists():
+        raise fail(f"file not found: {file}")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise fail(f"file not found: {file}") from exc
-    except OSError as exc:
-        raise fail(f"cannot read {file}: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(read_utf8(file, DatasetError))
+    except DatasetError as exc:
+        raise fail(str(exc)) from exc
+    except json.JSONDecodeError as exc:
         raise fail(f"{file} is not a JSON file: {exc}") from exc
     try:
         return ExportDocument.parse(data)
@@ -666,15 +692,14 @@ def _misspelt_memory(block: object) -> str | None:
     return next(str(k) for k in block if str(k).lower() == close[0])
 
 
-def _alias_checks(config: ProxyConfig) -> tuple[list[Check], list[int]]:
-    """The memory-enabled aliases, and the local ports their api_base names (stand-ins).
+def _alias_checks(config: ProxyConfig) -> list[Check]:
+    """The memory-enabled aliases and the problems of their memory blocks.
 
     A failing check (``fail``) is a configuration that would start and then run without memory
     on every request of an alias (a bad ``model_info.memory`` block, a misspelt ``memory``
     key); :func:`config_failures` makes ``serve`` refuse it.
     """
     enabled: list[str] = []
-    ports: list[int] = []
     problems: list[Check] = []
     entries = [e for e in config.raw.get("model_list") or () if isinstance(e, dict)]
     names = {str(e.get("model_name")) for e in entries}
@@ -704,10 +729,6 @@ def _alias_checks(config: ProxyConfig) -> tuple[list[Check], list[int]]:
         except MemoryHookError as exc:
             problems.append(Check(f"alias {name}", "fail", str(exc)))
             continue
-        base = str((entry.get("litellm_params") or {}).get("api_base") or "")
-        parts = urlsplit(base)
-        if parts.hostname in ("127.0.0.1", "localhost") and parts.port:
-            ports.append(parts.port)
         if alias is not None:
             scope = f"namespace {alias.namespace or name}, scope {alias.memory_scope}"
             enabled.append(f"{name} ({scope})")
@@ -724,11 +745,11 @@ def _alias_checks(config: ProxyConfig) -> tuple[list[Check], list[int]]:
                 )
     if enabled:
         detail = f"{len(enabled)}: " + "; ".join(enabled)
-        return [Check("memory aliases", "ok", detail), *problems], sorted(set(ports))
+        return [Check("memory aliases", "ok", detail), *problems]
     return [
         Check("memory aliases", "warn", "none: set model_info.memory.enabled on an alias"),
         *problems,
-    ], sorted(set(ports))
+    ]
 
 
 def _port_check(name: str, host: str, port: int, probe: str) -> Check:
@@ -753,12 +774,17 @@ def config_failures(config: ProxyConfig) -> list[str]:
     """The configuration faults that would leave an alias without memory once started (the
     failing checks of :func:`_alias_checks`), one line each; ``serve`` refuses to start on
     any."""
-    checks, _ = _alias_checks(config)
-    return [f"{c.name}: {c.detail}" for c in checks if c.status == "fail"]
+    return [f"{c.name}: {c.detail}" for c in _alias_checks(config) if c.status == "fail"]
 
 
-def doctor_checks(config_path: Path, data_dir: Path, host: str, port: int) -> list[Check]:
-    """Every check of ``litellm-memory doctor``, in report order."""
+def doctor_checks(
+    config_path: Path, data_dir: Path, host: str, port: int, standin_port: int = 4010
+) -> list[Check]:
+    """Every check of ``litellm-memory doctor``, in report order.
+
+    The ports are those ``serve`` would take with the same options: the proxy's ``host:port``
+    and the stand-in's ``127.0.0.1:standin_port`` (0: no stand-in, not checked).
+    """
     from litellm_memory_hook.store.embedded import answers, serve_lock_holder, socket_path
 
     checks: list[Check] = []
@@ -768,10 +794,8 @@ def doctor_checks(config_path: Path, data_dir: Path, host: str, port: int) -> li
     except MemoryHookError as exc:
         config = None
         checks.append(Check("config", "fail", str(exc)))
-    ports: list[int] = []
     if config is not None:
-        alias_checks, ports = _alias_checks(config)
-        checks.extend(alias_checks)
+        checks.extend(_alias_checks(config))
         shadowed = shadowed_env(config.raw.get("callback_settings"))
         if shadowed:
             checks.append(
@@ -817,8 +841,8 @@ def doctor_checks(config_path: Path, data_dir: Path, host: str, port: int) -> li
                     )
                 )
     checks.append(_port_check("proxy port", host, port, "/health/liveliness"))
-    for standin in ports:
-        checks.append(_port_check("stand-in port", "127.0.0.1", standin, "/v1/models"))
+    if standin_port:
+        checks.append(_port_check("stand-in port", "127.0.0.1", standin_port, "/v1/models"))
     return checks
 
 
@@ -830,17 +854,22 @@ def doctor_command(
     data_dir: DataDirOption = DEFAULT_DATA_DIR,
     port: Annotated[int, typer.Option(help="The proxy port serve would use.")] = 4000,
     host: Annotated[str, typer.Option(help="The proxy host serve would use.")] = "127.0.0.1",
+    standin_port: Annotated[
+        int, typer.Option(help="The stand-in model port serve would use (0: none).")
+    ] = 4010,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check Redis, persistence, eviction policy, memory aliases, LiteLLM and ports.
 
     Redis: reachable, version (6.2+), cluster or not, Lua, AOF/RDB, maxmemory-policy.
 
+    Ports: those serve takes with the same --host, --port and --standin-port.
+
     Exit code 1 when a check fails; warnings come with a recommendation.
 
     Example: litellm-memory doctor --config config.yaml
     """
-    checks = doctor_checks(config, data_dir, host, port)
+    checks = doctor_checks(config, data_dir, host, port, standin_port)
     failed = any(c.status == "fail" for c in checks)
     if as_json:
         typer.echo(json.dumps([c.__dict__ for c in checks], ensure_ascii=False, indent=2))

@@ -12,12 +12,20 @@ Two formats:
 * ``jsonl``: one OpenAI-style message per line (``role``, ``content``, optional ``name`` and
   ``ts``: epoch seconds, epoch milliseconds or an ISO 8601 string).
 
+What cannot be a turn is either skipped on purpose (jsonl: a ``system``, ``developer``, ``tool``
+or ``function`` message, a message with no text, listed in :attr:`History.skipped`; a blank
+LoCoMo turn is kept in ``lines`` for the benchmarks, and the importer leaves it out), or refused
+with the whole file (:class:`~litellm_memory_hook.errors.DatasetError` naming the first few lines:
+an unknown or missing role, content that is not text, a bad timestamp, a LoCoMo turn of neither
+speaker): a typo must not drop a message from the middle of a conversation unnoticed.
+
 Timestamps are epoch milliseconds, UTC. Turns of one LoCoMo session are spaced one second apart
 from the session's date-time, so their order survives in time as well as in sequence.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections.abc import Iterator
@@ -27,8 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from litellm_memory_hook.errors import DatasetError
+from litellm_memory_hook.files import not_utf8_message, read_utf8
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
+#: OpenAI message roles that are not a turn of the conversation: skipped, and said so.
+SKIPPED_ROLES = ("system", "developer", "tool", "function")
+#: how many lines an error or a skip notice names (then "and N more").
+SHOWN_LINES = 3
 
 
 @dataclass(frozen=True)
@@ -67,14 +80,55 @@ class QAItem:
 
 
 @dataclass(frozen=True)
+class SkippedLine:
+    """A line of a history file that is not a turn, left out on purpose.
+
+    Attributes:
+        where: the line in the source (``"line 4"`` for jsonl, the ``dia_id`` for LoCoMo).
+        reason: why (``"system message"``, ``"no text"``).
+    """
+
+    where: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class History:
-    """A whole conversation read from a file, oldest line first."""
+    """A whole conversation read from a file, oldest line first.
+
+    ``skipped`` lists the lines of the source left out on purpose (see the module's note), for
+    the importer to report.
+    """
 
     sample_id: str
     lines: tuple[HistoryLine, ...]
     qa: tuple[QAItem, ...] = field(default=())
     user_name: str = ""
     assistant_name: str = ""
+    skipped: tuple[SkippedLine, ...] = field(default=())
+
+
+def first_few(items: list[str], *, sep: str = "; ") -> str:
+    """The first :data:`SHOWN_LINES` of ``items`` joined by ``sep``, then ``and N more``."""
+    shown = sep.join(items[:SHOWN_LINES])
+    more = len(items) - SHOWN_LINES
+    return f"{shown}{sep}and {more} more" if more > 0 else shown
+
+
+def skipped_summary(skipped: tuple[SkippedLine, ...]) -> str:
+    """``2 lines skipped (line 3: system message; line 7: no text)``: what was left out, on one
+    line."""
+    count = f"{len(skipped)} line" + ("s" if len(skipped) != 1 else "")
+    return f"{count} skipped ({first_few([f'{s.where}: {s.reason}' for s in skipped])})"
+
+
+def _refuse(path: Path, problems: list[str]) -> DatasetError:
+    """The error of a file with lines that cannot be imported (nothing is imported)."""
+    count = f"{len(problems)} line" + (" cannot" if len(problems) == 1 else "s cannot")
+    return DatasetError(
+        f"{path}: {count} be imported: {first_few(problems)}; fix or remove "
+        f"{'it' if len(problems) == 1 else 'them'} (nothing was imported)"
+    )
 
 
 def parse_locomo_datetime(value: str) -> datetime:
@@ -93,10 +147,11 @@ def parse_locomo_datetime(value: str) -> datetime:
 
 
 def _read_json(path: Path) -> Any:
+    text = read_utf8(path, DatasetError)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"cannot read {path}: {exc}") from exc
+        return json.loads(text)
+    except ValueError as exc:
+        raise DatasetError(f"{path} is not a JSON file: {exc}") from exc
 
 
 def list_locomo_samples(path: Path) -> list[str]:
@@ -117,8 +172,13 @@ def load_locomo(path: Path, sample_id: str) -> History:
     Returns:
         The conversation: ``speaker_a`` lines as ``user``, ``speaker_b`` lines as ``assistant``.
 
+    Turns whose text is blank are kept (the benchmarks count them; the importer leaves them
+    out and says so).
+
     Raises:
-        DatasetError: unreadable file, unknown sample, or a malformed session.
+        DatasetError: unreadable file, unknown sample, a session without its date-time, or
+            turns that are not an object with a ``text`` string, or whose ``speaker`` is
+            neither ``speaker_a`` nor ``speaker_b`` (the first few are named).
     """
     data = _read_json(path)
     if not isinstance(data, list):
@@ -134,15 +194,32 @@ def load_locomo(path: Path, sample_id: str) -> History:
     assistant_name = str(conv.get("speaker_b", ""))
     sessions = sorted(int(m.group(1)) for key in conv if (m := _SESSION_KEY.match(key)) is not None)
     lines: list[HistoryLine] = []
+    problems: list[str] = []
     for number in sessions:
         when = conv.get(f"session_{number}_date_time")
         if not isinstance(when, str):
             raise DatasetError(f"{sample_id}: session {number} has no date-time")
         base_ms = int(parse_locomo_datetime(when).timestamp() * 1000)
-        for i, turn in enumerate(conv[f"session_{number}"]):
-            if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
+        turns = conv[f"session_{number}"]
+        if not isinstance(turns, list):
+            problems.append(f"{sample_id} session_{number}: not a list of turns")
+            continue
+        for i, turn in enumerate(turns):
+            where = f"{sample_id} session_{number} turn {i + 1}"
+            if not isinstance(turn, dict):
+                problems.append(f"{where}: not an object")
                 continue
+            where = str(turn.get("dia_id") or where)
             speaker = str(turn.get("speaker", ""))
+            if not isinstance(turn.get("text"), str):
+                problems.append(f"{where}: no 'text' string")
+                continue
+            if speaker not in (user_name, assistant_name):
+                problems.append(
+                    f"{where}: speaker {speaker!r} is neither speaker_a {user_name!r} nor "
+                    f"speaker_b {assistant_name!r}"
+                )
+                continue
             role = "user" if speaker == user_name else "assistant"
             lines.append(
                 HistoryLine(
@@ -153,6 +230,8 @@ def load_locomo(path: Path, sample_id: str) -> History:
                     line_id=str(turn.get("dia_id", "")),
                 )
             )
+    if problems:
+        raise _refuse(path, problems)
     qa = tuple(
         QAItem(
             question=str(item.get("question", "")),
@@ -176,7 +255,7 @@ def load_locomo(path: Path, sample_id: str) -> History:
 def _parse_ts(value: Any, fallback_ms: int) -> int:
     if value is None:
         return fallback_ms
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         # Seconds before the year 2286, milliseconds after: 1e10 s is the dividing line.
         return int(value * 1000) if value < 1e10 else int(value)
     if isinstance(value, str):
@@ -190,53 +269,119 @@ def _parse_ts(value: Any, fallback_ms: int) -> int:
     raise DatasetError(f"unrecognised timestamp {value!r}")
 
 
+@dataclass(frozen=True)
+class _NotJson:
+    """A jsonl line that is not JSON (the decoder's message)."""
+
+    message: str
+
+
 def _jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, decoded JSON)`` of each non-blank line (:class:`_NotJson` for a line that
+    is not JSON), read as bytes so that a byte that is not UTF-8 is reported with its line and
+    file offset."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open("rb") as handle:
+            offset = 0
             for number, raw in enumerate(handle, start=1):
-                if raw.strip():
+                start = offset
+                offset += len(raw)
+                if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw, start = raw[len(codecs.BOM_UTF8) :], start + len(codecs.BOM_UTF8)
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    message = not_utf8_message(path, raw, exc, base=start, first_line=number)
+                    raise DatasetError(message) from exc
+                if text.strip():
                     try:
-                        yield number, json.loads(raw)
+                        record = json.loads(text)
                     except ValueError as exc:
-                        raise DatasetError(f"{path}:{number}: not JSON: {exc}") from exc
+                        record = _NotJson(str(exc))
+                    yield number, record
     except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc}") from exc
+        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _describe_value(value: object) -> str:
+    kinds = {bool: "a boolean", int: "a number", float: "a number", dict: "an object"}
+    kinds.update({list: "a list", str: "a string", type(None): "null"})
+    kind = kinds.get(type(value), type(value).__name__)
+    shown = json.dumps(value, ensure_ascii=False)
+    return f"{kind} ({shown[:40]}{'...' if len(shown) > 40 else ''})"
+
+
+def _jsonl_problem(record: Any) -> tuple[str, str]:
+    """``("", "")`` for a usable message; else ``("skip", reason)`` for a line left out on
+    purpose, or ``("error", reason)`` for one that refuses the file."""
+    from litellm_memory_hook.core.messages import content_text, is_blank
+
+    if isinstance(record, _NotJson):
+        return "error", f"not JSON ({record.message})"
+    if not isinstance(record, dict):
+        return "error", f"{_describe_value(record)} is not a message object"
+    role = record.get("role")
+    if role is None:
+        return "error", "no role (user or assistant)"
+    if role in SKIPPED_ROLES:
+        return "skip", f"{role} message"
+    if role not in ("user", "assistant"):
+        return "error", f"unknown role {json.dumps(role, ensure_ascii=False)} (user or assistant)"
+    content = record.get("content")
+    if content is not None and not isinstance(content, str | list):
+        return "error", f"content is {_describe_value(content)}, not text or a list of parts"
+    if is_blank(content_text(content)):
+        return "skip", "tool calls, no text" if record.get("tool_calls") else "no text"
+    return "", ""
 
 
 def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
     """Read a history of one OpenAI-style message per line.
 
-    Lines with a role other than ``user`` / ``assistant`` or without text are skipped. A missing
-    ``ts`` continues one second after the previous line; the first line without one starts at
-    ``start_ms`` (default: one second per line before now, so an undated file ends now). Lines
-    without ``ts`` have ``dated=False``: their time depends on when and where in the file they
-    are read.
+    Messages of the ``system``, ``developer``, ``tool`` and ``function`` roles and messages
+    without text (content empty, missing or only white space; an assistant message with only
+    tool calls) are left out and listed in ``skipped``. A missing ``ts`` continues one second
+    after the previous line; the first line without one starts at ``start_ms`` (default: one
+    second per line before now, so an undated file ends now). Lines without ``ts`` have
+    ``dated=False``: their time depends on when and where in the file they are read.
 
     Raises:
-        DatasetError: unreadable file, a line that is not JSON, or a bad timestamp.
+        DatasetError: unreadable file, bytes that are not UTF-8, or lines that cannot be a turn
+            (not JSON, not an object, a missing or unknown role, content that is neither text
+            nor a list of parts, a bad ``ts``): the first few are named and nothing is read.
     """
     from litellm_memory_hook.core.messages import content_text
 
     lines: list[HistoryLine] = []
+    skipped: list[SkippedLine] = []
+    problems: list[str] = []
     records = list(_jsonl_records(path))
     if start_ms is None:
         start_ms = int(datetime.now(tz=UTC).timestamp() * 1000) - 1000 * (len(records) + 1)
     last_ms = start_ms
     for number, record in records:
-        if not isinstance(record, dict) or record.get("role") not in ("user", "assistant"):
+        verdict, reason = _jsonl_problem(record)
+        if verdict == "error":
+            problems.append(f"line {number}: {reason}")
             continue
-        text = content_text(record.get("content"))
-        if not text.strip():
+        if verdict == "skip":
+            skipped.append(SkippedLine(f"line {number}", reason))
             continue
-        last_ms = _parse_ts(record.get("ts"), last_ms + 1000)
+        try:
+            last_ms = _parse_ts(record.get("ts"), last_ms + 1000)
+        except DatasetError as exc:
+            problems.append(f"line {number}: {exc}")
+            continue
         lines.append(
             HistoryLine(
                 role=str(record["role"]),
-                text=text,
+                text=content_text(record.get("content")),
                 ts_ms=last_ms,
                 speaker=str(record.get("name") or ""),
                 line_id=f"L{number}",
                 dated=record.get("ts") is not None,
             )
         )
-    return History(sample_id=path.stem, lines=tuple(lines))
+    if problems:
+        raise _refuse(path, problems)
+    return History(sample_id=path.stem, lines=tuple(lines), skipped=tuple(skipped))

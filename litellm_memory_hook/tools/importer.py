@@ -14,7 +14,7 @@ from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
-from litellm_memory_hook.tools.datasets import HistoryLine
+from litellm_memory_hook.tools.datasets import History, HistoryLine, SkippedLine
 
 BATCH_TURNS = 250
 
@@ -40,6 +40,19 @@ def line_to_turn(line: HistoryLine, max_chars: int = 32_000) -> Turn | None:
         ts_ms=line.ts_ms,
         name=line.speaker,
     )
+
+
+def importable(history: History) -> tuple[list[HistoryLine], tuple[SkippedLine, ...]]:
+    """The lines of ``history`` that give a turn, and every line left out: those the reader
+    skipped, then those whose text is blank (``no text``; kept by the LoCoMo reader for the
+    benchmarks)."""
+    from litellm_memory_hook.core.messages import is_blank
+
+    lines = [line for line in history.lines if not is_blank(line.text)]
+    blank = tuple(
+        SkippedLine(line.line_id or "?", "no text") for line in history.lines if is_blank(line.text)
+    )
+    return lines, history.skipped + blank
 
 
 async def delete_conversation(store: MemoryStore, who: Identity) -> None:

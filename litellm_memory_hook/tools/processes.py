@@ -257,7 +257,7 @@ def config_for_standin(config: Path, standin_port: int, folder: Path) -> Path:
 
     if standin_port in (0, 4010):
         return config
-    loaded = yaml.safe_load(config.read_text())
+    loaded = yaml.safe_load(config.read_text(encoding="utf-8"))
     changed = False
     root = DEFAULT_STANDIN_BASE.removesuffix("/v1")
     for entry in (loaded or {}).get("model_list") or ():

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from litellm_memory_hook.errors import ConfigError
+from litellm_memory_hook.files import read_utf8
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
     MemorySettings,
@@ -31,6 +32,14 @@ def _resolve_env(value: Any) -> Any:
     return value
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line: ``line 3, column 5: mapping values are not allowed here``."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + " ".join(str(problem).split())
+
+
 @dataclass(frozen=True)
 class ProxyConfig:
     """What the CLI needs from config.yaml."""
@@ -44,12 +53,14 @@ class ProxyConfig:
         """Read and validate a config.yaml.
 
         Raises:
-            ConfigError: missing file, bad YAML or invalid memory settings.
+            ConfigError: an unreadable file, bytes that are not UTF-8, bad YAML or invalid memory
+                settings (one line each).
         """
+        text = read_utf8(path, ConfigError)
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read {path}: {exc}") from exc
+            raw = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path} is not valid YAML: {yaml_problem(exc)}") from exc
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: not a mapping")
         raw = _resolve_env(raw)

@@ -95,6 +95,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.errors import DatasetError
+from litellm_memory_hook.files import read_utf8
 from litellm_memory_hook.tools import standin_anthropic as anthropic
 
 DEFAULT_PORT = 4010
@@ -336,10 +337,11 @@ class Oracle:
         Raises:
             DatasetError: the file is unreadable, not JSON, or not a list of samples.
         """
+        text = read_utf8(Path(path), DatasetError)
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise DatasetError(f"cannot read oracle file {path}: {exc}") from exc
+            data = json.loads(text)
+        except ValueError as exc:
+            raise DatasetError(f"oracle file {path} is not a JSON file: {exc}") from exc
         if not isinstance(data, list):
             raise DatasetError(f"{path}: expected a list of LoCoMo samples")
         return cls(data)

@@ -1,0 +1,302 @@
+"""What the CLI answers to bad input, each as one ``error: ...`` line (README, "Every command
+answers an error with one line"): history files with lines that cannot be turns or none at all
+(and the notice of lines left out on purpose), files that are not UTF-8, bad settings, usage
+errors. Only the test with a successful import touches Redis (its own key prefix)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+from typer.testing import CliRunner
+
+from litellm_memory_hook.tools import cli
+from litellm_memory_hook.tools.cli_memory import register
+
+from .conftest import cli_key_prefix, real_redis_url
+from .harness import REPO
+
+register(cli.app)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No LITELLM_MEMORY_* setting from the outside."""
+    for name in ("LITELLM_MEMORY_RECALL_K", "LITELLM_MEMORY_RECENT_CHARS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """The checkout's config.yaml without its key prefix (the test's, when it sets one)."""
+    raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    raw["callback_settings"]["memory"].pop("key_prefix", None)
+    raw["callback_settings"]["memory"].pop("redis_url", None)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def invoke(*args: str) -> Any:
+    """`litellm-memory ARGS` in-process (stdout and stderr apart, and together in output)."""
+    return CliRunner().invoke(cli.app, list(args), prog_name="litellm-memory")
+
+
+def one_error_line(result: Any, code: int = 2) -> str:
+    """The single ``error: ...`` line of a failed command (asserting there is nothing else)."""
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == code, result.output
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "Traceback" not in result.output
+    return str(lines[0])
+
+
+def write_lines(path: Path, *lines: object) -> Path:
+    """A jsonl file: dicts and lists as JSON, strings as written."""
+    path.write_text(
+        "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines),
+        encoding="utf-8",
+    )
+    return path
+
+
+# -- jsonl: refused lines, skipped lines, nothing to import ---------------------------------------
+
+
+def test_jsonl_with_lines_that_cannot_be_turns_is_refused(config: Path, tmp_path: Path) -> None:
+    """The tester's file (a misspelt role, a message without a role, content that is a number,
+    beside a system message and two good lines) was imported as 2 turns, rc 0, without a word.
+    Now it is refused whole, naming each bad line and why, before Redis is touched."""
+    file = write_lines(
+        tmp_path / "chat.jsonl",
+        {"role": "usr", "content": "typo"},
+        {"content": "no role"},
+        {"role": "user", "content": 42},
+        {"role": "system", "content": "be nice"},
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "hi there"},
+        '{"role": "user", "content": "cut',
+    )
+    line = one_error_line(invoke("import", str(file), "--user", "ana", "--config", str(config)))
+    assert line == (
+        f'error: {file}: 4 lines cannot be imported: line 1: unknown role "usr" (user or '
+        "assistant); line 2: no role (user or assistant); line 3: content is a number (42), not "
+        "text or a list of parts; and 1 more; fix or remove them (nothing was imported)"
+    )
+    # a line that is not JSON is named like the others (it stopped the read on its own)
+    file.write_text('{"role": "user", "content": "cut\n', encoding="utf-8")
+    line = one_error_line(invoke("import", str(file), "--user", "ana", "--config", str(config)))
+    assert line.startswith(f"error: {file}: 1 line cannot be imported: line 1: not JSON (")
+
+
+def test_jsonl_with_only_skipped_lines_is_an_error(config: Path, tmp_path: Path) -> None:
+    """A file where nothing can be imported printed "imported 0 turns (seq 0-0)", rc 0: it is
+    an error naming what was skipped; an empty file too."""
+    file = write_lines(
+        tmp_path / "chat.jsonl",
+        {"role": "system", "content": "You are Mira."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]},
+        {"role": "user", "content": "   "},
+    )
+    line = one_error_line(invoke("import", str(file), "--user", "ana", "--config", str(config)))
+    assert line == (
+        f"error: {file}: nothing to import, 3 lines skipped (line 1: system message; "
+        "line 2: tool calls, no text; line 3: no text)"
+    )
+    empty = write_lines(tmp_path / "empty.jsonl")
+    line = one_error_line(invoke("import", str(empty), "--user", "ana", "--config", str(config)))
+    assert line == f"error: {empty}: nothing to import (no lines)"
+
+
+@pytest.fixture
+def cli_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A key prefix of this test only, given to the CLI."""
+    yield from cli_key_prefix(monkeypatch, "terr")
+
+
+@pytest.mark.redis
+def test_skipped_lines_are_listed_on_stderr(config: Path, tmp_path: Path, cli_prefix: str) -> None:
+    """System messages and messages without text are left out on purpose: the import says so
+    on stderr (a count and the first three lines with the reason), stdout keeps the result."""
+    file = write_lines(
+        tmp_path / "chat.jsonl",
+        {"role": "system", "content": "You are Mira."},
+        {"role": "user", "content": "My cat is called Miso."},
+        {"role": "tool", "content": "42", "tool_call_id": "c1"},
+        {"role": "assistant", "content": ""},
+        {"role": "developer", "content": "be brief"},
+        {"role": "assistant", "content": "Noted."},
+    )
+    result = invoke("import", str(file), "--user", "ana", "--config", str(config))
+    assert result.exit_code == 0, result.output
+    assert result.stderr.strip() == (
+        f"{file}: 4 lines skipped (line 1: system message; line 3: tool message; "
+        "line 4: no text; and 1 more)"
+    )
+    assert "imported 2 turns (seq 1-2)" in result.stdout
+    client = redis.Redis.from_url(real_redis_url())
+    try:
+        turns = list(client.scan_iter(match=f"{cli_prefix}:*:turns", count=1000))
+        assert len(turns) == 1 and client.zcard(turns[0]) == 2
+    finally:
+        client.close()
+
+
+def test_locomo_turns_of_no_speaker_are_refused(config: Path, tmp_path: Path) -> None:
+    """LoCoMo turns without text, or of neither speaker, were dropped or taken as the
+    assistant's without a word: the file is refused naming them."""
+    file = tmp_path / "locomo.json"
+    conversation = {
+        "speaker_a": "Ana",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Bo."},
+            {"speaker": "Cy", "dia_id": "D1:2", "text": "Hi, I am not in this chat."},
+            {"speaker": "Bo", "dia_id": "D1:3"},
+        ],
+    }
+    file.write_text(json.dumps([{"sample_id": "s1", "conversation": conversation}]), "utf-8")
+    args = ("--format", "locomo", "--sample-id", "s1", "--user", "ana", "--config", str(config))
+    line = one_error_line(invoke("import", str(file), *args))
+    assert f"{file}: 2 lines cannot be imported" in line
+    assert "D1:2: speaker 'Cy' is neither speaker_a 'Ana' nor speaker_b 'Bo'" in line
+    assert "D1:3: no 'text' string" in line
+
+
+def test_a_locomo_sample_of_blank_turns_is_nothing_to_import(config: Path, tmp_path: Path) -> None:
+    """Blank LoCoMo turns are left out by the importer, and said so; none left is an error."""
+    file = tmp_path / "locomo.json"
+    conversation = {
+        "speaker_a": "Ana",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": " "},
+            {"speaker": "Bo", "dia_id": "D1:2", "text": "\u200b"},
+        ],
+    }
+    file.write_text(json.dumps([{"sample_id": "s1", "conversation": conversation}]), "utf-8")
+    args = ("--format", "locomo", "--sample-id", "s1", "--user", "ana", "--config", str(config))
+    line = one_error_line(invoke("import", str(file), *args))
+    assert line == (
+        f"error: {file}: nothing to import, 2 lines skipped (D1:1: no text; D1:2: no text)"
+    )
+
+
+# -- files that are not UTF-8 ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "args", "where"),
+    [
+        ("chat.jsonl", b'{"role":"user","content":"ok"}\n{"role":"user","content":"caf\xe9"}\n',
+         ("--user", "ana"), "byte 0xE9 at offset 60 (line 2)"),
+        ("locomo.json", b'[{"sample_id": "s\xff"}]', ("--sample-id", "s", "--user", "ana"),
+         "byte 0xFF at offset 17 (line 1)"),
+        ("alice.json", b'{"format": "litellm-memory-export", "user": "\xe9"}',
+         ("--format", "export"), "byte 0xE9 at offset 45 (line 1)"),
+    ],
+)  # fmt: skip
+def test_a_file_that_is_not_utf8_is_one_handled_line(
+    config: Path, tmp_path: Path, name: str, data: bytes, args: tuple[str, ...], where: str
+) -> None:
+    """Every import format: a UnicodeDecodeError went the unexpected-error way ("error:
+    UnicodeDecodeError: ... (run with --debug ...)", rc 1); now one line naming the file and
+    the byte, rc 2 as any other bad file."""
+    file = tmp_path / name
+    file.write_bytes(data)
+    line = one_error_line(invoke("import", str(file), *args, "--config", str(config)))
+    assert line == f"error: {file} is not UTF-8 text: {where}; save the file as UTF-8"
+
+
+def test_a_config_that_is_not_utf8_or_not_yaml_is_one_line(tmp_path: Path) -> None:
+    """config.yaml with a Latin-1 byte (an unexpected error, rc 1, before) or bad YAML (a
+    multi-line YAML message) is one line, rc 2."""
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"model_list: []\ncallback_settings: {memory: {key_prefix: caf\xe9}}\n")
+    line = one_error_line(invoke("stats", "--config", str(latin)))
+    assert line == (
+        f"error: {latin} is not UTF-8 text: byte 0xE9 at offset 59 (line 2); save the file as UTF-8"
+    )
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("model_list: [\n  - a: b\n", encoding="utf-8")
+    line = one_error_line(invoke("export", "--user", "ana", "--config", str(broken)))
+    assert line.startswith(f"error: {broken} is not valid YAML: line 2, column 3: ")
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def test_a_bad_setting_is_one_line_naming_it(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LITELLM_MEMORY_RECALL_K=abc printed pydantic's 4-line dump: one line naming the variable,
+    its value and what is expected."""
+    monkeypatch.setenv("LITELLM_MEMORY_RECALL_K", "abc")
+    line = one_error_line(invoke("stats", "--config", str(config)))
+    assert line == (
+        "error: invalid setting LITELLM_MEMORY_RECALL_K ('abc'): Input should be a valid "
+        "integer, unable to parse string as an integer"
+    )
+    # the benchmarks read the environment's settings too (a ValidationError, rc 1, before)
+    line = one_error_line(invoke("bench", "recall", str(config), "--no-curve"))
+    assert "LITELLM_MEMORY_RECALL_K ('abc')" in line
+
+
+def test_a_bad_setting_in_the_file_names_its_key(config: Path) -> None:
+    """A value in callback_settings.memory is named by its key there; two problems, one line."""
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["callback_settings"]["memory"].update(recent_chars=5, recall_mode="best")
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    line = one_error_line(invoke("stats", "--config", str(config)))
+    assert line == (
+        "error: invalid settings: callback_settings.memory.recent_chars (5): Input should be "
+        "greater than or equal to 200; callback_settings.memory.recall_mode ('best'): Input "
+        "should be 'budget' or 'fixed'"
+    )
+
+
+# -- usage errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["export"], "error: Missing option '--user'; see litellm-memory export --help"),
+        (["frob"], "error: No such command 'frob'; see litellm-memory --help"),
+        (["memories", "frob"], "error: No such command 'frob'; see litellm-memory memories --help"),
+        (["import"], "error: Missing argument 'FILE'; see litellm-memory import --help"),
+        (["--bogus"], "error: No such option: --bogus; see litellm-memory --help"),
+        (
+            ["bench", "recall", "x.json", "--k", "0"],
+            "error: Invalid value for '--k': Input should be greater than or equal to 1; "
+            "see litellm-memory bench recall --help",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str], expected: str) -> None:
+    """A missing option, an unknown command or option, a bad value: typer's boxed usage message
+    (5 lines) is one error line naming the --help to read, exit code 2 (click's)."""
+    assert one_error_line(invoke(*args)) == expected
+
+
+def test_a_group_without_a_command_still_shows_its_help() -> None:
+    """`litellm-memory bench` alone shows the group's help (not an error line)."""
+    result = invoke("bench")
+    assert "latency" in result.output and "error:" not in result.output
+
+
+def test_an_error_message_with_line_breaks_is_printed_on_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An exception's text with line breaks (a library's) still gives one error line."""
+    from litellm_memory_hook.tools.cli_ops import fail
+
+    exit_ = fail("while parsing a block\n  in line 3\nexpected <block end>")
+    assert exit_.exit_code == 2
+    expected = "error: while parsing a block in line 3 expected <block end>\n"
+    assert capsys.readouterr().err == expected
