@@ -53,7 +53,6 @@ except ImportError:  # pragma: no cover - older typer runs on click itself
     from click.globals import get_current_context  # type: ignore[no-redef]
 
 from litellm_memory_hook.errors import DatasetError, MemoryHookError, StoreError
-from litellm_memory_hook.files import read_utf8
 from litellm_memory_hook.memory_api import (
     ExportDocument,
     ImportExportResult,
@@ -69,6 +68,7 @@ from litellm_memory_hook.settings import (
 )
 from litellm_memory_hook.store.redis_store import AppendResult, MemoryStore
 from litellm_memory_hook.tools.cli_common import MASTER_TENANT, ConfigOption, DataDirOption
+from litellm_memory_hook.tools.files import read_utf8
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 T = TypeVar("T")

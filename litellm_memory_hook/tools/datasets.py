@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from litellm_memory_hook.errors import DatasetError
-from litellm_memory_hook.files import not_utf8_message, read_utf8
+from litellm_memory_hook.tools.files import not_utf8_message, read_utf8
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 #: OpenAI message roles that are not a turn of the conversation: skipped, and said so.

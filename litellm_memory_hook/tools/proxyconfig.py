@@ -13,13 +13,13 @@ from typing import Any
 import yaml
 
 from litellm_memory_hook.errors import ConfigError
-from litellm_memory_hook.files import read_utf8
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
     MemorySettings,
     load_settings,
     parse_alias_config,
 )
+from litellm_memory_hook.tools.files import read_utf8
 
 
 def _resolve_env(value: Any) -> Any:

@@ -95,8 +95,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.errors import DatasetError
-from litellm_memory_hook.files import read_utf8
 from litellm_memory_hook.tools import standin_anthropic as anthropic
+from litellm_memory_hook.tools.files import read_utf8
 
 DEFAULT_PORT = 4010
 
