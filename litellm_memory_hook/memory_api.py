@@ -60,7 +60,7 @@ from litellm_memory_hook.extraction.parse import fact_hash
 from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store import transfer
-from litellm_memory_hook.store.forgets import forget_token_ttl_s, mark_forgotten
+from litellm_memory_hook.store.forgets import clear_tokens, forget_token_ttl_s, mark_forgotten
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
     MemoryKeys,
@@ -521,9 +521,9 @@ class MemoryAPI:
         A new forget token is set first (:mod:`litellm_memory_hook.store.forgets`): a turn or
         an extraction whose read came before the forget, still running or waiting in an outage
         buffer, is refused when it would be written, in any process. A full Redis (maxmemory
-        under ``noeviction``) refuses the token but takes the deletes, which free memory: the
-        token is then set after them and the keys are deleted once more (a write may have
-        landed in between).
+        under ``noeviction``) refuses the token but takes deletes: the token is set after the
+        deletes (they free memory), or else the tokens are deleted, which refuses those writes
+        too; then the keys are deleted once more (a write may have landed in between).
 
         Raises:
             StoreError: Redis failed (forgetting again is safe).
@@ -534,14 +534,10 @@ class MemoryAPI:
         marked = await mark_forgotten(self.redis, user, scope, ttl_s=ttl_s)
         result = await self._delete_target(target, whole_user=whole_user)
         if not marked:
-            if await mark_forgotten(self.redis, user, scope, ttl_s=ttl_s):
-                await self._delete_target(target, whole_user=whole_user)
-            else:
-                logger.warning(
-                    "memory API: Redis refused the forget token of %s (full?); a write under "
-                    "way may still store a turn",
-                    user.hash_tag,
-                )
+            if not await mark_forgotten(self.redis, user, scope, ttl_s=ttl_s):
+                logger.info("memory forget: Redis is full; %s's tokens deleted", user.hash_tag)
+                await clear_tokens(self.redis, user, scope)
+            await self._delete_target(target, whole_user=whole_user)
         return result
 
     async def _delete_target(self, target: MemoryTarget, *, whole_user: bool) -> ForgetResult:

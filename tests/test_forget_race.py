@@ -20,7 +20,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
 from litellm_memory_hook.core.models import Turn, stored_text
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.memory_api import MemoryAPI, MemoryTarget, resolve_target
@@ -247,3 +247,117 @@ async def test_a_forget_that_fails_gives_the_buffered_turns_back(
     ]
     await client.aclose()
     await hook.store.redis.aclose()
+
+
+@pytest.mark.parametrize("whole_user", [True, False])
+async def test_a_forget_on_a_redis_too_full_for_its_token_still_refuses_the_buffered_turn(
+    server: RedisServer, prefix: str, whole_user: bool
+) -> None:
+    """Redis is full and stays full even after the user's keys are deleted (``maxmemory 1``):
+    a new token may be refused, and the forget then deletes the tokens instead (a full Redis
+    takes deletes); the turn waiting in the outage buffer read a token, finds it changed or
+    gone and is refused (fresh-user report: the forget answered 200, left no token, and the
+    turn was written back once Redis had room)."""
+    hook = _private_hook(server.url, prefix)
+    await _post(hook, await _pre(hook, "before", "h0"), "ok")
+    admin = redis.Redis.from_url(server.url)
+    client = aioredis.from_url(server.url)
+    await client.ping()
+    admin.config_set("maxmemory", 1)
+    try:
+        await _post(hook, await _pre(hook, "my PIN is 4321", "h1"), "noted")
+        assert len(hook.buffer) == 1
+        target = _target(hook, conversation=None if whole_user else "demo")
+        await MemoryAPI(client, hook.settings).forget(target, whole_user=whole_user)
+        if not whole_user:  # its field could not be set anew: it was deleted
+            assert not admin.hexists(target.conversation.user_keys.forgets, "c:demo")
+    finally:
+        admin.config_set("maxmemory", 0)
+        await client.aclose()
+    await hook.drain()
+    assert admin.exists(*_target(hook).conversation.all()) == 0
+    assert hook.counters["writes_forgotten"] == 1
+    admin.close()
+    await hook.store.redis.aclose()
+
+
+async def test_a_request_that_could_not_read_redis_is_refused_after_a_forget(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A request made while Redis could not be read carries the time it started: its turn,
+    written once Redis answers, is refused when a forget came after that time (review: such a
+    turn was written unchecked), and stored when the forget came before it."""
+    hook = make_hook(any_redis, prefix)
+    target = _target(hook)
+    api = MemoryAPI(any_redis, hook.settings)
+    await api.forget(target, whole_user=True)  # before the next request: does not refuse it
+    hook._trip_breaker()  # Redis "down": the pre-call runs offline
+    early = await _pre(hook, "said before the second forget", "o1")
+    await asyncio.sleep(0.01)
+    await api.forget(target, whole_user=True)
+    later = await _pre(hook, "said after it", "o2")
+    hook._redis_ok()
+    await _post(hook, early, "noted")
+    await _post(hook, later, "noted too")
+    await hook.drain()
+    assert await _texts(any_redis, target.conversation) == ["said after it", "noted too"]
+    assert hook.counters["writes_forgotten"] == 1
+
+
+async def test_a_seed_under_way_when_its_user_is_forgotten_writes_no_batch(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A long first request is written in batches; the conversation joins the user's index
+    only after the last one, so a forget of the whole user between two batches deletes nothing
+    of it: each batch checks the forget token too (review: every batch was written after the
+    forget)."""
+    store = MemoryStore(any_redis, ttl_s=3600, batch_turns=2)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    memory = keys.user_keys.memory_set("ns:demo")
+    state, _ = await store.load(keys, memory, tail=10)
+    hook = make_hook(any_redis, prefix)
+    api = MemoryAPI(any_redis, hook.settings)
+    batches = store._write_batch
+    calls = 0
+
+    async def forget_after_the_first_batch(**kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            await api.forget(_target(hook), whole_user=True)
+        return await batches(**kwargs)
+
+    store._write_batch = forget_after_the_first_batch  # type: ignore[method-assign]
+    turns = [Turn(role="user", text=f"secret line {i}", ts_ms=1000 + i) for i in range(6)]
+    result = await store.append(
+        keys, indexed_chain(turns), call_id="seed", memory=memory, forget_token=state.forget_token
+    )
+    assert result.forgotten and calls == 2
+    assert await any_redis.exists(keys.meta, keys.turns, keys.user_keys.index) == 0
+
+
+async def test_a_stale_batched_replace_never_deletes_turns_stored_after_a_forget(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Seqs start again after a forget: a batched write that read the conversation before the
+    forget and replaces its turns 1-2 must not delete the turns 1-2 stored after it (review)."""
+    store = MemoryStore(any_redis, ttl_s=3600, batch_turns=2)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    memory = keys.user_keys.memory_set("ns:demo")
+    old = [Turn(role="user", text="old a", ts_ms=1), Turn(role="assistant", text="old b", ts_ms=2)]
+    await store.append(keys, indexed_chain(old), call_id="r0", memory=memory)
+    state, _ = await store.load(keys, memory, tail=10)
+    hook = make_hook(any_redis, prefix)
+    await MemoryAPI(any_redis, hook.settings).forget(_target(hook), whole_user=True)
+    new = [Turn(role="user", text="new a", ts_ms=3), Turn(role="assistant", text="new b", ts_ms=4)]
+    await store.append(keys, indexed_chain(new), call_id="r2")
+    edit = [Turn(role="user", text=f"edited {i}", ts_ms=5 + i) for i in range(3)]
+    result = await store.append(
+        keys,
+        indexed_chain(edit),
+        call_id="r1",
+        replace=[stored_terms(t) for t in state.tail],
+        forget_token=state.forget_token,
+    )
+    assert result.forgotten
+    assert await _texts(any_redis, keys) == ["new a", "new b"]

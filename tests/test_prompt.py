@@ -191,7 +191,11 @@ def test_earlier_line_labels_and_timezone() -> None:
     assert "- [time unknown] x: far\n- [2023-05-08 10:56 -03:00] nobody" in odd.text
 
 
-@given(chat=st.text(max_size=60), speaker=st.text(max_size=40))
+@given(
+    chat=st.text(alphabet=st.sampled_from('ab"[]:＂［］：“” \n<>'), max_size=60)
+    | st.text(max_size=60),
+    speaker=st.text(max_size=40),
+)
 def test_a_chat_id_or_a_name_cannot_reshape_a_recalled_lines_label(chat: str, speaker: str) -> None:
     """The chat id (a client's conversation id) and the speaker (a client's ``name``) are shown
     in the label of a recalled line; whatever they hold, the label keeps its shape: one
@@ -208,6 +212,7 @@ def test_a_chat_id_or_a_name_cannot_reshape_a_recalled_lines_label(chat: str, sp
     assert named or head.endswith("] ")
     label = head[3 : head.index("]")]
     assert label.count('"') in (0, 2) and (label.count('"') == 0 or label.endswith('"'))
+    assert not set(head) & set("＂［］：“”")  # nor a look-alike of them
 
 
 def test_wording_overrides() -> None:

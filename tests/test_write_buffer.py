@@ -100,3 +100,39 @@ async def test_the_write_being_sent_is_never_the_one_dropped_for_room() -> None:
     gate.set()
     await buffer.drain(timeout_s=5)
     assert written == ["a1", "c1"] and counts["writes_lost"] == 1
+
+
+async def test_a_full_buffer_keeps_the_exchange_being_sent_whole() -> None:
+    """The oldest write (a question and its call) is being sent when the buffer fills: the next
+    write holds that call's results, so the oldest exchange that starts anew is dropped instead
+    (fresh-user report: the results were dropped and the call stored without them); with room
+    for one write only, the one being sent is kept and the buffer holds one more (review: it
+    raised StopIteration and lost the turn)."""
+    gate = asyncio.Event()
+    written: list[str] = []
+    counts: Counter[str] = Counter()
+
+    async def write(item: PendingWrite) -> None:
+        await gate.wait()
+        written.append(item.call_id)
+
+    buffer = WriteBuffer(write, max_items=3, max_age_s=60, count=lambda n, k: counts.update({n: k}))
+    buffer.add(_write("t:u:a", "user", "q1 and call"))
+    buffer.add(_write("t:u:a", "tool", "results and answer"))
+    buffer.add(_write("t:u:a", "user", "q2"))
+    await asyncio.sleep(0.01)  # q1 is being sent
+    buffer.add(_write("t:u:a", "user", "q3"))
+    gate.set()
+    await buffer.drain(timeout_s=5)
+    assert written == ["q1 and call", "results and answer", "q3"]
+    assert counts["writes_lost"] == 1
+
+    gate.clear()
+    written.clear()
+    one = WriteBuffer(write, max_items=1, max_age_s=60, count=lambda n, k: None)
+    one.add(_write("t:u:b", "user", "b1"))
+    await asyncio.sleep(0.01)  # b1 is being sent
+    one.add(_write("t:u:b", "user", "b2"))
+    gate.set()
+    await one.drain(timeout_s=5)
+    assert written == ["b1", "b2"]

@@ -333,7 +333,21 @@ def _time_label(ts_ms: int, timezone: str | None) -> str:
 
 #: characters of a client-given label part (a chat id, a speaker's name) that would end the part
 #: early or the label: replaced, so the label keeps its shape (``[time, other chat "id"] name:``).
-_LABEL_TABLE = str.maketrans({'"': "'", "[": "(", "]": ")", ":": ";"})
+_LABEL_TABLE = str.maketrans(
+    {
+        '"': "'",
+        "[": "(",
+        "]": ")",
+        ":": ";",
+        # look-alikes a reader takes for them (full-width, curly quotes)
+        "\uff02": "'",
+        "\u201c": "'",
+        "\u201d": "'",
+        "\uff3b": "(",
+        "\uff3d": ")",
+        "\uff1a": ";",
+    }
+)
 
 
 def _label_part(text: str) -> str:

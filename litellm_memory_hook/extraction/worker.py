@@ -285,9 +285,9 @@ class ExtractionWorker:
         """
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(keys.user_keys.forgets, list(keys.forget_fields))  # first: see load
                 pipe.hgetall(keys.meta)
-                pipe.hmget(keys.user_keys.forgets, list(keys.forget_fields))
-                meta_raw, tokens = await pipe.execute()
+                tokens, meta_raw = await pipe.execute()
             meta = {
                 (k.decode() if isinstance(k, bytes) else str(k)): (
                     v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)

@@ -626,8 +626,14 @@ class MemoryHook(CustomLogger):
             data["messages"] = assemble(plan.lead, window, rules=rules, memory_block="")
         if plan is None:
             return
-        prepared = PreparedRequest(messages=list(data["messages"]), plan=plan, cursor=0)
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
+        prepared = PreparedRequest(
+            messages=list(data["messages"]),
+            plan=plan,
+            cursor=0,
+            # no token read: the write is refused if a forget came after the request started
+            forget_token=f"@{now_ms() - int(elapsed_ms)}",
+        )
         self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
 
     @contextlib.asynccontextmanager
@@ -655,8 +661,8 @@ class MemoryHook(CustomLogger):
             return other.user_keys == keys.user_keys if whole_user else other == keys
 
         taken = self._buffer.take(forgotten)
-        await self._buffer.cancelled_sent(2 * self.settings.redis_timeout_s)
         try:
+            await self._buffer.cancelled_sent(2 * self.settings.redis_timeout_s)
             yield taken
         except BaseException:
             self._buffer.restore(taken)

@@ -147,9 +147,14 @@ class WriteBuffer:
     def add(self, item: PendingWrite) -> None:
         """Queue a write and make sure the flusher runs."""
         if len(self._items) >= self.max_items:
-            # the oldest not being sent (that one may be stored as we speak)
-            oldest = next(i for i in self._items if i is not self._sending)
-            self._drop(oldest, f"write buffer full ({self.max_items})")
+            # the oldest exchange not being sent (that one may be stored as we speak): a write
+            # that starts one, with the tool results that go on it; else the oldest write
+            waiting = [i for i in self._items if i is not self._sending]
+            oldest = next((i for i in waiting if not i.goes_on_exchange), None)
+            if oldest is None and waiting:
+                oldest = waiting[0]
+            if oldest is not None:  # else the one write held is being sent: hold one more
+                self._drop(oldest, f"write buffer full ({self.max_items})")
         self._items.append(item)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._flush())
@@ -205,7 +210,7 @@ class WriteBuffer:
                 after = True
                 continue
             if after and chain_of is not None and item.conversation == chain_of:
-                if item.goes_on_exchange:  # never the one being sent: that is the oldest
+                if item.goes_on_exchange and item is not self._sending:
                     lost += 1
                     continue
                 chain_of = None  # a new exchange: the rest stands on its own

@@ -5,23 +5,32 @@ or later from the outage buffer); an extraction job reads, calls the model, then
 forget that comes between the read and the write would be undone by that write: the turns, or
 the summary and memories drawn from them, stored again into the forgotten user's keys.
 
-So each forget first sets a random token in the user's ``forgets`` hash
-(:attr:`~litellm_memory_hook.store.keys.UserKeys.forgets`): field ``u`` for the whole user,
-``c:<conversation>`` for one conversation. Every read that a write depends on also reads the
-two tokens of its conversation (:func:`token_of`, ``"<user token>/<conversation token>"``),
-and the write script compares them with the hash as it is then (:data:`FORGOTTEN_LUA`): a token
-set now that differs from the one read means a forget came in between, and nothing is written.
-This holds across proxy processes, the CLI and the worker, since the comparison is in Redis.
+The user's ``forgets`` hash (:attr:`~litellm_memory_hook.store.keys.UserKeys.forgets`) holds
+two kinds of token: field ``u`` for the whole user, ``c:<conversation>`` for one conversation.
+The first write of a conversation creates both (``w:<random>``, only where absent); a forget
+replaces its own (``f:<epoch ms>-<random>``: :data:`MARK_FORGOTTEN`). Every read that a write
+depends on also reads the two tokens (:func:`token_of`: ``"<user token>/<conversation
+token>"``), and the write script compares them with the hash as it is then
+(:data:`FORGOTTEN_LUA`): a token that changed means a forget came in between, and nothing is
+written; a token created by another write where none was read is not a forget. This holds
+across proxy processes, the CLI and the worker, since the comparison is in Redis.
 
-The hash is the one key a forget leaves: random tokens, no content, kept for
-:func:`forget_token_ttl_s` (an hour past the outage buffer's age limit, the longest a write may
-wait). A token that has expired no longer refuses anything; a write read with no token
-(``""``: its request ran while Redis could not be read) is not checked.
+A full Redis (``maxmemory`` under ``noeviction``) refuses the new token, but not deletes: the
+forget then deletes the tokens instead (:func:`clear_tokens`), which refuses every write that
+read one. A request that could not read Redis carries ``@<epoch ms>``, when it started: its
+write is refused when a forget token was set at or after that time (the clocks of the proxy
+and of the forgetting process are compared). ``""`` checks nothing (imports, deletes asked
+for now).
+
+After a forget of the whole user the hash is the one key left: the user's forget token, no
+content, kept for :func:`forget_token_ttl_s` (an hour past the outage buffer's age limit, the
+longest a write may wait); a write's TTL refresh makes it live as long as the user's data.
 """
 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Sequence
 
 import redis.asyncio as aioredis
@@ -35,19 +44,61 @@ from litellm_memory_hook.store.keys import FORGET_USER_FIELD, ConversationKeys, 
 FORGET_TOKEN_MARGIN_S = 3600
 
 FORGOTTEN_LUA = """
--- Shared by the write scripts: true when a forget came after the write's read.
--- key: the user's forgets hash; field: the conversation's field (c:<c>); token: what the read
--- found, '<user token>/<conversation token>' ('' = not read: not checked). A token that is set
--- now and differs from the one read means a forget in between; an absent one refuses nothing.
+-- Shared by the write scripts (store/forgets.py). key: the user's forgets hash; field: the
+-- conversation's field (c:<c>); token: what the write's read found, '<user token>/<conversation
+-- token>', or '@<epoch ms>' when its request could not read Redis and started then ('' = not
+-- checked).
+-- True when a forget came after the read: a token changed (set anew, or deleted by a forget
+-- on a full Redis), unless none was read and another write created it (w:...); for '@<ms>', a
+-- forget token set at or after that time (f:<ms>-<random>).
 local function forgotten(key, field, token)
   if token == '' then return false end
+  local now = redis.call('HMGET', key, 'u', field)
+  if string.sub(token, 1, 1) == '@' then
+    local since = tonumber(string.sub(token, 2)) or 0
+    for i = 1, 2 do
+      local at = tonumber(string.match(now[i] or '', '^f:(%d+)-'))
+      if at and at >= since then return true end
+    end
+    return false
+  end
   local slash = string.find(token, '/', 1, true)
   if not slash then return false end
-  local now = redis.call('HMGET', key, 'u', field)
-  if now[1] and now[1] ~= string.sub(token, 1, slash - 1) then return true end
-  if now[2] and now[2] ~= string.sub(token, slash + 1) then return true end
+  local read = {string.sub(token, 1, slash - 1), string.sub(token, slash + 1)}
+  for i = 1, 2 do
+    local is = now[i] or ''
+    if is ~= read[i] and not (read[i] == '' and string.sub(is, 1, 2) == 'w:') then
+      return true
+    end
+  end
   return false
 end
+-- A conversation's first write creates its user's and its own token (w:<fresh>) where absent.
+local function own_tokens(key, field, fresh)
+  redis.call('HSETNX', key, 'u', 'w:' .. fresh)
+  redis.call('HSETNX', key, field, 'w:' .. fresh)
+end
+"""
+
+MARK_FORGOTTEN = """
+-- A forget's new token (store/forgets.py), set before the forgotten keys are deleted.
+-- KEYS[1] the user's forgets hash
+-- ARGV[1] field: 'u' (the whole user) or 'c:<c>' (one conversation), ARGV[2] the token
+-- (f:<epoch ms>-<random>), ARGV[3] TTL seconds
+-- A forget of the whole user replaces the hash (the conversations' tokens go with it) and the
+-- key lives ARGV[3] s; a forget of one conversation sets its field and never shortens the TTL
+-- (the user's other conversations live on). Returns 1.
+if ARGV[1] == 'u' then
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'u', ARGV[2])
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  if redis.call('TTL', KEYS[1]) < tonumber(ARGV[3]) then
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+  end
+end
+return 1
 """
 
 
@@ -78,11 +129,10 @@ async def mark_forgotten(
         StoreError: Redis failed otherwise (down, a timeout): the forget must not go on.
     """
     field = FORGET_USER_FIELD if conversation is None else conversation.index_member
+    script = redis.register_script(MARK_FORGOTTEN)
     try:
-        async with redis.pipeline(transaction=False) as pipe:
-            pipe.hset(user.forgets, field, secrets.token_hex(8))
-            pipe.expire(user.forgets, ttl_s)
-            await pipe.execute()
+        token = f"f:{int(time.time() * 1000)}-{secrets.token_hex(8)}"
+        await script(keys=[user.forgets], args=[field, token, ttl_s])
     except OutOfMemoryError:
         return False
     except RedisError as exc:
@@ -90,9 +140,30 @@ async def mark_forgotten(
     return True
 
 
+async def clear_tokens(
+    redis: aioredis.Redis, user: UserKeys, conversation: ConversationKeys | None
+) -> None:
+    """Delete the user's tokens (``conversation`` None) or the conversation's: a full Redis
+    takes deletes where it refuses a new token, and a write that read a token is refused once
+    it is gone (:data:`FORGOTTEN_LUA`).
+
+    Raises:
+        StoreError: Redis failed.
+    """
+    try:
+        if conversation is None:
+            await redis.delete(user.forgets)
+        else:
+            await redis.hdel(user.forgets, conversation.index_member)
+    except RedisError as exc:
+        raise StoreError(f"forget {user.hash_tag}: {exc}") from exc
+
+
 __all__ = [
     "FORGET_TOKEN_MARGIN_S",
     "FORGOTTEN_LUA",
+    "MARK_FORGOTTEN",
+    "clear_tokens",
     "forget_token_ttl_s",
     "mark_forgotten",
     "token_of",

@@ -193,11 +193,12 @@ APPEND_TURNS = (
 -- KEYS[5] the user's forgets hash (store/forgets.py)
 -- KEYS[6..] (optional) the user's index set, then the keys of the conversation's memory set
 -- ARGV[1] call_id ("" = no idempotency check)
--- ARGV[2] TTL in seconds, set on every key (KEYS but the forgets hash) that exists
+-- ARGV[2] TTL in seconds, set on every key (KEYS) that exists
 -- ARGV[3] now, epoch ms (meta.updated_ms)
 -- ARGV[4] postings cap per term
--- ARGV[5] the conversation's forgets field, ARGV[6] the forget token its request read
--- ARGV[7] number of meta fields written only if absent; then that many field, value pairs
+-- ARGV[5] the conversation's forgets field, ARGV[6] the forget token its request read,
+-- ARGV[7] a fresh random token (the conversation's first write creates its tokens with it)
+-- ARGV[8] number of meta fields written only if absent; then that many field, value pairs
 -- then: turns to remove first (a regenerate replaces its old reply), as remove_turns reads
 --   them; exactly these seqs go, and only if still stored
 -- then: number of seed turns: the first new turns, written only while the conversation is empty
@@ -220,8 +221,9 @@ if call_id ~= '' then
   local seen = redis.call('HGET', KEYS[3], call_id)
   if seen then return {0, tonumber(seen), tonumber(seen), cursor()} end
 end
-local i = 8
-for _ = 1, tonumber(ARGV[7]) do
+own_tokens(KEYS[5], ARGV[5], ARGV[7])
+local i = 9
+for _ = 1, tonumber(ARGV[8]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
@@ -247,9 +249,7 @@ if #KEYS >= 6 then
   local n_members = tonumber(ARGV[i])
   if n_members > 0 then redis.call('SADD', KEYS[6], unpack(ARGV, i + 1, i + n_members)) end
 end
-for k = 1, #KEYS do
-  if k ~= 5 then redis.call('EXPIRE', KEYS[k], ARGV[2]) end
-end
+for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
 return {1, first, last, cursor()}
 """
 )
@@ -258,15 +258,21 @@ DELETE_TURNS = (
     """
 -- Delete stored turns of a conversation by seq, with their recall-index entries.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
+-- KEYS[5] the user's forgets hash (store/forgets.py)
 -- ARGV[1] TTL in seconds, set on every key of the conversation that exists
+-- ARGV[2] the conversation's forgets field, ARGV[3] the forget token the deleting request read
+-- ('' = not checked: a delete asked for now)
 -- then: the turns, as remove_turns reads them (each with the terms it was appended with)
 -- A seq that is not stored (never, or already deleted) is skipped: its terms are not touched.
--- Returns the number of turns removed.
+-- Returns the number of turns removed, or -1 when a forget came after the request's read
+-- (seqs start again after a forget: those seqs may be newer turns).
 """
     + _POSTINGS_LUA
+    + FORGOTTEN_LUA
     + """
-local _, removed = remove_turns(2)
-for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
+if forgotten(KEYS[5], ARGV[2], ARGV[3]) then return -1 end
+local _, removed = remove_turns(4)
+for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
 return removed
 """
 )
@@ -276,12 +282,14 @@ BEGIN_WRITE = (
 -- Start a write too large for one script (issue 9 item 7): decide, reserve and mark; the turns
 -- follow in bounded batches (WRITE_TURNS), so no script holds Redis for long.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
--- KEYS[5] the user's forgets hash (store/forgets.py)
+-- KEYS[5] the user's forgets hash (store/forgets.py), KEYS[6] the user's index set: the
+-- conversation joins it here, so a forget of the whole user finds it between batches
 -- ARGV[1] call_id ("" = no idempotency check)
 -- ARGV[2] progress field of meta ("writing:<call id or token>")
 -- ARGV[3] TTL in seconds, ARGV[4] now, epoch ms
--- ARGV[5] the conversation's forgets field, ARGV[6] the forget token its request read
--- ARGV[7] number of meta fields written only if absent; then that many field, value pairs
+-- ARGV[5] the conversation's forgets field, ARGV[6] the forget token its request read,
+-- ARGV[7] a fresh random token (the conversation's first write creates its tokens with it)
+-- ARGV[8] number of meta fields written only if absent; then that many field, value pairs
 -- then: turns to remove first, as remove_turns reads them
 -- then: number of seed turns, number of turns in all (seed turns first)
 -- The seed is skipped unless the conversation is empty now (seq 0). The seqs of every turn
@@ -309,8 +317,10 @@ if call_id ~= '' then
     return {0, tonumber(seen), tonumber(seen), 0, 0}
   end
 end
-local i = 8
-for _ = 1, tonumber(ARGV[7]) do
+own_tokens(KEYS[5], ARGV[5], ARGV[7])
+redis.call('SADD', KEYS[6], ARGV[5])
+local i = 9
+for _ = 1, tonumber(ARGV[8]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
@@ -322,14 +332,14 @@ if n_seed > 0 and tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') > 0 then s
 local count = n_all - skipped * n_seed
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[4])
 if count <= 0 then
-  for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+  for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
   return {1, 0, 0, skipped, 0}
 end
 local last = redis.call('HINCRBY', KEYS[1], 'seq', count)
 local first = last - count + 1
 if call_id ~= '' then redis.call('HSET', KEYS[3], call_id, last) end
 redis.call('HSET', KEYS[1], ARGV[2], first .. ' ' .. skipped .. ' 0')
-for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
 return {1, first, last, skipped, 0}
 """
 )
@@ -341,20 +351,25 @@ WRITE_TURNS = (
 -- ARGV[1] progress field, ARGV[2] TTL in seconds, ARGV[3] now, epoch ms, ARGV[4] postings cap
 -- ARGV[5] index of the first turn of this batch, ARGV[6] index after its last turn
 -- ARGV[7] 1 when this batch ends the write (the progress field is deleted)
--- ARGV[8] number of turns; for each: seq, body (turn JSON without "{"), 1 when indexed
+-- ARGV[8] the conversation's forgets field, ARGV[9] the forget token the request read
+-- (KEYS[5] the user's forgets hash)
+-- ARGV[10] number of turns; for each: seq, body (turn JSON without "{"), 1 when indexed
 -- then: their terms, as index_turns reads them (positions in this batch)
 -- Runs only when the progress field says the write continues at ARGV[5], so a batch repeated
 -- (a retry) or a write whose conversation was deleted meanwhile writes nothing.
--- Returns 1 when written, 0 when skipped.
+-- Returns 1 when written, 0 when skipped, -1 when a forget came after the request's read (a
+-- forget of the whole user finds no index entry for a conversation still being seeded).
 """
     + _POSTINGS_LUA
+    + FORGOTTEN_LUA
     + """
+if forgotten(KEYS[5], ARGV[8], ARGV[9]) then return -1 end
 local progress = redis.call('HGET', KEYS[1], ARGV[1])
 if not progress then return 0 end
 local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)$')
 if tonumber(nxt) ~= tonumber(ARGV[5]) then return 0 end
-local i, seqs = 9, {}
-for j = 1, tonumber(ARGV[8]) do
+local i, seqs = 11, {}
+for j = 1, tonumber(ARGV[10]) do
   local seq = tonumber(ARGV[i])
   seqs[j] = seq
   redis.call('ZADD', KEYS[2], seq, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
@@ -659,11 +674,12 @@ class MemoryStore:
         """
 
         def build(pipe: Any) -> None:
+            # the forget tokens first: a forget after them is seen by the write
+            pipe.hmget(keys.user_keys.forgets, list(keys.forget_fields))
             pipe.hgetall(keys.meta)
             pipe.zrange(keys.turns, -tail, -1)
             pipe.hgetall(memory.pinned)
             pipe.hgetall(memory.memories)
-            pipe.hmget(keys.user_keys.forgets, list(keys.forget_fields))
             if query_terms:
                 pipe.hmget(keys.postings, list(query_terms))
             if list_chats:
@@ -674,6 +690,8 @@ class MemoryStore:
             replies, spans = await self._pipeline(build, calls)
         except RedisError as exc:
             raise StoreError(f"load {keys.ref}: {exc}") from exc
+        token = token_of(replies[0])
+        replies = replies[1:]
         meta = {_text(k): _text(v) for k, v in replies[0].items()}
         turns: list[Turn] = []
         for member in replies[1]:
@@ -686,10 +704,10 @@ class MemoryStore:
             tail=turns,
             pinned=_in_field_order(replies[2]),
             memories=_in_field_order(replies[3]),
-            forget_token=token_of(replies[4]),
+            forget_token=token,
         )
         postings = Postings(n_docs=int(meta.get("idx_n", "0") or 0))
-        rest = iter(replies[5:])
+        rest = iter(replies[4:])
         if query_terms:
             _add_postings(postings, query_terms, next(rest))
         if list_chats:
@@ -932,8 +950,9 @@ class MemoryStore:
         for name, value in meta_items:
             head.extend((name, value))
         if not self._fits_one_script((*items, *replace)):
-            if replace:  # deleted first, in batches (deleting again on a retry changes nothing)
-                await self.delete_turns(keys, replace)
+            # deleted first, in batches (deleting again on a retry changes nothing)
+            if replace and await self.delete_turns(keys, replace, forget_token=forget_token) < 0:
+                return AppendResult(False, 0, 0, forgotten=True)
             result = await self._append_batched(
                 keys, items, call_id, [*head, *_removal_args(())], at, seeded, forget_token
             )
@@ -948,6 +967,7 @@ class MemoryStore:
             self.postings_cap,
             keys.index_member,
             forget_token,
+            secrets.token_hex(8),
             *head,
             seeded,
             len(items),
@@ -1013,12 +1033,12 @@ class MemoryStore:
     ) -> AppendResult:
         progress = "writing:" + (call_id or "t-" + secrets.token_hex(8))
         names = self._script_keys(keys)
-        token = [keys.index_member, forget_token]
+        token = [keys.index_member, forget_token, secrets.token_hex(8)]
         try:
             status, first, last, skipped, start = (
                 int(x)
                 for x in await self._begin(
-                    keys=[*names, keys.user_keys.forgets],
+                    keys=[*names, keys.user_keys.forgets, keys.user_keys.index],
                     args=[call_id, progress, self.ttl_s, at, *token, *head, seeded, len(items)],
                 )
             )
@@ -1038,20 +1058,27 @@ class MemoryStore:
                     begin,
                     end,
                     1 if end == len(todo) else 0,
-                    end - begin,
                 ]
+                args.extend((keys.index_member, forget_token, end - begin))
                 for offset in range(begin, end):
                     item = todo[offset]
                     args.extend((first + offset, item.turn.body_json(), 1 if item.terms else 0))
                 args.extend(_term_args(todo[begin:end]))
-                if not await self._write_batch(keys=names, args=args):
+                done = int(
+                    await self._write_batch(keys=[*names, keys.user_keys.forgets], args=args)
+                )
+                if done < 0:
+                    return AppendResult(False, 0, 0, forgotten=True)
+                if not done:
                     # Another run of this call id went on (or the conversation was deleted).
                     return AppendResult(False, first, last)
         except RedisError as exc:
             raise StoreError(f"append {keys.ref}: {exc}") from exc
         return AppendResult(True, first, last)
 
-    async def delete_turns(self, keys: ConversationKeys, turns: Sequence[IndexedTurn]) -> int:
+    async def delete_turns(
+        self, keys: ConversationKeys, turns: Sequence[IndexedTurn], *, forget_token: str = ""
+    ) -> int:
         """Delete stored turns by seq and their recall-index entries, in scripts of at most
         ``batch_turns`` turns and ``batch_terms`` terms (each batch atomic).
 
@@ -1078,9 +1105,12 @@ class MemoryStore:
             keys: the conversation.
             turns: stored turns (``turn.seq`` > 0) with their index terms; repeats of a seq count
                 once.
+            forget_token: the forget token of the read that chose these turns (``""``: a delete
+                asked for now, not checked).
 
         Returns:
-            How many turns were removed (stored turns among ``turns``).
+            How many turns were removed (stored turns among ``turns``); -1 when a forget came
+            after that read (nothing removed: seqs start again after a forget).
 
         Raises:
             StoreError: Redis failed (batches before the failing one stay done; calling again
@@ -1095,12 +1125,21 @@ class MemoryStore:
             seen.add(seq)
             unique.append(item)
         removed = 0
+        names = [*self._script_keys(keys), keys.user_keys.forgets]
         for start, end in self._batches(unique, 0):
-            args: list[Any] = [self.ttl_s, *_removal_args(unique[start:end])]
+            args: list[Any] = [
+                self.ttl_s,
+                keys.index_member,
+                forget_token,
+                *_removal_args(unique[start:end]),
+            ]
             try:
-                removed += int(await self._delete(keys=self._script_keys(keys), args=args))
+                done = int(await self._delete(keys=names, args=args))
             except RedisError as exc:
                 raise StoreError(f"delete turns {keys.ref}: {exc}") from exc
+            if done < 0:
+                return -1
+            removed += done
         return removed
 
     async def touch_user_index(self, keys: ConversationKeys, memory: MemoryKeys) -> None:

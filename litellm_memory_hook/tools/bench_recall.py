@@ -572,6 +572,7 @@ async def _run_history(
                 )
     finally:
         await store.forget_user(who.keys.user_keys)
+        await store.redis.delete(who.keys.user_keys.forgets)  # a benchmark leaves nothing
 
 
 async def run_recall(

@@ -41,16 +41,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
-from typer.core import TyperGroup
 
-try:  # typer 0.29+ carries its own copy of click
-    from typer._click import core as click_core
-    from typer._click import exceptions as click_exceptions
-    from typer._click.globals import get_current_context
-except ImportError:  # pragma: no cover - older typer runs on click itself
-    from click import core as click_core  # type: ignore[no-redef]
-    from click import exceptions as click_exceptions  # type: ignore[no-redef]
-    from click.globals import get_current_context  # type: ignore[no-redef]
+# typer 0.29+ carries its own copy of click (pyproject requires it); the usage-error handling
+# below needs its exception classes, NoArgsIsHelpError included
+from typer._click import core as click_core
+from typer._click import exceptions as click_exceptions
+from typer._click.globals import get_current_context
+from typer.core import TyperGroup
 
 from litellm_memory_hook.errors import DatasetError, MemoryHookError, StoreError
 from litellm_memory_hook.memory_api import (
