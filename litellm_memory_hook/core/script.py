@@ -23,19 +23,33 @@ Rules of :func:`detect_script`:
   Turkish, Tagalog, Polish, Scandinavian), that language's common function words. A word listed by
   several languages (``mein`` German and Hinglish, ``was`` English and German, ``se`` Spanish and
   Hinglish) counts for each of them. An unlisted word with an apostrophe counts by its elided head
-  and its rest (French ``c'est`` as ``c'`` and ``est``). With ``e`` English and ``h`` Hinglish
-  marker words, ``n`` words in all, and ``o`` the larger of the best other language's count and the
-  number of accented words (a letter outside ASCII: ``müde``, ``está``, ``çok``; capitalised words
-  after the first are taken for names, ``Jürgen``, ``São Paulo``, and not counted): Hinglish when
-  ``h >= 1``, ``h >= e``, ``h > o`` and ``h >= MARKER_SHARE * n``; otherwise English when ``e >=
-  1``, ``e > h``, ``e > o`` and ``e >= MARKER_SHARE * n``; otherwise unknown (``language``
-  ``None``): another language, a tie, or too few marker words. So English or Hinglish must beat
-  every other language's evidence: "Wie alt ist mein Hund?", "Mi perro se llama Toby.", "Was ist
-  das?", "Is het goed?" and "Ho fame" are unknown, and their reminder asks for the same language
-  (:data:`CLAUSE_LATIN_OTHER`). Unknown is the safe outcome: a wrong English or Hinglish label tells
-  the model to switch language. Words common to English and Hinglish (``to``, ``the``, ``main``,
-  ``tab``, ``ok``) are in neither list; ``me`` is in both. Accuracy on
-  ``tests/data/latin_languages.jsonl`` (short chat messages in 15 languages) is checked by
+  and its rest (French ``c'est`` as ``c'`` and ``est``). Counts, over the message's ``n``
+  words: ``e`` English and ``h`` Hinglish marker words; ``b`` words that English or Hinglish (or
+  both) lists; ``a`` accented words (a letter outside ASCII: ``müde``, ``está``, ``çok``;
+  capitalised words after the first are taken for names, ``Jürgen``, ``São Paulo``, and not
+  counted); ``o`` the larger of ``a`` and the best other language's count; ``r`` the same but
+  without the other languages' words that English lists and Hinglish does not (``i`` Italian,
+  ``for`` Scandinavian, ``on`` Polish: in a code-switched line they are its English half). The
+  Hinglish weight ``w`` is ``h`` plus ``HINGLISH_WEIGHT - 1`` (2) for each Hinglish marker not in
+  :data:`HINGLISH_WEAK_WORDS`: a Hindi pronoun, verb, postposition, particle or form of address
+  (``hai``, ``kya``, ``mera``, ``tu``, ``yaar``, ``bhai``) is all but absent from English text,
+  while code-switched Hinglish is full of English words, so it takes more than three English
+  markers to outweigh one; the weak ones (English words and names such as ``ho``, ``mat``,
+  ``beta``, ``Jo``, the honorific ``ji``, and nouns English borrows such as ``khana``,
+  ``shaadi``) weigh 1. Then: Hinglish when ``h >= 1``, ``w >= e``, ``b >= MARKER_SHARE * n`` and
+  ``h > r``; otherwise, when ``h >= 1``, ``w >= e`` and ``b >= MARKER_SHARE * n``, unknown;
+  otherwise English when ``e >= 1``, ``e > w``, ``e > o`` and ``e >= MARKER_SHARE * n``;
+  otherwise unknown (``language`` ``None``): another language, a tie, or too few marker words.
+  So "Mera kutta bahut cute hai, what do you think?" (``w`` 9, ``e`` 4), "Ok bhai, see you
+  tomorrow" (3, 3) and "Sorry yaar, I forgot" are Hinglish; "I love chai", "namaste everyone"
+  and "Thanks bhai, that was really helpful!" (3, 4) are English. And English or Hinglish must
+  beat every other language's evidence: "Wie alt ist mein Hund?", "Mi perro se llama Toby.",
+  "Was ist das?", "Is het goed?", "Ho fame", "Tu sei pazzo" and "Se me hizo tarde." are unknown,
+  and their reminder asks for the same language (:data:`CLAUSE_LATIN_OTHER`). Unknown is the safe
+  outcome: a wrong English or Hinglish label tells the model to switch language. Words common to
+  English and Hinglish (``to``, ``the``, ``main``, ``tab``, ``ok``) are in neither list; ``me``
+  is in both. Accuracy on ``tests/data/latin_languages.jsonl`` (short chat messages in 15
+  languages, code-switched Hinglish, English with Hindi loanwords) is checked by
   ``tests/test_script.py``.
 """
 
@@ -56,6 +70,8 @@ __all__ = [
     "ENGLISH",
     "ENGLISH_WORDS",
     "HINGLISH",
+    "HINGLISH_WEAK_WORDS",
+    "HINGLISH_WEIGHT",
     "HINGLISH_WORDS",
     "MAJORITY",
     "MARKER_SHARE",
@@ -129,9 +145,35 @@ HINGLISH_WORDS: Final[frozenset[str]] = _word_set(
     naam kaam baat ghar khana yaad pasand dost saal mahina mahine hafte hafta waqt paise paisa
     bilkul sach jaldi baad pehle sahi galat agar shayad zaroor wapas andar bahar upar neeche
     pe tak ab jo ek dono beta beti behen bhaiya didi mummy shaadi raat neend me
+    tu tujhse tumse humse aapko aapse unhe sabko sabse itna itni jitna aisa aise thodi kidhar
+    haina baje arre arey wah waah suno ekdum mast pagal bakwas chutti pakka ruk aata aati aate
+    jata jati jate jaunga jaungi jayega jayegi aaunga aaoge aayega lagega milte milenge mila
+    ne bola boli bole dekha dekhi dekhna socha soch banau banaun pahuncha pahunch kardo karu
+    karun
     """
 )
 """Common romanised Hindi function words and very frequent Hinglish words (lower case)."""
+
+HINGLISH_WEAK_WORDS: Final[frozenset[str]] = _word_set(
+    """
+    me ho mat par bas jo pe ab aa han hun hu koi jab fir hum mai beta mummy bata pata dena jana
+    ji mast
+    naam kaam baat ghar khana yaad pasand dost saal mahina mahine hafte hafta waqt paise paisa
+    shaadi raat neend
+    """
+)
+"""The :data:`HINGLISH_WORDS` that also occur in English text: English words, abbreviations and
+names (``ho``, ``mat``, ``par``, ``bas``, ``beta``, ``Jo``) and nouns English borrows (``naam``,
+``khana``, ``shaadi``, ``paisa``). Against English they weigh 1, every other Hinglish marker
+:data:`HINGLISH_WEIGHT`."""
+
+HINGLISH_WEIGHT: Final = 3
+"""Weight against English of a Hinglish marker word not in :data:`HINGLISH_WEAK_WORDS`.
+
+Hindi pronouns, verbs, postpositions, particles and forms of address (``hai``, ``kya``, ``mera``,
+``yaar``, ``bhai``) almost never occur in English text, while code-switched Hinglish is full of
+English words ("Mera kutta bahut cute hai, what do you think?": 3 Hinglish, 4 English markers):
+English must outnumber such a marker more than three to one to win."""
 
 ENGLISH_WORDS: Final[frozenset[str]] = _word_set(
     """
@@ -147,13 +189,13 @@ ENGLISH_WORDS: Final[frozenset[str]] = _word_set(
     some any all every each other another more most much many only even still already again too
     as up down out off away back through between during without until while since though
     ever never always often sometimes usually maybe
-    get got make made go going went gone take took give gave know knew think thought say said
+    get got make made go going went gone come take took give gave know knew think thought say said
     tell told see saw look want need like love feel try find work call ask help remember remind
     forget mean keep let put show write read send buy pay eat cook live lives moved start learn
     talk mentioned happened
     name time today tomorrow yesterday tonight morning night week month year day people thing
-    something anything nothing everything someone good great bad new old last next first best
-    better sure right okay well favorite favourite sorry yeah bye
+    something anything nothing everything someone everyone good great bad new old last next first
+    best better sure right okay well favorite favourite sorry yeah bye
     """
 )
 """Common English function words, greetings and very frequent chat words (lower case)."""
@@ -373,16 +415,44 @@ _FIELD_BITS: Final = 32
 _FIELD_MASK: Final = (1 << _FIELD_BITS) - 1
 
 
-def _packed_word_tallies() -> dict[str, int]:
-    """Each marker word's tally: 1 in the counter field of every language listing it.
+_STRONG_INDEX: Final = len(_MARKER_LANGUAGES)
+"""Index of one more counter after the languages': the Hinglish words not in
+:data:`HINGLISH_WEAK_WORDS`."""
+_EITHER_INDEX: Final = _STRONG_INDEX + 1
+"""Index of the counter of words that English or Hinglish (or both) lists."""
+_OTHER_INDICES: Final[tuple[int, ...]] = tuple(
+    index
+    for index in range(len(_MARKER_LANGUAGES))
+    if index not in (_ENGLISH_INDEX, _HINGLISH_INDEX)
+)
+_RIVAL_INDICES: Final[tuple[int, ...]] = tuple(
+    _EITHER_INDEX + 1 + position for position in range(len(_OTHER_INDICES))
+)
+"""Indices of the counters, one per other language, of its words other than those English lists
+and Hinglish does not."""
 
-    A message's per-language counts are then the plain sum of its words' tallies, one counter
-    of :data:`_FIELD_BITS` bits per language in :data:`_MARKER_LANGUAGES` order.
+
+def _packed_word_tallies() -> dict[str, int]:
+    """Each marker word's tally: 1 in the counter field of every language listing it; 1 in the
+    field :data:`_STRONG_INDEX` for a Hinglish word not in :data:`HINGLISH_WEAK_WORDS`; 1 in the
+    field :data:`_EITHER_INDEX` for a word English or Hinglish lists; and, unless English lists
+    it and Hinglish does not, 1 in the :data:`_RIVAL_INDICES` field of every other language
+    listing it.
+
+    A message's counts are then the plain sum of its words' tallies, one counter of
+    :data:`_FIELD_BITS` bits per field.
     """
     table: dict[str, int] = {}
     for index, language in enumerate(_MARKER_LANGUAGES):
         for word in _MARKER_WORDS[language]:
             table[word] = table.get(word, 0) + (1 << (_FIELD_BITS * index))
+    for word in HINGLISH_WORDS - HINGLISH_WEAK_WORDS:
+        table[word] += 1 << (_FIELD_BITS * _STRONG_INDEX)
+    for word in ENGLISH_WORDS | HINGLISH_WORDS:
+        table[word] += 1 << (_FIELD_BITS * _EITHER_INDEX)
+    for index, rival in zip(_OTHER_INDICES, _RIVAL_INDICES, strict=True):
+        for word in _MARKER_WORDS[_MARKER_LANGUAGES[index]] - (ENGLISH_WORDS - HINGLISH_WORDS):
+            table[word] += 1 << (_FIELD_BITS * rival)
     return table
 
 
@@ -400,11 +470,8 @@ def _word_tally(word: str) -> int:
     return _WORD_TALLIES.get(head + "'", 0) + _WORD_TALLIES.get(rest, 0)
 
 
-_OTHER_SHIFTS: Final[tuple[int, ...]] = tuple(
-    _FIELD_BITS * index
-    for index in range(len(_MARKER_LANGUAGES))
-    if index not in (_ENGLISH_INDEX, _HINGLISH_INDEX)
-)
+_OTHER_SHIFTS: Final[tuple[int, ...]] = tuple(_FIELD_BITS * index for index in _OTHER_INDICES)
+_RIVAL_SHIFTS: Final[tuple[int, ...]] = tuple(_FIELD_BITS * index for index in _RIVAL_INDICES)
 
 
 def _accented_words(words: list[str]) -> int:
@@ -435,11 +502,17 @@ def _latin_language(text: str) -> str | None:
     total = sum(map(_word_tally, words))
     english = (total >> (_FIELD_BITS * _ENGLISH_INDEX)) & _FIELD_MASK
     hindi = (total >> (_FIELD_BITS * _HINGLISH_INDEX)) & _FIELD_MASK
-    other = max(accented, *((total >> shift) & _FIELD_MASK for shift in _OTHER_SHIFTS))
+    strong = (total >> (_FIELD_BITS * _STRONG_INDEX)) & _FIELD_MASK
+    hindi_weight = hindi + (HINGLISH_WEIGHT - 1) * strong
     needed = MARKER_SHARE * len(words)
-    if hindi >= 1 and hindi >= english and hindi > other and hindi >= needed:
-        return HINGLISH
-    if english >= 1 and english > hindi and english > other and english >= needed:
+    either = (total >> (_FIELD_BITS * _EITHER_INDEX)) & _FIELD_MASK
+    if hindi >= 1 and hindi_weight >= english and either >= needed:
+        # Another language's words that English also lists (``i``, ``for``, ``on``) are the
+        # English half of a code-switched line, not evidence against Hinglish.
+        rival = max(accented, *((total >> shift) & _FIELD_MASK for shift in _RIVAL_SHIFTS))
+        return HINGLISH if hindi > rival else None
+    other = max(accented, *((total >> shift) & _FIELD_MASK for shift in _OTHER_SHIFTS))
+    if english >= 1 and english > hindi_weight and english > other and english >= needed:
         return ENGLISH
     return None
 
