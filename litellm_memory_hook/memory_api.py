@@ -266,7 +266,8 @@ class ExportDocument(BaseModel):
 
         Raises:
             MemoryInputError: not an export of a version this code reads, or malformed (the
-                message names the first problem).
+                message names the first problem), or a string holds a lone surrogate (it could
+                not be stored).
         """
         if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
             raise MemoryInputError(
@@ -276,6 +277,16 @@ class ExportDocument(BaseModel):
             raise MemoryInputError(
                 f"export version {data.get('version')!r} is not supported (this version reads "
                 f"{EXPORT_VERSION})"
+            )
+        from litellm_memory_hook.core.messages import lone_surrogate
+
+        bad = lone_surrogate(data)
+        if bad is not None:
+            where, code = bad
+            where = where.replace("[", ".").replace("]", "")  # as pydantic names a place
+            raise MemoryInputError(
+                f"bad export at {where}: holds a lone surrogate {code} (a JSON escape that is "
+                "no Unicode text)"
             )
         try:
             return cls.model_validate(data)

@@ -85,7 +85,9 @@ class MemorySettings(BaseSettings):
             instead of each waiting for the timeout; writes go to the background retry.
         stored_text_chars: longest text stored for one message (characters); longer texts keep
             their end, as the window does.
-        timezone: IANA name used to date recalled lines when the request gives none.
+        timezone: IANA name used to date recalled lines when the request gives none
+            (``Asia/Kolkata``); an unknown name is a configuration error, as it is a 400 in a
+            request's ``metadata.timezone``; empty means UTC.
         recall_mode: ``budget`` (default): recall old lines by relevance until ``recall_chars``
             or ``recall_k_max`` is reached, keeping a line only while it scores at least
             ``recall_min_share`` of the best; ``fixed``: the best ``recall_k`` lines (the seed's
@@ -191,6 +193,16 @@ class MemorySettings(BaseSettings):
             raise ValueError(
                 "must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)"
             )
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from litellm_memory_hook.core.dates import is_zone
+
+        # empty (or blank) has always meant UTC; anything else must be a zone this system knows
+        if value.strip() and not is_zone(value):
+            raise ValueError("must be an IANA time zone name such as Asia/Kolkata or UTC")
         return value
 
     @field_validator("side_request_patterns")

@@ -300,3 +300,159 @@ def test_an_error_message_with_line_breaks_is_printed_on_one_line(
     assert exit_.exit_code == 2
     expected = "error: while parsing a block in line 3 expected <block end>\n"
     assert capsys.readouterr().err == expected
+
+
+# -- lone surrogates and times out of range; ports; the help of every usage error ----------------
+
+
+def unreachable_redis(config: Path) -> Path:
+    """``config`` pointed at a Redis that is not there: a test whose file is refused before
+    Redis is touched passes, one that gets as far as Redis fails."""
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["callback_settings"]["memory"]["redis_url"] = "redis://127.0.0.1:1/0"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return config
+
+
+def test_jsonl_lines_with_a_lone_surrogate_or_a_time_out_of_range_are_refused(
+    config: Path, tmp_path: Path
+) -> None:
+    """The tester's lines: a JSON-escaped lone surrogate was "error: UnicodeEncodeError ... (run
+    with --debug ...)" rc 1 (at the Redis write), ts NaN "error: ValueError: cannot convert
+    float NaN to integer" rc 1, ts 1e30 and -5 were imported (a 31-digit time, -5000). Each is
+    now a refused line, rc 2, before Redis is touched; so is an ISO date outside 1970..3000."""
+    file = write_lines(
+        tmp_path / "chat.jsonl",
+        '{"role":"user","content":"a\\ud800b"}',
+        '{"role":"user","content":"n","ts":NaN}',
+        '{"role":"user","content":"big","ts":1e30}',
+        '{"role":"user","content":"negative","ts":-5}',
+        '{"role":"user","content":"old","ts":"0001-01-01T00:00:00"}',
+        {"role": "user", "content": "fine", "ts": 1_700_000_000},
+    )
+    args = ("--format", "jsonl", "--user", "ana", "--config", str(unreachable_redis(config)))
+    line = one_error_line(invoke("import", str(file), *args))
+    assert line == (
+        f"error: {file}: 5 lines cannot be imported: line 1: content holds a lone surrogate "
+        "\\ud800 (a JSON escape that is no Unicode text); line 2: timestamp NaN is not a number; "
+        "line 3: timestamp 1e+30 is outside 1970-01-01 to 3000-01-01 UTC; and 2 more; fix or "
+        "remove them (nothing was imported)"
+    )
+
+
+def test_a_lone_surrogate_in_a_locomo_or_export_file_is_refused(
+    config: Path, tmp_path: Path
+) -> None:
+    """The LoCoMo and export readers let a lone surrogate through to the Redis write too (an
+    unexpected UnicodeEncodeError, rc 1): the turn, or the export's place, is named, rc 2."""
+    config = unreachable_redis(config)
+    locomo = tmp_path / "locomo.json"
+    conversation = {
+        "speaker_a": "Ana",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Bo."},
+            {"speaker": "Bo", "dia_id": "D1:2", "text": "caf\ud800"},
+        ],
+    }
+    locomo.write_text(json.dumps([{"sample_id": "s1", "conversation": conversation}]), "utf-8")
+    args = ("--format", "locomo", "--sample-id", "s1", "--user", "ana", "--config", str(config))
+    line = one_error_line(invoke("import", str(locomo), *args))
+    assert line == (
+        f"error: {locomo}: 1 line cannot be imported: D1:2: text holds a lone surrogate \\ud800 "
+        "(a JSON escape that is no Unicode text); fix or remove it (nothing was imported)"
+    )
+    export = tmp_path / "alice.json"
+    document = {
+        "format": "litellm-memory-export",
+        "version": 1,
+        "exported_ms": 1_700_000_000_000,
+        "key_prefix": "mem",
+        "tenant": "master",
+        "user": "alice",
+        "memory_sets": [
+            {"scope": "ns:demo", "version": 1, "pinned": [{"id": "1-a", "text": "x\ud800"}]}
+        ],
+    }
+    export.write_text(json.dumps(document), encoding="utf-8")
+    line = one_error_line(invoke("import", str(export), "--config", str(config)))
+    assert line == (
+        f"error: {export}: bad export at memory_sets.0.pinned.0.text: holds a lone surrogate "
+        "\\ud800 (a JSON escape that is no Unicode text)"
+    )
+
+
+def test_an_error_message_with_a_lone_surrogate_is_printable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A surrogate in a message (a sample id or user id read from a file or argv) would make
+    the error line itself fail on a UTF-8 terminal: it is shown as its escape."""
+    from litellm_memory_hook.tools.cli_ops import fail
+
+    fail("no sample 'x\ud800'")
+    assert capsys.readouterr().err == "error: no sample 'x\\ud800'\n"
+
+
+@pytest.mark.parametrize("command", ["doctor", "serve"])
+def test_the_same_port_for_proxy_and_stand_in_is_a_usage_error(
+    command: str, config: Path, tmp_path: Path
+) -> None:
+    """doctor reported both free (rc 0); serve started the stand-in and printed the proxy's
+    traceback (~100 lines), then "the proxy exited with code 3"."""
+    args = ("--port", "7490", "--standin-port", "7490", "--config", str(config))
+    line = one_error_line(invoke(command, *args, "--data-dir", str(tmp_path / "data")))
+    assert line == (
+        "error: --port and --standin-port are both 7490: the proxy and the stand-in model need a "
+        f"port each (--standin-port 0: no stand-in); see litellm-memory {command} --help"
+    )
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["doctor", "--port", "99999"], "'--port': Input should be less than or equal to 65535"),
+        (
+            ["doctor", "--standin-port", "-1"],
+            "'--standin-port': Input should be greater than or equal to 0",
+        ),
+        (["serve", "--port", "65536"], "'--port': Input should be less than or equal to 65535"),
+        (
+            ["serve", "--standin-port", "70000"],
+            "'--standin-port': Input should be less than or equal to 65535",
+        ),
+        (["serve", "--port", "0"], "'--port': Input should be greater than or equal to 1"),
+        (["standin", "--port", "-4"], "'--port': Input should be greater than or equal to 1"),
+    ],
+)
+def test_a_port_outside_its_range_is_a_usage_error(
+    args: list[str], expected: str, tmp_path: Path
+) -> None:
+    """doctor --port 99999 was "error: OverflowError: bind(): port must be 0-65535." rc 1 (and
+    serve would start with it): the option is checked, rc 2 with the --help to read."""
+    line = one_error_line(
+        invoke(*args, *(["--data-dir", str(tmp_path)] if args[0] != "standin" else []))
+    )
+    assert line == f"error: Invalid value for {expected}; see litellm-memory {args[0]} --help"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["export", "--user"], "Option '--user' requires an argument; see litellm-memory export"),
+        (["export", "-o"], "Option '-o' requires an argument; see litellm-memory export"),
+        (
+            ["bench", "latency", "--runs"],
+            "Option '--runs' requires an argument; see litellm-memory bench latency",
+        ),
+        (
+            ["memories", "list", "--user"],
+            "Option '--user' requires an argument; see litellm-memory memories list",
+        ),
+    ],
+)  # fmt: skip
+def test_an_option_without_its_value_names_the_help(args: list[str], expected: str) -> None:
+    """`export --user` was "error: Option '--user' requires an argument" without the help to
+    read (click's parser raises it without the command's context), unlike other usage errors."""
+    assert one_error_line(invoke(*args)) == f"error: {expected} --help"

@@ -5,10 +5,12 @@ purpose, the embedded Redis, and with Redis down."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,7 +93,7 @@ def test_doctor_on_the_test_redis(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every check is there: config, aliases (demo), LiteLLM at the pinned version, Redis
     reachable, version 6.2+, standalone, Lua, persistence, eviction policy, ports."""
     monkeypatch.setenv("REDIS_URL", REDIS_URL)
-    code, checks, ordered = doctor("--port", str(free_port()))
+    code, checks, ordered = doctor("--port", str(free_port()), "--standin-port", str(free_port()))
     names = [c["name"] for c in ordered]
     assert names[:3] == ["config", "memory aliases", "litellm"]
     assert {
@@ -179,15 +181,61 @@ def test_doctor_on_the_embedded_redis(tmp_path: Path) -> None:
 
 
 def test_doctor_reports_taken_ports(tmp_path: Path) -> None:
-    """A proxy port another program listens on is a warning saying serve would refuse."""
+    """A proxy port another program listens on fails, exit code 1: serve would refuse to start
+    (it was a warning, exit 0, while README said doctor exits 1 when serve cannot run)."""
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         port = blocker.getsockname()[1]
-        _, checks, _ = doctor("--port", str(port), "--data-dir", str(tmp_path))
-    assert checks["proxy port"]["status"] == "warn"
-    assert f"127.0.0.1:{port} already in use" in checks["proxy port"]["detail"]
-    assert "serve would refuse" in checks["proxy port"]["detail"]
+        code, checks, _ = doctor(
+            "--port", str(port), "--standin-port", "0", "--data-dir", str(tmp_path)
+        )
+    assert checks["proxy port"]["status"] == "fail"
+    assert checks["proxy port"]["detail"] == (
+        f"127.0.0.1:{port} already in use by another program: serve would refuse to start; "
+        "stop it or pick another port with --port"
+    )
+    assert code == 1
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    """Answers /health/liveliness as the LiteLLM proxy does (200), anything else 404."""
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/health/liveliness" else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_port_that_answers_as_serve_is_information(tmp_path: Path) -> None:
+    """A port held by what answers as serve's proxy does (a running serve: doctor checking a
+    live deployment) is information, exit 0; one that answers something else (a 404) is
+    another program, a failure."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = str(server.server_address[1])
+        args = ("--standin-port", "0", "--data-dir", str(tmp_path))
+        code, checks, _ = doctor("--port", port, *args)
+        assert checks["proxy port"]["status"] == "info", checks["proxy port"]
+        assert "already running?" in checks["proxy port"]["detail"]
+        assert code == 0
+        proxy = str(free_port())
+        code, checks, _ = doctor(
+            "--port", proxy, "--standin-port", port, "--data-dir", str(tmp_path)
+        )
+        assert checks["stand-in port"]["status"] == "fail", checks["stand-in port"]
+        assert checks["stand-in port"]["detail"].endswith(
+            "pick another port with --standin-port (0: no stand-in)"
+        )
+        assert code == 1
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_doctor_with_a_missing_config_fails(tmp_path: Path) -> None:
@@ -298,7 +346,7 @@ def test_doctor_checks_the_ports_serve_would_take(tmp_path: Path) -> None:
         args = ("--port", proxy, "--data-dir", str(tmp_path))
         _, checks, ordered = doctor(*args, "--standin-port", str(taken))
         assert [c["name"] for c in ordered].count("stand-in port") == 1
-        assert checks["stand-in port"]["status"] == "warn"
+        assert checks["stand-in port"]["status"] == "fail"
         assert f"127.0.0.1:{taken} already in use" in checks["stand-in port"]["detail"]
         free = free_port()
         _, checks, _ = doctor(*args, "--standin-port", str(free))

@@ -315,3 +315,83 @@ def test_a_jsonl_file_that_is_not_utf8_names_the_line_and_offset(tmp_path: Path)
     )
     path.write_bytes(good)
     assert [line.text for line in load_jsonl(path).lines] == ["hi"]
+
+
+@pytest.mark.parametrize(
+    ("ts", "ts_ms"),
+    [
+        (0, 0),  # 1970-01-01: the first time taken
+        (1_700_000_000, 1_700_000_000_000),  # seconds
+        (1_700_000_000.5, 1_700_000_000_500),
+        (9_999_999_999, 9_999_999_999_000),  # the last number read as seconds (2286)
+        (10_000_000_000, 10_000_000_000),  # the first read as milliseconds (April 1970)
+        (1_700_000_000_000, 1_700_000_000_000),
+        (32_503_680_000_000, 32_503_680_000_000),  # 3000-01-01T00:00Z: the last time taken
+        ("2023-05-08T13:56:00Z", 1_683_554_160_000),
+        ("2999-12-31T23:59:59", 32_503_679_999_000),
+    ],
+)
+def test_jsonl_times_within_1970_to_3000_are_read(tmp_path: Path, ts: object, ts_ms: int) -> None:
+    """Numbers below 10^10 are epoch seconds, from 10^10 up milliseconds; ISO 8601 is UTC unless
+    it names an offset; the bounds themselves are taken."""
+    path = tmp_path / "chat.jsonl"
+    _write_jsonl(path, [{"role": "user", "content": "hi", "ts": ts}])
+    assert load_jsonl(path).lines[0].ts_ms == ts_ms
+
+
+@pytest.mark.parametrize(
+    ("raw_ts", "reason"),
+    [
+        ("NaN", "timestamp NaN is not a number"),
+        ("Infinity", "timestamp Infinity is not a number"),
+        ("-5", "timestamp -5 is before 1970 (1970-01-01 to 3000-01-01 UTC)"),
+        ("1e30", "timestamp 1e+30 is outside 1970-01-01 to 3000-01-01 UTC"),
+        ("32503680000001", "timestamp 32503680000001 is outside 1970-01-01 to 3000-01-01 UTC"),
+        ('"1969-12-31T23:59:59Z"', "timestamp '1969-12-31T23:59:59Z' is outside 1970-01-01"),
+        ('"3000-01-01T00:00:01+00:00"', "timestamp '3000-01-01T00:00:01+00:00' is outside"),
+    ],
+)
+def test_jsonl_times_outside_1970_to_3000_refuse_the_file(
+    tmp_path: Path, raw_ts: str, reason: str
+) -> None:
+    """NaN stopped the import with "ValueError: cannot convert float NaN to integer"; 1e30 was
+    stored as a 31-digit time and -5 as -5000 ms: a unit mix-up or a typo refuses the file."""
+    from litellm_memory_hook.errors import DatasetError
+
+    path = tmp_path / "chat.jsonl"
+    path.write_text(f'{{"role": "user", "content": "hi", "ts": {raw_ts}}}\n', encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        load_jsonl(path)
+    assert f"1 line cannot be imported: line 1: {reason}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"role":"user","content":"a\\ud800b"}', "content holds a lone surrogate \\ud800"),
+        (
+            '{"role":"user","content":[{"type":"text","text":"\\udfff"}]}',
+            "content[0].text holds a lone surrogate \\udfff",
+        ),
+        ('{"role":"user","content":"ok","name":"B\\udc00"}', "name holds a lone surrogate"),
+        ('{"role":"us\\ud800er","content":"ok"}', "role holds a lone surrogate \\ud800"),
+        ('"\\ud800"', "holds a lone surrogate \\ud800 (a JSON escape"),
+    ],
+)
+def test_jsonl_text_with_a_lone_surrogate_refuses_the_file(
+    tmp_path: Path, line: str, reason: str
+) -> None:
+    """A JSON-escaped lone surrogate decodes to a string no UTF-8 can hold: the Redis write
+    failed with an unexpected UnicodeEncodeError. The line is refused, its place named, and the
+    message holds only the escape (it is printable). A pair (an emoji) is fine."""
+    from litellm_memory_hook.errors import DatasetError
+
+    path = tmp_path / "chat.jsonl"
+    path.write_text(line + '\n{"role":"user","content":"\\ud83d\\ude00"}\n', encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        load_jsonl(path)
+    message = str(info.value)
+    assert f"1 line cannot be imported: line 1: {reason}" in message
+    message.encode("utf-8")  # no surrogate left in the message itself
+    path.write_text('{"role":"user","content":"\\ud83d\\ude00"}\n', encoding="utf-8")
+    assert load_jsonl(path).lines[0].text == "\U0001f600"

@@ -156,3 +156,40 @@ async def test_the_proxy_logs_a_bad_setting_on_one_line(
         "memory hook: bad configuration for 'demo': invalid setting LITELLM_MEMORY_RECALL_K "
         "('abc'): Input should be a valid integer, unable to parse string as an integer"
     )
+
+
+def test_an_unknown_timezone_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LITELLM_MEMORY_TIMEZONE=Mars/Base (or timezone: in the file) was taken silently, and every
+    recalled line was then dated in UTC: it is refused as metadata.timezone is (a 400), one
+    line naming the setting as it was set."""
+    monkeypatch.setenv("LITELLM_MEMORY_TIMEZONE", "Mars/Base")
+    with pytest.raises(ConfigError) as info:
+        load_settings({})
+    assert str(info.value) == (
+        "invalid setting LITELLM_MEMORY_TIMEZONE ('Mars/Base'): must be an IANA time zone name "
+        "such as Asia/Kolkata or UTC"
+    )
+    monkeypatch.delenv("LITELLM_MEMORY_TIMEZONE")
+    for bad in ("Mars/Base", "Asia/Kolkata ", "../../etc/passwd", "+05:30"):
+        with pytest.raises(ConfigError) as info:
+            load_settings({"memory": {"timezone": bad}})
+        assert str(info.value).startswith("invalid setting callback_settings.memory.timezone (")
+
+
+@pytest.mark.parametrize("zone", ["Asia/Kolkata", "UTC", "America/Sao_Paulo", "Europe/Berlin"])
+def test_known_timezones_are_taken(monkeypatch: pytest.MonkeyPatch, zone: str) -> None:
+    """IANA names this system knows, from the file or the environment."""
+    assert load_settings({"memory": {"timezone": zone}}).timezone == zone
+    monkeypatch.setenv("LITELLM_MEMORY_TIMEZONE", zone)
+    assert load_settings({}).timezone == zone
+
+
+def test_an_empty_timezone_still_means_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset is UTC; empty is taken as before and dates lines in UTC."""
+    from litellm_memory_hook.core.prompt import time_label
+
+    monkeypatch.delenv("LITELLM_MEMORY_TIMEZONE", raising=False)
+    assert load_settings({}).timezone == "UTC"
+    empty = load_settings({"memory": {"timezone": ""}}).timezone
+    assert empty == ""
+    assert time_label(1_683_554_160_000, empty) == time_label(1_683_554_160_000, "UTC")

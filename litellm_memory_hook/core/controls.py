@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo
 
+from litellm_memory_hook.core.dates import is_zone
 from litellm_memory_hook.errors import MemoryHookError
 
 MODES = ("off", "read_only", "read_write")  # from least to most a request may do
@@ -72,13 +72,10 @@ def read_controls(metadata: dict[str, Any]) -> Controls:
     if conversation is not None and not conversation.strip():
         raise ControlError("metadata.conversation_id must not be blank")
     zone = _string(metadata, "timezone")
-    if zone is not None:
-        try:
-            ZoneInfo(zone)
-        except (KeyError, ValueError, OSError) as exc:
-            raise ControlError(
-                f"metadata.timezone must be an IANA name such as Asia/Kolkata (got {zone!r:.40})"
-            ) from exc
+    if zone is not None and not is_zone(zone):
+        raise ControlError(
+            f"metadata.timezone must be an IANA name such as Asia/Kolkata (got {zone!r:.40})"
+        )
     return Controls(
         mode=mode,
         conversation_id=conversation.strip() if conversation else None,

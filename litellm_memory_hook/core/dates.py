@@ -26,7 +26,14 @@ from zoneinfo import ZoneInfo
 
 import regex
 
-__all__ = ["DATE_PREFIX", "MAX_DATES_PER_QUERY", "DateSpan", "query_dates", "user_zone"]
+__all__ = [
+    "DATE_PREFIX",
+    "MAX_DATES_PER_QUERY",
+    "DateSpan",
+    "is_zone",
+    "query_dates",
+    "user_zone",
+]
 
 DATE_PREFIX = "@"
 """Prefix of date terms: a date named in the query (:func:`query_dates`). They are never stored:
@@ -86,6 +93,16 @@ class DateSpan:
     term: str
     start_ms: int
     end_ms: int
+
+
+def is_zone(name: str) -> bool:
+    """Whether ``name`` is an IANA time zone this system knows (``Asia/Kolkata``, ``UTC``):
+    the check of ``metadata.timezone`` (HTTP 400) and of the ``timezone`` setting."""
+    try:
+        ZoneInfo(name)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        return False
+    return True
 
 
 def user_zone(name: str | None) -> tzinfo:

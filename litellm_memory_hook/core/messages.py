@@ -66,6 +66,34 @@ def content_text(content: object) -> str:
     return "\n".join(p for p in pieces if p)
 
 
+_SURROGATE = regex.compile(r"[\ud800-\udfff]")
+
+
+def lone_surrogate(value: object, where: str = "") -> tuple[str, str] | None:
+    """The first string in ``value`` (a decoded JSON value: strings, lists, objects and their
+    keys) that holds a surrogate code point, which no UTF-8 text can (JSON's ``"\\ud800"``
+    escape decodes to one): ``(where, code)`` with ``where`` its path below ``where``
+    (``content[0].text``; ``""`` for ``value`` itself) and ``code`` the code point as
+    ``\\ud800``; ``None`` when every string is Unicode text. Such a string cannot be stored
+    or printed."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        return None if found is None else (where, f"\\u{ord(found.group()):04x}")
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if (hit := lone_surrogate(item, f"{where}[{i}]")) is not None:
+                return hit
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            shown = str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+            path = f"{where}.{shown}" if where else shown
+            if (hit := lone_surrogate(key, path)) is not None:
+                return (f"{path} (its name)", hit[1])
+            if (hit := lone_surrogate(item, path)) is not None:
+                return hit
+    return None
+
+
 def content_fingerprint(content: object) -> str:
     """16 hex digits of SHA-256 over the canonical JSON of a message's content (all parts)."""
     canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)

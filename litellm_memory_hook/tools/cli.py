@@ -33,6 +33,7 @@ from litellm_memory_hook.store.keys import (
 from litellm_memory_hook.tools import cli_ops, processes, standin
 from litellm_memory_hook.tools.cli_common import (
     MASTER_TENANT,
+    MAX_PORT,
     ConfigOption,
     DataDirOption,
     console,
@@ -108,24 +109,33 @@ SHOW_PLACEHOLDER = "\u2026"
 @app.command()
 def serve(
     config: ConfigOption = Path("config.yaml"),
-    port: Annotated[int, typer.Option(help="Proxy port.")] = 4000,
+    port: Annotated[int, typer.Option(min=1, max=MAX_PORT, help="Proxy port.")] = 4000,
     host: Annotated[str, typer.Option(help="Proxy host.")] = "127.0.0.1",
-    standin_port: Annotated[int, typer.Option(help="Stand-in model port (0: none).")] = 4010,
+    standin_port: Annotated[
+        int, typer.Option(min=0, max=MAX_PORT, help="Stand-in model port (0: none).")
+    ] = 4010,
     data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
     """Run the LiteLLM proxy with memory (an embedded Redis when no Redis URL is configured).
 
-    Refuses to start when a port is taken, another serve uses the same --data-dir, or an
-    alias's memory block is broken or misspelt (it would run without memory).
+    Refuses to start when a port is taken, --port and --standin-port are the same, another
+    serve uses the same --data-dir, or an alias's memory block is broken or misspelt (it would
+    run without memory).
 
     Example: litellm-memory serve --config config.yaml --port 4000
     """
     from litellm_memory_hook.store.embedded import EmbeddedRedisError, ServeLock, start_embedded
-    from litellm_memory_hook.tools.cli_ops import config_failures, fail, load_config
+    from litellm_memory_hook.tools.cli_ops import (
+        config_failures,
+        fail,
+        load_config,
+        require_distinct_ports,
+    )
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    require_distinct_ports(port, standin_port)
     loaded = load_config(config)
     faults = config_failures(loaded)
     if faults:
@@ -200,7 +210,7 @@ def serve(
 
 @app.command("standin")
 def standin_command(
-    port: Annotated[int, typer.Option(help="Port.")] = standin.DEFAULT_PORT,
+    port: Annotated[int, typer.Option(min=1, max=MAX_PORT, help="Port.")] = standin.DEFAULT_PORT,
     host: Annotated[str, typer.Option(help="Host.")] = "127.0.0.1",
     mode: Annotated[
         str | None,

@@ -22,3 +22,7 @@ DataDirOption = Annotated[
     Path, typer.Option("--data-dir", help="The embedded Redis folder (when REDIS_URL is unset).")
 ]
 MASTER_TENANT = "master"
+
+#: the highest TCP port. Port options are checked as click does their type: a value outside
+#: 1..65535 (0..65535 where 0 means "none") is a usage error, exit code 2.
+MAX_PORT = 65535

@@ -64,7 +64,12 @@ from litellm_memory_hook.settings import (
     shadowed_env,
 )
 from litellm_memory_hook.store.redis_store import AppendResult, MemoryStore
-from litellm_memory_hook.tools.cli_common import MASTER_TENANT, ConfigOption, DataDirOption
+from litellm_memory_hook.tools.cli_common import (
+    MASTER_TENANT,
+    MAX_PORT,
+    ConfigOption,
+    DataDirOption,
+)
 from litellm_memory_hook.tools.files import read_utf8
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
@@ -91,8 +96,10 @@ out_console = Console(markup=False, emoji=False)
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: MESSAGE`` as one line on stderr (line breaks in ``MESSAGE``, e.g. from a
-    library's exception text, become spaces); returns the exit to raise."""
+    library's exception text, become spaces; a lone surrogate, which no terminal can be sent,
+    is shown as its ``\\udXXX`` escape); returns the exit to raise."""
     line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    line = line.encode("utf-8", "backslashreplace").decode("utf-8")
     err_console.print(Text.assemble(("error: ", "red"), line), soft_wrap=True, highlight=False)
     return typer.Exit(code=code)
 
@@ -159,6 +166,32 @@ def _plain_usage(param: Any) -> None:
     object.__setattr__(param, "_plain", True)
 
 
+def _errors_name_the_command(command: Any) -> None:
+    """Make the usage errors ``command`` raises while parsing its arguments carry its context
+    (click's parser raises some without one, e.g. ``Option '--user' requires an argument``), so
+    that :func:`usage_failure` can name the ``--help`` to read."""
+    if getattr(command, "_names_itself", False):
+        return
+    original = command.parse_args
+
+    def parse_args(ctx: Any, args: list[str]) -> Any:
+        try:
+            return original(ctx, args)
+        except click_exceptions.UsageError as exc:
+            if exc.ctx is None:
+                exc.ctx = ctx
+            raise
+
+    object.__setattr__(command, "parse_args", parse_args)
+    object.__setattr__(command, "_names_itself", True)
+
+
+def usage_error(message: str) -> click_exceptions.UsageError:
+    """A usage error of the running command (one line naming its ``--help``, exit code 2, once
+    :class:`CommandGroup` catches it), for option values that are wrong together."""
+    return click_exceptions.UsageError(message, get_current_context(silent=True))
+
+
 def usage_failure(exc: click_exceptions.ClickException) -> typer.Exit:
     """Print a usage error (or another click error) as one ``error: ...`` line naming the
     ``--help`` of the command it concerns; returns the exit to raise (click's code: 2 for a
@@ -179,6 +212,7 @@ class CommandGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for command in _all_commands(self):
+            _errors_name_the_command(command)
             for param in getattr(command, "params", ()):
                 _plain_usage(param)
         note = DEBUG_NOTE
@@ -196,6 +230,8 @@ class CommandGroup(TyperGroup):
         except click_exceptions.NoArgsIsHelpError:
             raise
         except click_exceptions.ClickException as exc:
+            if isinstance(exc, click_exceptions.UsageError) and exc.ctx is None:
+                exc.ctx = ctx
             raise usage_failure(exc) from None
 
     def invoke(self, ctx: click_core.Context) -> Any:
@@ -749,7 +785,11 @@ def _alias_checks(config: ProxyConfig) -> list[Check]:
     ]
 
 
-def _port_check(name: str, host: str, port: int, probe: str) -> Check:
+def _port_check(name: str, host: str, port: int, probe: str, option: str) -> Check:
+    """Whether ``serve`` could take ``host:port``: ``ok`` when it is free; ``info`` when it is
+    taken by what answers ``probe`` with 200, as serve's own proxy or stand-in does (a running
+    serve, or the deployment doctor is checking); ``fail`` when another program holds it, since
+    serve would refuse to start."""
     import httpx
 
     from litellm_memory_hook.tools.processes import local_url, port_taken
@@ -758,13 +798,31 @@ def _port_check(name: str, host: str, port: int, probe: str) -> Check:
     if reason is None:
         return Check(name, "ok", f"{host}:{port} free")
     try:
-        httpx.get(local_url(host, port) + probe, timeout=2)
-        answering = True
+        answering = httpx.get(local_url(host, port) + probe, timeout=2).status_code == 200
     except httpx.HTTPError:
         answering = False
     if answering:
         return Check(name, "info", f"{host}:{port} in use; it answers {probe} (already running?)")
-    return Check(name, "warn", f"{host}:{port} {reason} by another program: serve would refuse")
+    return Check(
+        name,
+        "fail",
+        f"{host}:{port} {reason} by another program: serve would refuse to start; stop it or "
+        f"pick another port with {option}",
+    )
+
+
+def require_distinct_ports(port: int, standin_port: int) -> None:
+    """Refuse, as a usage error of the running command (exit code 2), a stand-in port equal to
+    the proxy port: ``serve`` starts the stand-in first, and the proxy would then fail to bind.
+
+    Raises:
+        click.UsageError: both are the same port.
+    """
+    if standin_port and standin_port == port:
+        raise usage_error(
+            f"--port and --standin-port are both {port}: the proxy and the stand-in model "
+            "need a port each (--standin-port 0: no stand-in)"
+        )
 
 
 def config_failures(config: ProxyConfig) -> list[str]:
@@ -780,7 +838,8 @@ def doctor_checks(
     """Every check of ``litellm-memory doctor``, in report order.
 
     The ports are those ``serve`` would take with the same options: the proxy's ``host:port``
-    and the stand-in's ``127.0.0.1:standin_port`` (0: no stand-in, not checked).
+    and the stand-in's ``127.0.0.1:standin_port`` (0: no stand-in, not checked); one another
+    program holds fails (:func:`_port_check`).
     """
     from litellm_memory_hook.store.embedded import answers, serve_lock_holder, socket_path
 
@@ -837,9 +896,17 @@ def doctor_checks(
                         f"one in {data_dir}/ (socket {sock}); set REDIS_URL for your own Redis",
                     )
                 )
-    checks.append(_port_check("proxy port", host, port, "/health/liveliness"))
+    checks.append(_port_check("proxy port", host, port, "/health/liveliness", "--port"))
     if standin_port:
-        checks.append(_port_check("stand-in port", "127.0.0.1", standin_port, "/v1/models"))
+        checks.append(
+            _port_check(
+                "stand-in port",
+                "127.0.0.1",
+                standin_port,
+                "/v1/models",
+                "--standin-port (0: no stand-in)",
+            )
+        )
     return checks
 
 
@@ -849,10 +916,15 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "info": "cyan"}
 def doctor_command(
     config: ConfigOption = DEFAULT_CONFIG,
     data_dir: DataDirOption = DEFAULT_DATA_DIR,
-    port: Annotated[int, typer.Option(help="The proxy port serve would use.")] = 4000,
+    port: Annotated[
+        int, typer.Option(min=1, max=MAX_PORT, help="The proxy port serve would use.")
+    ] = 4000,
     host: Annotated[str, typer.Option(help="The proxy host serve would use.")] = "127.0.0.1",
     standin_port: Annotated[
-        int, typer.Option(help="The stand-in model port serve would use (0: none).")
+        int,
+        typer.Option(
+            min=0, max=MAX_PORT, help="The stand-in model port serve would use (0: none)."
+        ),
     ] = 4010,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
@@ -860,12 +932,17 @@ def doctor_command(
 
     Redis: reachable, version (6.2+), cluster or not, Lua, AOF/RDB, maxmemory-policy.
 
-    Ports: those serve takes with the same --host, --port and --standin-port.
+    Ports: those serve takes with the same --host, --port and --standin-port; one that
+    another program holds fails (serve would refuse to start), one that answers as serve's
+    proxy or stand-in does is information (already running).
 
-    Exit code 1 when a check fails; warnings come with a recommendation.
+    Exit code 1 when a check fails (Redis unreachable or too old, a broken memory block, a
+    taken port ...); warnings (persistence, eviction policy ...) come with a recommendation
+    and leave the exit code 0.
 
     Example: litellm-memory doctor --config config.yaml
     """
+    require_distinct_ports(port, standin_port)
     checks = doctor_checks(config, data_dir, host, port, standin_port)
     failed = any(c.status == "fail" for c in checks)
     if as_json:

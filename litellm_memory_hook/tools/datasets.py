@@ -10,14 +10,17 @@ Two formats:
   ``dia_id`` "D<N>:<i>" and ``text``); ``qa`` holds ``question``, ``answer``, ``evidence``
   (dia_ids), ``category`` and an optional ``hard`` flag.
 * ``jsonl``: one OpenAI-style message per line (``role``, ``content``, optional ``name`` and
-  ``ts``: epoch seconds, epoch milliseconds or an ISO 8601 string).
+  ``ts``: epoch seconds, epoch milliseconds or an ISO 8601 string; see :func:`parse_ts` for
+  which numbers are which and the range of times taken).
 
 What cannot be a turn is either skipped on purpose (jsonl: a ``system``, ``developer``, ``tool``
 or ``function`` message, a message with no text, listed in :attr:`History.skipped`; a blank
 LoCoMo turn is kept in ``lines`` for the benchmarks, and the importer leaves it out), or refused
 with the whole file (:class:`~litellm_memory_hook.errors.DatasetError` naming the first few lines:
-an unknown or missing role, content that is not text, a bad timestamp, a LoCoMo turn of neither
-speaker): a typo must not drop a message from the middle of a conversation unnoticed.
+an unknown or missing role, content that is not text, a bad timestamp or one outside 1970 to
+3000, text holding a lone surrogate (a JSON ``"\\ud800"`` escape: no UTF-8 text can hold it), a
+LoCoMo turn of neither speaker): a typo must not drop a message from the middle of a
+conversation unnoticed.
 
 Timestamps are epoch milliseconds, UTC. Turns of one LoCoMo session are spaced one second apart
 from the session's date-time, so their order survives in time as well as in sequence.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -162,6 +166,30 @@ def list_locomo_samples(path: Path) -> list[str]:
     return [str(s.get("sample_id", "")) for s in data if isinstance(s, dict)]
 
 
+def _locomo_turn_problem(
+    turn: object, where: str, user_name: str, assistant_name: str
+) -> str | None:
+    """Why a LoCoMo turn cannot be a line (``where: reason``; ``where`` is its ``dia_id`` when
+    it has one), or ``None`` when it can."""
+    from litellm_memory_hook.core.messages import lone_surrogate
+
+    if not isinstance(turn, dict):
+        return f"{where}: not an object"
+    where = str(turn.get("dia_id") or where).encode("utf-8", "backslashreplace").decode("utf-8")
+    bad = lone_surrogate(turn)
+    if bad is not None:
+        return f"{where}: {_surrogate_reason(*bad)}"
+    if not isinstance(turn.get("text"), str):
+        return f"{where}: no 'text' string"
+    speaker = str(turn.get("speaker", ""))
+    if speaker not in (user_name, assistant_name):
+        return (
+            f"{where}: speaker {speaker!r} is neither speaker_a {user_name!r} nor "
+            f"speaker_b {assistant_name!r}"
+        )
+    return None
+
+
 def load_locomo(path: Path, sample_id: str) -> History:
     """Read one sample of a LoCoMo-format file.
 
@@ -176,10 +204,13 @@ def load_locomo(path: Path, sample_id: str) -> History:
     out and says so).
 
     Raises:
-        DatasetError: unreadable file, unknown sample, a session without its date-time, or
-            turns that are not an object with a ``text`` string, or whose ``speaker`` is
-            neither ``speaker_a`` nor ``speaker_b`` (the first few are named).
+        DatasetError: unreadable file, unknown sample, a session without its date-time (or
+            one outside 1970 to 3000), or turns that are not an object with a ``text`` string,
+            whose ``speaker`` is neither ``speaker_a`` nor ``speaker_b``, or that hold a lone
+            surrogate (the first few are named).
     """
+    from litellm_memory_hook.core.messages import lone_surrogate
+
     data = _read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of samples")
@@ -190,6 +221,10 @@ def load_locomo(path: Path, sample_id: str) -> History:
         known = ", ".join(str(s.get("sample_id")) for s in data if isinstance(s, dict))
         raise DatasetError(f"{path}: no sample {sample_id!r} (have: {known})")
     conv = sample.get("conversation") or {}
+    for name in ("speaker_a", "speaker_b"):
+        bad = lone_surrogate(conv.get(name), f"conversation.{name}")
+        if bad is not None:
+            raise DatasetError(f"{path}: {sample_id}: {_surrogate_reason(*bad)}")
     user_name = str(conv.get("speaker_a", ""))
     assistant_name = str(conv.get("speaker_b", ""))
     sessions = sorted(int(m.group(1)) for key in conv if (m := _SESSION_KEY.match(key)) is not None)
@@ -199,27 +234,22 @@ def load_locomo(path: Path, sample_id: str) -> History:
         when = conv.get(f"session_{number}_date_time")
         if not isinstance(when, str):
             raise DatasetError(f"{sample_id}: session {number} has no date-time")
-        base_ms = int(parse_locomo_datetime(when).timestamp() * 1000)
+        try:
+            base_ms = check_ts_ms(int(parse_locomo_datetime(when).timestamp() * 1000), repr(when))
+        except DatasetError as exc:
+            raise DatasetError(f"{sample_id}: session {number}: {exc}") from exc
         turns = conv[f"session_{number}"]
         if not isinstance(turns, list):
             problems.append(f"{sample_id} session_{number}: not a list of turns")
             continue
         for i, turn in enumerate(turns):
-            where = f"{sample_id} session_{number} turn {i + 1}"
-            if not isinstance(turn, dict):
-                problems.append(f"{where}: not an object")
+            problem = _locomo_turn_problem(
+                turn, f"{sample_id} session_{number} turn {i + 1}", user_name, assistant_name
+            )
+            if problem is not None:
+                problems.append(problem)
                 continue
-            where = str(turn.get("dia_id") or where)
             speaker = str(turn.get("speaker", ""))
-            if not isinstance(turn.get("text"), str):
-                problems.append(f"{where}: no 'text' string")
-                continue
-            if speaker not in (user_name, assistant_name):
-                problems.append(
-                    f"{where}: speaker {speaker!r} is neither speaker_a {user_name!r} nor "
-                    f"speaker_b {assistant_name!r}"
-                )
-                continue
             role = "user" if speaker == user_name else "assistant"
             lines.append(
                 HistoryLine(
@@ -252,12 +282,46 @@ def load_locomo(path: Path, sample_id: str) -> History:
     )
 
 
-def _parse_ts(value: Any, fallback_ms: int) -> int:
+#: a number below this is epoch seconds (up to the year 2286), one at or above it milliseconds.
+SECONDS_BELOW = 10**10
+#: the latest time an imported line may have: 3000-01-01T00:00:00Z, epoch milliseconds.
+MAX_TS_MS = int(datetime(3000, 1, 1, tzinfo=UTC).timestamp() * 1000)
+_TS_RANGE = "1970-01-01 to 3000-01-01 UTC"
+
+
+def check_ts_ms(ts_ms: int, shown: str) -> int:
+    """``ts_ms`` when it lies within 1970-01-01 and 3000-01-01 UTC (the times an imported line
+    may have; a time outside is a unit or a typo, not a message).
+
+    Raises:
+        DatasetError: it does not; ``shown`` is the value as the file gave it.
+    """
+    if not 0 <= ts_ms <= MAX_TS_MS:
+        raise DatasetError(f"timestamp {shown} is outside {_TS_RANGE}")
+    return ts_ms
+
+
+def parse_ts(value: Any, fallback_ms: int) -> int:
+    """The epoch milliseconds of a jsonl line's ``ts`` (``fallback_ms`` when it is ``None``).
+
+    A number below :data:`SECONDS_BELOW` (10^10) is epoch seconds, one at or above it epoch
+    milliseconds (10^10 seconds is the year 2286, 10^10 milliseconds April 1970); a string is
+    ISO 8601 (UTC when it names no offset). The time must lie within 1970-01-01 and 3000-01-01
+    UTC: a negative number, a number past 3000-01-01 in milliseconds, and an ISO date outside
+    are refused, as are ``NaN`` and infinities.
+
+    Raises:
+        DatasetError: not such a value, or outside that range.
+    """
     if value is None:
         return fallback_ms
     if isinstance(value, int | float) and not isinstance(value, bool):
-        # Seconds before the year 2286, milliseconds after: 1e10 s is the dividing line.
-        return int(value * 1000) if value < 1e10 else int(value)
+        shown = json.dumps(value)
+        if not math.isfinite(value):
+            raise DatasetError(f"timestamp {shown} is not a number")
+        if value < 0:
+            raise DatasetError(f"timestamp {shown} is before 1970 ({_TS_RANGE})")
+        return check_ts_ms(int(value * 1000) if value < SECONDS_BELOW else int(value), shown)
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -265,7 +329,7 @@ def _parse_ts(value: Any, fallback_ms: int) -> int:
             raise DatasetError(f"unrecognised timestamp {value!r}") from exc
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
-        return int(parsed.timestamp() * 1000)
+        return check_ts_ms(int(parsed.timestamp() * 1000), repr(value))
     raise DatasetError(f"unrecognised timestamp {value!r}")
 
 
@@ -311,13 +375,22 @@ def _describe_value(value: object) -> str:
     return f"{kind} ({shown[:40]}{'...' if len(shown) > 40 else ''})"
 
 
+def _surrogate_reason(where: str, code: str) -> str:
+    """Why a line whose text holds a lone surrogate (``code``, at ``where``) is refused."""
+    what = f"{where} holds" if where else "holds"
+    return f"{what} a lone surrogate {code} (a JSON escape that is no Unicode text)"
+
+
 def _jsonl_problem(record: Any) -> tuple[str, str]:
     """``("", "")`` for a usable message; else ``("skip", reason)`` for a line left out on
     purpose, or ``("error", reason)`` for one that refuses the file."""
-    from litellm_memory_hook.core.messages import content_text, is_blank
+    from litellm_memory_hook.core.messages import content_text, is_blank, lone_surrogate
 
     if isinstance(record, _NotJson):
         return "error", f"not JSON ({record.message})"
+    bad = lone_surrogate(record)
+    if bad is not None:
+        return "error", _surrogate_reason(*bad)
     if not isinstance(record, dict):
         return "error", f"{_describe_value(record)} is not a message object"
     role = record.get("role")
@@ -348,7 +421,8 @@ def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
     Raises:
         DatasetError: unreadable file, bytes that are not UTF-8, or lines that cannot be a turn
             (not JSON, not an object, a missing or unknown role, content that is neither text
-            nor a list of parts, a bad ``ts``): the first few are named and nothing is read.
+            nor a list of parts, a bad ``ts`` or one outside 1970 to 3000 (:func:`parse_ts`),
+            a string holding a lone surrogate): the first few are named and nothing is read.
     """
     from litellm_memory_hook.core.messages import content_text
 
@@ -368,7 +442,7 @@ def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
             skipped.append(SkippedLine(f"line {number}", reason))
             continue
         try:
-            last_ms = _parse_ts(record.get("ts"), last_ms + 1000)
+            last_ms = parse_ts(record.get("ts"), last_ms + 1000)
         except DatasetError as exc:
             problems.append(f"line {number}: {exc}")
             continue
