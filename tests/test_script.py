@@ -273,6 +273,17 @@ def test_english_with_a_hindi_loanword_stays_english(sentence: str) -> None:
 
 @pytest.mark.parametrize(
     "sentence",
+    ["Join the beta", "Beta version please", "Mummy and me", "Me and Jo", "Jo Malone perfume"],
+)
+def test_weak_hinglish_words_alone_never_make_hinglish(sentence: str) -> None:
+    """Words Hinglish shares with English (``beta``, ``mummy``, ``me``, the name ``Jo``) are not
+    Hinglish evidence on their own (review: these English lines were told to get a Hinglish
+    reply)."""
+    assert detect_script(sentence).language != HINGLISH
+
+
+@pytest.mark.parametrize(
+    "sentence",
     ["Tu casa es bonita", "Tu sei pazzo", "Se me hizo tarde.", "Tu vais hoje?", "Ciao, come stai?"],
 )
 def test_tu_and_shared_words_in_other_languages_are_not_hinglish(sentence: str) -> None:

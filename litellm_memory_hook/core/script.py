@@ -36,8 +36,10 @@ Rules of :func:`detect_script`:
   while code-switched Hinglish is full of English words, so it takes more than three English
   markers to outweigh one; the weak ones (English words and names such as ``ho``, ``mat``,
   ``beta``, ``Jo``, the honorific ``ji``, and nouns English borrows such as ``khana``,
-  ``shaadi``) weigh 1. Then: Hinglish when ``h >= 1``, ``w >= e``, ``b >= MARKER_SHARE * n`` and
-  ``h > r``; otherwise, when ``h >= 1``, ``w >= e`` and ``b >= MARKER_SHARE * n``, unknown;
+  ``shaadi``) weigh 1, and alone never make Hinglish ("Join the beta", "Me and Jo" are not).
+  With ``h_s`` the strong ones: Hinglish when ``h_s >= 1``, ``w >= e``, ``b >= MARKER_SHARE *
+  n`` and ``h > r``; otherwise, when ``h_s >= 1``, ``w >= e`` and ``b >= MARKER_SHARE * n``,
+  unknown;
   otherwise English when ``e >= 1``, ``e > w``, ``e > o`` and ``e >= MARKER_SHARE * n``;
   otherwise unknown (``language`` ``None``): another language, a tie, or too few marker words.
   So "Mera kutta bahut cute hai, what do you think?" (``w`` 9, ``e`` 4), "Ok bhai, see you
@@ -506,7 +508,7 @@ def _latin_language(text: str) -> str | None:
     hindi_weight = hindi + (HINGLISH_WEIGHT - 1) * strong
     needed = MARKER_SHARE * len(words)
     either = (total >> (_FIELD_BITS * _EITHER_INDEX)) & _FIELD_MASK
-    if hindi >= 1 and hindi_weight >= english and either >= needed:
+    if strong >= 1 and hindi_weight >= english and either >= needed:
         # Another language's words that English also lists (``i``, ``for``, ``on``) are the
         # English half of a code-switched line, not evidence against Hinglish.
         rival = max(accented, *((total >> shift) & _FIELD_MASK for shift in _RIVAL_SHIFTS))
