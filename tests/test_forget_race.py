@@ -361,3 +361,39 @@ async def test_a_stale_batched_replace_never_deletes_turns_stored_after_a_forget
     )
     assert result.forgotten
     assert await _texts(any_redis, keys) == ["new a", "new b"]
+
+
+async def test_a_conversation_forget_on_a_full_redis_refuses_a_new_conversations_buffered_turn(
+    server: RedisServer, prefix: str
+) -> None:
+    """Redis is full: a turn of a new conversation waits in the outage buffer (its conversation
+    has no token of its own yet). Its conversation is forgotten: the new token is refused, so
+    the forget deletes the conversation's and the user's tokens, and the turn, which read the
+    user's, is refused (fresh-user report: it was written once Redis had room, then extracted
+    into the user's shared memories)."""
+    hook = _private_hook(server.url, prefix)
+    keep = await _pre(hook, "keep this", "k0", metadata={"conversation_id": "keep"})
+    await _post(hook, keep, "ok")
+    admin = redis.Redis.from_url(server.url)
+    client = aioredis.from_url(server.url)
+    await client.ping()
+    admin.config_set("maxmemory", 1)
+    try:
+        new = await _pre(hook, "my bank pin is 9876", "k1", metadata={"conversation_id": "c2"})
+        await _post(hook, new, "noted")
+        assert len(hook.buffer) == 1
+        target = _target(hook, conversation="c2")
+        await MemoryAPI(client, hook.settings).forget(target, whole_user=False)
+    finally:
+        admin.config_set("maxmemory", 0)
+        await client.aclose()
+    await hook.drain()
+    assert admin.exists(*target.conversation.all()) == 0
+    assert hook.counters["writes_forgotten"] == 1
+    kept = _target(hook, conversation="keep").conversation
+    assert [stored_text(json.loads(m)) for m in admin.zrange(kept.turns, 0, -1)] == [
+        "keep this",
+        "ok",
+    ]
+    admin.close()
+    await hook.store.redis.aclose()

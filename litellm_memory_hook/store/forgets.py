@@ -143,9 +143,11 @@ async def mark_forgotten(
 async def clear_tokens(
     redis: aioredis.Redis, user: UserKeys, conversation: ConversationKeys | None
 ) -> None:
-    """Delete the user's tokens (``conversation`` None) or the conversation's: a full Redis
-    takes deletes where it refuses a new token, and a write that read a token is refused once
-    it is gone (:data:`FORGOTTEN_LUA`).
+    """Delete the user's tokens (``conversation`` None), or the conversation's and the user's:
+    a full Redis takes deletes where it refuses a new token, and a write that read a token is
+    refused once it is gone (:data:`FORGOTTEN_LUA`). For one conversation the user's token goes
+    too: a conversation that exists only in an outage buffer has no token of its own yet, and
+    its write read the user's (so the user's other writes under way are refused as well).
 
     Raises:
         StoreError: Redis failed.
@@ -154,7 +156,7 @@ async def clear_tokens(
         if conversation is None:
             await redis.delete(user.forgets)
         else:
-            await redis.hdel(user.forgets, conversation.index_member)
+            await redis.hdel(user.forgets, FORGET_USER_FIELD, conversation.index_member)
     except RedisError as exc:
         raise StoreError(f"forget {user.hash_tag}: {exc}") from exc
 
