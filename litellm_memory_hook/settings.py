@@ -349,8 +349,12 @@ def _settings_source(section: Mapping[str, Any]) -> Callable[[tuple[str | int, .
         if not loc:
             return "callback_settings.memory"
         key, rest = str(loc[0]), loc[1:]
-        if key in section:
-            return "callback_settings.memory." + _dotted(loc)
+        # the file key as spelt there (keys are case-insensitive; an error may name the field by
+        # its environment alias)
+        names = {key.lower(), key.lower().removeprefix(ENV_PREFIX.lower())}
+        written = next((str(k) for k in section if str(k).lower() in names), None)
+        if written is not None:  # as the file spells it (keys are case-insensitive)
+            return "callback_settings.memory." + written + _suffix(rest)
         if key.upper().startswith(ENV_PREFIX):  # an alias that names the variable itself
             return key.upper() + _suffix(rest)
         if key.lower() not in MemorySettings.model_fields:

@@ -102,6 +102,23 @@ def test_a_bad_value_is_one_line_naming_the_setting(monkeypatch: pytest.MonkeyPa
     )
 
 
+@pytest.mark.parametrize(
+    ("section", "named"),
+    [
+        ({"Recall_K": "abc"}, "callback_settings.memory.Recall_K ('abc')"),
+        ({"REDIS_URL": 5}, "callback_settings.memory.REDIS_URL:"),
+        ({"Extraction_Api_Key": 5}, "callback_settings.memory.Extraction_Api_Key:"),
+    ],
+)
+def test_a_file_key_is_named_as_the_file_spells_it(section: dict[str, object], named: str) -> None:
+    """Keys of ``callback_settings.memory`` are case-insensitive: a bad value is named by the key
+    as written in the file, not by the environment variable of the setting (review), and
+    secrets are still not repeated."""
+    with pytest.raises(ConfigError) as info:
+        load_settings({"memory": section})
+    assert named in str(info.value) and "LITELLM_MEMORY_" not in str(info.value)
+
+
 def test_a_bad_redis_url_is_named_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Redis URL may hold a password: the message names the variable that set it, not the
     value."""
