@@ -65,6 +65,22 @@ def write_lines(path: Path, *lines: object) -> Path:
     return path
 
 
+#: the import arguments of the LoCoMo sample :func:`write_locomo` writes (with ``--config``)
+LOCOMO_ARGS = ("--format", "locomo", "--sample-id", "s1", "--user", "ana")
+
+
+def write_locomo(path: Path, *turns: dict[str, str]) -> Path:
+    """A LoCoMo file of one sample ``s1``: Ana and Bo, one session holding ``turns``."""
+    conversation = {
+        "speaker_a": "Ana",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": list(turns),
+    }
+    path.write_text(json.dumps([{"sample_id": "s1", "conversation": conversation}]), "utf-8")
+    return path
+
+
 # -- jsonl: refused lines, skipped lines, nothing to import ---------------------------------------
 
 
@@ -150,19 +166,13 @@ def test_skipped_lines_are_listed_on_stderr(config: Path, tmp_path: Path, cli_pr
 def test_locomo_turns_of_no_speaker_are_refused(config: Path, tmp_path: Path) -> None:
     """LoCoMo turns without text, or of neither speaker, were dropped or taken as the
     assistant's without a word: the file is refused naming them."""
-    file = tmp_path / "locomo.json"
-    conversation = {
-        "speaker_a": "Ana",
-        "speaker_b": "Bo",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Bo."},
-            {"speaker": "Cy", "dia_id": "D1:2", "text": "Hi, I am not in this chat."},
-            {"speaker": "Bo", "dia_id": "D1:3"},
-        ],
-    }
-    file.write_text(json.dumps([{"sample_id": "s1", "conversation": conversation}]), "utf-8")
-    args = ("--format", "locomo", "--sample-id", "s1", "--user", "ana", "--config", str(config))
+    file = write_locomo(
+        tmp_path / "locomo.json",
+        {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Bo."},
+        {"speaker": "Cy", "dia_id": "D1:2", "text": "Hi, I am not in this chat."},
+        {"speaker": "Bo", "dia_id": "D1:3"},
+    )
+    args = (*LOCOMO_ARGS, "--config", str(config))
     line = one_error_line(invoke("import", str(file), *args))
     assert f"{file}: 2 lines cannot be imported" in line
     assert "D1:2: speaker 'Cy' is neither speaker_a 'Ana' nor speaker_b 'Bo'" in line
@@ -171,18 +181,12 @@ def test_locomo_turns_of_no_speaker_are_refused(config: Path, tmp_path: Path) ->
 
 def test_a_locomo_sample_of_blank_turns_is_nothing_to_import(config: Path, tmp_path: Path) -> None:
     """Blank LoCoMo turns are left out by the importer, and said so; none left is an error."""
-    file = tmp_path / "locomo.json"
-    conversation = {
-        "speaker_a": "Ana",
-        "speaker_b": "Bo",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ana", "dia_id": "D1:1", "text": " "},
-            {"speaker": "Bo", "dia_id": "D1:2", "text": "\u200b"},
-        ],
-    }
-    file.write_text(json.dumps([{"sample_id": "s1", "conversation": conversation}]), "utf-8")
-    args = ("--format", "locomo", "--sample-id", "s1", "--user", "ana", "--config", str(config))
+    file = write_locomo(
+        tmp_path / "locomo.json",
+        {"speaker": "Ana", "dia_id": "D1:1", "text": " "},
+        {"speaker": "Bo", "dia_id": "D1:2", "text": "\u200b"},
+    )
+    args = (*LOCOMO_ARGS, "--config", str(config))
     line = one_error_line(invoke("import", str(file), *args))
     assert line == (
         f"error: {file}: nothing to import, 2 lines skipped (D1:1: no text; D1:2: no text)"
@@ -346,18 +350,12 @@ def test_a_lone_surrogate_in_a_locomo_or_export_file_is_refused(
     """The LoCoMo and export readers let a lone surrogate through to the Redis write too (an
     unexpected UnicodeEncodeError, rc 1): the turn, or the export's place, is named, rc 2."""
     config = unreachable_redis(config)
-    locomo = tmp_path / "locomo.json"
-    conversation = {
-        "speaker_a": "Ana",
-        "speaker_b": "Bo",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Bo."},
-            {"speaker": "Bo", "dia_id": "D1:2", "text": "caf\ud800"},
-        ],
-    }
-    locomo.write_text(json.dumps([{"sample_id": "s1", "conversation": conversation}]), "utf-8")
-    args = ("--format", "locomo", "--sample-id", "s1", "--user", "ana", "--config", str(config))
+    locomo = write_locomo(
+        tmp_path / "locomo.json",
+        {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Bo."},
+        {"speaker": "Bo", "dia_id": "D1:2", "text": "caf\ud800"},
+    )
+    args = (*LOCOMO_ARGS, "--config", str(config))
     line = one_error_line(invoke("import", str(locomo), *args))
     assert line == (
         f"error: {locomo}: 1 line cannot be imported: D1:2: text holds a lone surrogate \\ud800 "

@@ -21,14 +21,26 @@ def _write(ref: str, first_role: str, name: str) -> PendingWrite:
     return PendingWrite(record, {"role": "assistant", "content": name}, call_id=name)
 
 
-def _buffer(written: list[str], counts: Counter[str], **limits: Any) -> WriteBuffer:
+def _buffer(
+    written: list[str],
+    counts: Counter[str],
+    *,
+    gate: asyncio.Event | None = None,
+    max_items: int = 100,
+    max_age_s: float = 60.0,
+) -> WriteBuffer:
+    """A buffer whose writes land in ``written`` (after ``gate`` is set, when given: until then
+    the oldest write is being sent)."""
+
     async def write(item: PendingWrite) -> None:
+        if gate is not None:
+            await gate.wait()
         written.append(item.call_id)
 
     return WriteBuffer(
         write,
-        max_items=limits.get("max_items", 100),
-        max_age_s=limits.get("max_age_s", 60.0),
+        max_items=max_items,
+        max_age_s=max_age_s,
         count=lambda name, n: counts.update({name: n}),
     )
 
@@ -87,12 +99,7 @@ async def test_the_write_being_sent_is_never_the_one_dropped_for_room() -> None:
     gate = asyncio.Event()
     written: list[str] = []
     counts: Counter[str] = Counter()
-
-    async def write(item: PendingWrite) -> None:
-        await gate.wait()
-        written.append(item.call_id)
-
-    buffer = WriteBuffer(write, max_items=2, max_age_s=60, count=lambda n, k: counts.update({n: k}))
+    buffer = _buffer(written, counts, gate=gate, max_items=2)
     buffer.add(_write("t:u:a", "user", "a1"))
     buffer.add(_write("t:u:b", "user", "b1"))
     await asyncio.sleep(0.01)  # a1 is being sent
@@ -111,12 +118,7 @@ async def test_a_full_buffer_keeps_the_exchange_being_sent_whole() -> None:
     gate = asyncio.Event()
     written: list[str] = []
     counts: Counter[str] = Counter()
-
-    async def write(item: PendingWrite) -> None:
-        await gate.wait()
-        written.append(item.call_id)
-
-    buffer = WriteBuffer(write, max_items=3, max_age_s=60, count=lambda n, k: counts.update({n: k}))
+    buffer = _buffer(written, counts, gate=gate, max_items=3)
     buffer.add(_write("t:u:a", "user", "q1 and call"))
     buffer.add(_write("t:u:a", "tool", "results and answer"))
     buffer.add(_write("t:u:a", "user", "q2"))
@@ -129,7 +131,7 @@ async def test_a_full_buffer_keeps_the_exchange_being_sent_whole() -> None:
 
     gate.clear()
     written.clear()
-    one = WriteBuffer(write, max_items=1, max_age_s=60, count=lambda n, k: None)
+    one = _buffer(written, Counter(), gate=gate, max_items=1)
     one.add(_write("t:u:b", "user", "b1"))
     await asyncio.sleep(0.01)  # b1 is being sent
     one.add(_write("t:u:b", "user", "b2"))

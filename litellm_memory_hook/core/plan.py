@@ -472,15 +472,14 @@ def _plan_whole_history(
             call_id=call_id,
             max_chars=max_chars,
         )
-        if alignment.stored_at < len(stored):
-            rewritten = _keep_times(rewritten, stored[: alignment.stored_at], tail)
-        pending = [*rewritten, *new_turns]
         if alignment.stored_at == len(stored):
             # after all of it: a partial reply stored after the matched turns (a stream the
             # client cut, then sent on with what it got) is replaced, not kept beside its copy
             last = stored[-1].seq if stored else 0
             partial = [t for t in tail if t.partial and t.seq > last]
-            return plan(pending, partial, stored[-1].text if stored else "")
+            return plan([*rewritten, *new_turns], partial, stored[-1].text if stored else "")
+        rewritten = _keep_times(rewritten, stored[: alignment.stored_at], tail)
+        pending = [*rewritten, *new_turns]
         from_seq = stored[alignment.stored_at].seq
     elif alignment.stored_at < len(stored):
         nxt = stored[alignment.stored_at]

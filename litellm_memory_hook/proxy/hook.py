@@ -655,9 +655,10 @@ class MemoryHook(CustomLogger):
             return
 
         def forgotten(item: PendingWrite) -> bool:
-            if item.record.get("prefix") != keys.prefix:
+            prefix, ref = item.conversation
+            if prefix != keys.prefix:
                 return False
-            other = ConversationKeys.from_ref(keys.prefix, str(item.record.get("ref")))
+            other = ConversationKeys.from_ref(prefix, ref)
             return other.user_keys == keys.user_keys if whole_user else other == keys
 
         taken = self._buffer.take(forgotten)
@@ -678,9 +679,7 @@ class MemoryHook(CustomLogger):
             return [], set()
         turns: list[Turn] = []
         superseded: set[int] = set()
-        for item in self._buffer.matching(
-            lambda i: i.record.get("ref") == keys.ref and i.record.get("prefix") == keys.prefix
-        ):
+        for item in self._buffer.matching(lambda i: i.conversation == (keys.prefix, keys.ref)):
             turns.extend(self._item_turns(item))
             superseded.update(_int(t.get("seq")) for t in item.record.get("replace") or ())
         return turns, superseded

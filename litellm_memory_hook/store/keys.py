@@ -18,10 +18,11 @@ and every script or transaction stays inside one slot (DESIGN.md section 4, issu
 
     mem:{t:u}:index            set    the user's conversations (``c:<c>``) and memory sets
                                       (``ns:<namespace>``): list, export and forget without KEYS
-    mem:{t:u}:forgets          hash   forget tokens: ``u`` (the whole user) and ``c:<c>`` (one
-                                      conversation) -> a random token each forget sets; a write
-                                      begun before a forget is refused (store/forgets.py). The
-                                      one key a forget leaves, for an hour past the outage
+    mem:{t:u}:forgets          hash   forget tokens: ``u`` (the user) and ``c:<c>`` (one
+                                      conversation) -> ``w:<random>`` (made by the first write)
+                                      or ``f:<ms>-<random>`` (set by a forget); a write read
+                                      before a forget is refused (store/forgets.py). The one key
+                                      a forget of the user leaves, for an hour past the outage
                                       buffer's age limit
 
 where ``<s>`` is the memory scope: ``ns:<namespace>`` (``memory_scope: user``, the default:
@@ -151,8 +152,8 @@ class UserKeys:
 
     @property
     def forgets(self) -> str:
-        """Hash of forget tokens: ``u`` (a forget of the whole user) and ``c:<c>`` (of one
-        conversation) -> the random token the last such forget set
+        """Hash of forget tokens: ``u`` (the user) and ``c:<c>`` (one conversation) -> the token
+        the first write made or the last forget set
         (:mod:`litellm_memory_hook.store.forgets`)."""
         return f"{self.prefix}:{self.hash_tag}:forgets"
 

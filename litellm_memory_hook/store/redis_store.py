@@ -975,7 +975,7 @@ class MemoryStore:
         for item in items:
             args.extend((item.turn.body_json(), 1 if item.terms else 0))
         args.extend(_term_args(items))
-        names = [*self._script_keys(keys), keys.user_keys.forgets]
+        names = self._script_keys(keys)
         if memory is not None:
             names.extend((keys.user_keys.index, *memory.all()))
             args.extend((2, keys.index_member, memory.scope))
@@ -997,7 +997,9 @@ class MemoryStore:
 
     @staticmethod
     def _script_keys(keys: ConversationKeys) -> list[str]:
-        return [keys.meta, keys.turns, keys.calls, keys.postings]
+        """KEYS[1..5] of every write script: the conversation's meta, turns, calls and postings,
+        and the user's forgets hash (:mod:`litellm_memory_hook.store.forgets`)."""
+        return [keys.meta, keys.turns, keys.calls, keys.postings, keys.user_keys.forgets]
 
     def _fits_one_script(self, items: Sequence[IndexedTurn]) -> bool:
         if len(items) > self.batch_turns:
@@ -1038,7 +1040,7 @@ class MemoryStore:
             status, first, last, skipped, start = (
                 int(x)
                 for x in await self._begin(
-                    keys=[*names, keys.user_keys.forgets, keys.user_keys.index],
+                    keys=[*names, keys.user_keys.index],
                     args=[call_id, progress, self.ttl_s, at, *token, *head, seeded, len(items)],
                 )
             )
@@ -1064,9 +1066,7 @@ class MemoryStore:
                     item = todo[offset]
                     args.extend((first + offset, item.turn.body_json(), 1 if item.terms else 0))
                 args.extend(_term_args(todo[begin:end]))
-                done = int(
-                    await self._write_batch(keys=[*names, keys.user_keys.forgets], args=args)
-                )
+                done = int(await self._write_batch(keys=names, args=args))
                 if done < 0:
                     return AppendResult(False, 0, 0, forgotten=True)
                 if not done:
@@ -1125,7 +1125,7 @@ class MemoryStore:
             seen.add(seq)
             unique.append(item)
         removed = 0
-        names = [*self._script_keys(keys), keys.user_keys.forgets]
+        names = self._script_keys(keys)
         for start, end in self._batches(unique, 0):
             args: list[Any] = [
                 self.ttl_s,
