@@ -437,6 +437,37 @@ async def test_user_scope_reads_at_most_user_chats(any_redis: aioredis.Redis, pr
     assert all(set(c.postings.seqs) == {"quibblefrond"} for c in read)
 
 
+@pytest.mark.parametrize("others", [1, 6])
+async def test_user_scope_prunes_conversations_that_are_gone(
+    any_redis: aioredis.Redis, prefix: str, others: int
+) -> None:
+    """Conversations whose keys expired or were deleted leave the user's index when a
+    user-scope read finds them gone, so that what it reads does not grow with every chat the
+    user ever had; live chats, memory sets and a chat being written stay (both paths: fewer
+    chats than recall_user_chats, and more)."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    for n in range(others):
+        await _chat(store, prefix, f"live{n}", [f"Quibblefrond {n}"], start_ms=T0 + n * DAY_MS)
+    keys, _ = await _chat(store, prefix, "now", ["hi"], start_ms=T0 + 9 * DAY_MS)
+    user = keys.user_keys
+    await any_redis.sadd(user.index, *(f"c:gone{n}" for n in range(250)))
+    half = user.conversation("half")  # its meta gone, its turns not: not pruned
+    await any_redis.zadd(half.turns, {"x": 1})
+    await any_redis.sadd(user.index, half.index_member)
+    members = [_s(m) for m in await any_redis.smembers(user.index)]
+    others_now = [m for m in members if m.startswith("c:") and m != keys.index_member]
+    read = await store.load_chats(user, others_now, query_terms=["quibblefrond"], max_chats=4)
+    assert len(read) == min(others, 4)
+    left = {_s(m) for m in await any_redis.smembers(user.index)}
+    assert not any(m.startswith("c:gone") for m in left)
+    assert {f"c:live{n}" for n in range(others)} | {"c:now", "c:half", "ns:demo"} <= left
+    assert len(left) == others + 3
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 async def test_fetch_many_reads_several_chats(any_redis: aioredis.Redis, prefix: str) -> None:
     """The chosen lines of several chats come back in one round trip, per chat, in seq order."""
     store = MemoryStore(any_redis, ttl_s=3600)

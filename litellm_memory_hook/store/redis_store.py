@@ -17,6 +17,7 @@ indexed messages (the N of the IDF formula).
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -38,6 +39,8 @@ from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, UserKey
 
 if TYPE_CHECKING:
     from litellm_memory_hook.settings import MemorySettings
+
+logger = logging.getLogger("litellm_memory_hook")
 
 #: default number of newest postings kept per term (DESIGN.md section 6: K=1024 gave the exact
 #: top 4 on 90-99% of queries at 100,000 messages).
@@ -425,6 +428,27 @@ return out
 #: meta fields read of each of the user's other conversations (``recall_scope: user``).
 CHAT_META_FIELDS = ("updated_ms", "namespace", "conversation", "idx_n")
 
+PRUNE_CHATS = """
+-- Take conversations that no longer exist (their keys expired, or were deleted) out of the
+-- user's index, so that what recall_scope: user reads does not grow with every conversation the
+-- user ever had.
+-- KEYS[1] the user's index set; KEYS[2..] pairs: a conversation's meta hash, its turns zset
+-- ARGV the conversations' index members (c:<c>), one per pair of keys
+-- A member goes only if both its keys are gone (a write creates them with the member, in one
+-- script). Returns how many went.
+local gone = 0
+for i = 1, #ARGV do
+  local k = 2 * i
+  if redis.call('EXISTS', KEYS[k], KEYS[k + 1]) == 0 then
+    gone = gone + redis.call('SREM', KEYS[1], ARGV[i])
+  end
+end
+return gone
+"""
+
+#: most conversations one :data:`PRUNE_CHATS` call looks at (a short script).
+PRUNE_BATCH = 200
+
 
 FETCH_TURNS = """
 -- The stored turns with the given seqs, in the order asked (missing seqs give nothing).
@@ -637,6 +661,7 @@ class MemoryStore:
         self._delete = redis.register_script(DELETE_TURNS)
         self._begin = redis.register_script(BEGIN_WRITE)
         self._write_batch = redis.register_script(WRITE_TURNS)
+        self._prune_chats = redis.register_script(PRUNE_CHATS)
 
     @classmethod
     def for_settings(cls, redis: aioredis.Redis, settings: MemorySettings) -> MemoryStore:
@@ -790,14 +815,20 @@ class MemoryStore:
         chats = [user.conversation(m.removeprefix("c:")) for m in members if m.startswith("c:")]
         if not chats or max_chats <= 0 or not query_terms:
             return []
+        dead: list[ConversationKeys] = []
         try:
             if len(chats) > max_chats:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     for chat in chats:
                         pipe.hmget(chat.meta, list(CHAT_META_FIELDS))
                     metas = [_meta_of(r) for r in await pipe.execute()]
+                dead = [chat for chat, meta in zip(chats, metas, strict=True) if not meta]
                 ranked = sorted(
-                    (m for m in zip(chats, metas, strict=True) if accept is None or accept(m[1])),
+                    (
+                        m
+                        for m in zip(chats, metas, strict=True)
+                        if m[1] and (accept is None or accept(m[1]))
+                    ),
                     key=lambda m: _int(m[1].get("updated_ms")),
                     reverse=True,
                 )
@@ -816,6 +847,8 @@ class MemoryStore:
         out: list[ChatPostings] = []
         for number, chat in enumerate(chats):
             meta = _meta_of(replies[number * 2])
+            if not meta:
+                dead.append(chat)
             if not meta.get("idx_n") or (accept is not None and not accept(meta)):
                 continue
             postings = Postings(n_docs=_int(meta.get("idx_n")))
@@ -824,7 +857,31 @@ class MemoryStore:
                 postings.spans = _pairs(spans[number])
             out.append(ChatPostings(chat, meta, postings))
         out.sort(key=lambda c: _int(c.meta.get("updated_ms")), reverse=True)
+        if dead:
+            await self.prune_chats(user, dead)
         return out
+
+    async def prune_chats(self, user: UserKeys, chats: Sequence[ConversationKeys]) -> int:
+        """Take these conversations out of the user's index where they no longer exist (their
+        keys expired or were deleted: :data:`PRUNE_CHATS` checks in Redis), in scripts of at
+        most :data:`PRUNE_BATCH`. Best effort: a Redis error is logged and ignored (the next
+        read tries again).
+
+        Returns:
+            How many members went.
+        """
+        gone = 0
+        for start in range(0, len(chats), PRUNE_BATCH):
+            batch = chats[start : start + PRUNE_BATCH]
+            names = [user.index, *(key for chat in batch for key in (chat.meta, chat.turns))]
+            try:
+                gone += int(
+                    await self._prune_chats(keys=names, args=[c.index_member for c in batch])
+                )
+            except RedisError as exc:
+                logger.warning("prune the index of %s: %s", user.hash_tag, exc)
+                break
+        return gone
 
     async def fetch_many(
         self, groups: Sequence[tuple[ConversationKeys, Sequence[int]]]
