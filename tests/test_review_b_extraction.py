@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import TimeoutError as RedisTimeout
 
+from litellm_memory_hook.core.indexing import indexed_chain
+from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore
 
-from .test_worker import ScriptedModel, _memories, _reply, _talk, _worker
 from .conftest import make_hook
+from .test_worker import ScriptedModel, _memories, _reply, _talk, _worker
 
 
 async def test_a_conflict_retry_brings_back_a_fact_another_job_replaced(
@@ -49,3 +57,41 @@ async def test_a_conflict_retry_brings_back_a_fact_another_job_replaced(
     stored = await _memories(any_redis, prefix)
     assert "Plays chess." in stored
     assert "Lives in Pune." not in stored, stored
+
+
+async def test_an_abandoned_batched_write_does_not_defer_extraction_forever(
+    any_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write too large for one script reserves its seqs and marks meta ``writing:<call id>``;
+    if it fails part-way and is never retried (the outage buffer dropped it after
+    write_buffer_max_age_s, or the proxy was restarted), nothing ever removes that field. The
+    worker then defers the conversation's job every DEFER_MS, for good: a day later, and
+    after new messages and a flush, the job is still "deferred" and the memories never change."""
+    hook = make_hook(any_redis, prefix)
+    await _talk(hook, 1)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    failing = MemoryStore(any_redis, ttl_s=3600, batch_turns=2)
+    real = failing._write_batch
+    calls = {"n": 0}
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise RedisTimeout("simulated timeout")
+        return await real(*args, **kwargs)
+
+    failing._write_batch = flaky  # type: ignore[assignment]
+    chain = indexed_chain(
+        [Turn(role="user", text=f"import line {i}", ts_ms=1000 + i) for i in range(6)]
+    )
+    with pytest.raises(StoreError):
+        await failing.append(keys, chain, call_id="import-1")
+    names = [k.decode() if isinstance(k, bytes) else k for k in await any_redis.hkeys(keys.meta)]
+    assert any(name.startswith("writing:") for name in names)
+
+    await _talk(hook, 1, start=1, memory_flush=True)  # life goes on
+    later = time.time() + 86400  # a day later: nobody can still be finishing that write
+    monkeypatch.setattr(time, "time", lambda: later)
+    worker = _worker(any_redis, prefix, ScriptedModel([_reply(["Has a garden."])]))
+    outcome = await worker.run_job(keys.ref)
+    assert outcome.status != "deferred"
