@@ -13,7 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.keys import ConversationKeys, due_key
 from litellm_memory_hook.store.redis_store import MemoryStore
 
 from .conftest import make_hook
@@ -95,3 +95,34 @@ async def test_an_abandoned_batched_write_does_not_defer_extraction_forever(
     worker = _worker(any_redis, prefix, ScriptedModel([_reply(["Has a garden."])]))
     outcome = await worker.run_job(keys.ref)
     assert outcome.status != "deferred"
+
+
+async def test_a_job_with_no_message_to_read_does_not_rewrite_the_memories(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """After an extraction, the only new turns are an agent's tool step (an assistant message
+    with tool_calls and no text, then the tool result: a slow tool makes the conversation due
+    by quiet). _batch keeps none of them but moves ``through`` past them, so the job still asks
+    the model, with new_lines "(none)", and commits whatever comes back: a reply of
+    ``{"memories": [], "summary": ""}`` deletes every shown memory and the summary although no
+    message was read. Nothing to read should just move the cursor."""
+    hook = make_hook(any_redis, prefix)
+    await _talk(hook, 1, memory_flush=True)
+    await _worker(
+        any_redis, prefix, ScriptedModel([_reply(["Has a garden."], "They talked gardens.")])
+    ).run_due()
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    call = {"id": "t1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    store = MemoryStore(any_redis, ttl_s=3600)
+    step = [
+        Turn(role="assistant", text="", ts_ms=5000, tool_calls=(call,)),
+        Turn(role="tool", text='{"temp": 21}', ts_ms=5001, tool_call_id="t1"),
+    ]
+    assert (await store.append(keys, indexed_chain(step), call_id="tool-step")).written
+    await any_redis.zadd(due_key(prefix), {keys.ref: 0})  # due by quiet
+
+    model = ScriptedModel([_reply([], "")])
+    outcome = await _worker(any_redis, prefix, model).run_job(keys.ref)
+    assert model.calls == [], outcome
+    assert await _memories(any_redis, prefix) == ["Has a garden."]
+    assert (await any_redis.hget(keys.meta, "summary")) == b"They talked gardens."
