@@ -13,10 +13,13 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.store.keys import ConversationKeys, due_key
+from litellm_memory_hook.extraction.worker import ExtractionWorker
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.settings import MemorySettings, parse_alias_config
+from litellm_memory_hook.store.keys import ConversationKeys, due_key, sweep_key
 from litellm_memory_hook.store.redis_store import MemoryStore
 
-from .conftest import make_hook
+from .conftest import Auth, chat_request, make_hook, model_response
 from .test_worker import ScriptedModel, _memories, _reply, _talk, _worker
 
 
@@ -126,3 +129,36 @@ async def test_a_job_with_no_message_to_read_does_not_rewrite_the_memories(
     assert model.calls == [], outcome
     assert await _memories(any_redis, prefix) == ["Has a garden."]
     assert (await any_redis.hget(keys.meta, "summary")) == b"They talked gardens."
+
+
+async def test_the_sweep_leaves_conversations_of_an_alias_without_extraction_alone(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """An alias with ``extraction: false``: the hook never schedules its conversations, but
+    their cursor stays 0 below their seq, so every sweep puts each of them in the due set, a
+    worker runs a job that reads it and discards it, and the next sweep does it again, for
+    every such conversation, as long as they live."""
+    aliases = {"noext": {"memory": {"enabled": True, "extraction": False}}}
+    hook = MemoryHook(
+        settings=MemorySettings(key_prefix=prefix, worker_in_proxy=False),
+        redis=real_redis,
+        alias_lookup=lambda model: aliases.get(model),
+    )
+    data = chat_request("My cat is called Miso.", model="noext", call_id="n1")
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None
+    await hook.async_post_call_success_hook(out, Auth(), model_response("Nice."))
+    assert await real_redis.zcard(due_key(prefix)) == 0  # the hook schedules nothing
+
+    worker = ExtractionWorker(
+        real_redis,
+        MemorySettings(key_prefix=prefix, extraction_sweep_s=60, extraction_quiet_s=0),
+        ScriptedModel(),
+        alias_lookup=lambda name: parse_alias_config(aliases.get(name)),
+    )
+    rounds: list[object] = []
+    for _ in range(2):
+        await real_redis.delete(sweep_key(prefix))  # the next sweep interval
+        rounds.append(await worker.sweep())
+        rounds.append([o.status for o in await worker.run_due()])
+    assert rounds == [0, [], 0, []]
