@@ -7,8 +7,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from litellm_memory_hook.memory_api import MemoryAPI, resolve_target
+from litellm_memory_hook.memory_api import ExportDocument, MemoryAPI, resolve_target
 from litellm_memory_hook.settings import MemorySettings, parse_alias_config
+from litellm_memory_hook.store.keys import ConversationKeys
+
+from .conftest import Auth, chat_request, make_hook, model_response
 
 ALIASES: dict[str, dict[str, Any]] = {"demo": {"memory": {"enabled": True}}}
 
@@ -35,3 +38,48 @@ async def test_forget_after_a_pinned_edit_deletes_the_pinned_memory(
     await api.forget(target, whole_user=True)
     listing = await api.list(target)
     assert listing.pinned == [], [p.text for p in listing.pinned]
+
+
+async def test_an_import_without_seq_does_not_reuse_the_imported_seqs(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """``seq`` of an exported conversation is optional (default 0), and _conversation_dump
+    writes it to meta even when the document leaves it out. The import appends the turns at
+    their seqs 1..2, then sets meta ``seq`` to "0": the next chat message gets seq 1 again, so
+    two turns share a score in the sorted set (and the extraction cursor cannot tell them
+    apart)."""
+    document = ExportDocument.parse(
+        {
+            "format": "litellm-memory-export",
+            "version": 1,
+            "exported_ms": 1,
+            "key_prefix": "mem",
+            "tenant": "master",
+            "user": "u-A",
+            "conversations": [
+                {
+                    "id": "demo",
+                    "key": "demo",
+                    "alias": "demo",
+                    "namespace": "demo",
+                    "memory_set": "ns:demo",
+                    "meta": {"tenant": "master", "user": "u-A"},
+                    "turns": [
+                        {"seq": 1, "role": "user", "text": "My cat is Miso.", "ts": 1000},
+                        {"seq": 2, "role": "assistant", "text": "Cute!", "ts": 1001},
+                    ],
+                }
+            ],
+        }
+    )
+    hook = make_hook(real_redis, prefix)
+    await MemoryAPI(real_redis, hook.settings).import_export(document, tenant="master", user="u-A")
+    out = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("And a dog called Bo.", call_id="after"), "acompletion"
+    )
+    assert out is not None
+    await hook.async_post_call_success_hook(out, Auth(), model_response("Nice."))
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    pairs: list[Any] = await real_redis.zrange(keys.turns, 0, -1, withscores=True)
+    scores = [int(score) for _, score in pairs]
+    assert scores == [1, 2, 3, 4], scores
