@@ -14,12 +14,13 @@ from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.extraction.worker import ExtractionWorker
+from litellm_memory_hook.memory_api import MemoryAPI, resolve_target
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings, parse_alias_config
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, sweep_key
 from litellm_memory_hook.store.redis_store import MemoryStore
 
-from .conftest import Auth, chat_request, make_hook, model_response
+from .conftest import ALIASES, Auth, chat_request, make_hook, model_response
 from .test_worker import ScriptedModel, _memories, _reply, _talk, _worker
 
 
@@ -162,3 +163,34 @@ async def test_the_sweep_leaves_conversations_of_an_alias_without_extraction_alo
         rounds.append(await worker.sweep())
         rounds.append([o.status for o in await worker.run_due()])
     assert rounds == [0, [], 0, []]
+
+
+async def test_a_pin_made_while_the_model_answers_drops_what_repeats_it(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """parse_extraction drops an item that repeats a pinned memory: equal key, or containing a
+    pinned key of two or more words. When the user pins while the job waits for the model, the
+    commit loses the compare-and-set and _filter_again "applies the pins again", but only by
+    key equality: "Her daughter is Asha, who is 7." survives next to the pinned "Daughter is
+    Asha", although the same reply with the pin in place before the job drops it."""
+    settings = MemorySettings(key_prefix=prefix)
+    api = MemoryAPI(any_redis, settings)
+    target = resolve_target(
+        settings,
+        lambda n: parse_alias_config(ALIASES.get(n)),
+        tenant="master",
+        user="u-A",
+        model="demo",
+    )
+    hook = make_hook(any_redis, prefix)
+    await _talk(hook, 1, memory_flush=True)
+    model = ScriptedModel([_reply(["Her daughter is Asha, who is 7.", "Grows basil."])])
+    model.gate = asyncio.Event()
+    job = asyncio.create_task(_worker(any_redis, prefix, model).run_due())
+    while not model.calls:
+        await asyncio.sleep(0.01)
+    await api.pin(target, "Daughter is Asha")
+    model.gate.set()
+    [outcome] = await job
+    assert outcome.status == "committed"
+    assert await _memories(any_redis, prefix) == ["Grows basil."]
