@@ -433,7 +433,6 @@ class MemoryAPI:
             raise MemoryInputError(
                 f"this user already has {self.settings.max_pinned} pinned memories"
             )
-        await self._touch_index(target)
         return MemoryItem(item_id, value)
 
     async def edit(self, target: MemoryTarget, item_id: str, text: object) -> MemoryItem:
@@ -730,16 +729,6 @@ class MemoryAPI:
                 await pipe.execute()
         except RedisError as exc:
             raise StoreError(f"user index {keys.index}: {exc}") from exc
-
-    async def _touch_index(self, target: MemoryTarget) -> None:
-        index = target.conversation.user_keys.index
-        try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.sadd(index, target.memory.scope)
-                pipe.expire(index, self.settings.retention_s)
-                await pipe.execute()
-        except RedisError as exc:
-            raise StoreError(f"user index {index}: {exc}") from exc
 
 
 __all__ = [

@@ -146,9 +146,15 @@ def test_c09_braces_before_the_json() -> None:
 
 
 def test_find_json_first_value_and_scalars() -> None:
-    """find_json returns the first complete object or array; a bare scalar is no JSON value."""
-    assert find_json('[1, 2] then {"a": 1}') == [1, 2]
+    """find_json returns the first complete object, else the first complete array (never an
+    object inside it); a bare scalar is no JSON value."""
+    assert find_json('[1, 2] then {"a": 1}') == {"a": 1}
     assert find_json('x {"a": {"b": [1]}} y') == {"a": {"b": [1]}}
+    assert find_json("[1, 2] then [3]") == [1, 2]
+    assert find_json('Here: [{"a": 1}] and [2]') == [{"a": 1}]
+    assert find_json('```\n[1]\n```\nor {"a": 1}') == {"a": 1}
+    reply = 'Based on lines [1] and [2]: {"memories": ["Prefers tea"], "summary": "x"}'
+    assert parse_extraction(reply).memories == ("Prefers tea",)
     with pytest.raises(ExtractionError, match="no JSON object or array"):
         find_json("42")
 

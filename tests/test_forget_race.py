@@ -295,6 +295,7 @@ async def test_a_request_that_could_not_read_redis_is_refused_after_a_forget(
     early = await _pre(hook, "said before the second forget", "o1")
     await asyncio.sleep(0.01)
     await api.forget(target, whole_user=True)
+    await asyncio.sleep(0.01)  # a request in the forget's own millisecond is refused (safe side)
     later = await _pre(hook, "said after it", "o2")
     hook._redis_ok()
     await _post(hook, early, "noted")

@@ -29,9 +29,9 @@ async def test_a_conflict_retry_brings_back_a_fact_another_job_replaced(
 ) -> None:
     """Two conversations of one user share the memory set. Job B (default conversation) waits
     for the model while job A (conversation c2) replaces "Lives in Pune." by "Lives in Mumbai
-    now.". B loses the compare-and-set and re-plans with the fresh set: the Pune fact it was
-    shown (and kept) is no longer live, so it is added again as a new memory. Any serial order
-    of the two jobs leaves no Pune fact."""
+    now.". B loses the compare-and-set; re-planned with the fresh set, the Pune fact it was
+    shown (and kept) would be added again as new, which no serial order of the two jobs gives.
+    B gives up instead and runs again on the new set."""
     hook = make_hook(any_redis, prefix)
     await _talk(hook, 1, memory_flush=True)
     await _worker(any_redis, prefix, ScriptedModel([_reply(["Lives in Pune."])])).run_due()
@@ -57,10 +57,13 @@ async def test_a_conflict_retry_brings_back_a_fact_another_job_replaced(
 
     model_b.gate.set()
     outcome_b = await job_b
-    assert outcome_b.status == "committed"
-    stored = await _memories(any_redis, prefix)
-    assert "Plays chess." in stored
-    assert "Lives in Pune." not in stored, stored
+    # B's reply was drawn from a set that is gone: nothing of it is kept, and B runs again
+    assert outcome_b.status == "conflict"
+    assert await _memories(any_redis, prefix) == ["Lives in Mumbai now."]
+    again = ScriptedModel([_reply(["Lives in Mumbai now.", "Plays chess."])])
+    assert (await _worker(any_redis, prefix, again).run_job(ref_b)).status == "committed"
+    assert "Lives in Mumbai now." in again.calls[0][1]["content"]
+    assert sorted(await _memories(any_redis, prefix)) == ["Lives in Mumbai now.", "Plays chess."]
 
 
 async def test_an_abandoned_batched_write_does_not_defer_extraction_forever(

@@ -83,3 +83,42 @@ async def test_an_import_without_seq_does_not_reuse_the_imported_seqs(
     pairs: list[Any] = await real_redis.zrange(keys.turns, 0, -1, withscores=True)
     scores = [int(score) for _, score in pairs]
     assert scores == [1, 2, 3, 4], scores
+
+
+async def test_every_memory_set_write_lists_the_set_in_the_user_index(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Pin, edit, both deletes and an extraction commit each add the set to the user's index
+    and give the index the retention TTL, in the same script: a set never outlives the index
+    that forget and export find it through."""
+    from litellm_memory_hook.store.memory_sets import ExtractionCommit, MemorySetStore
+
+    store = MemorySetStore(any_redis, ttl_s=3600)
+    keys = ConversationKeys.for_ids(prefix, "master", "alice", "demo")
+    memory = keys.user_keys.memory_set("ns:demo")
+    index = keys.user_keys.index
+    pinned = await store.pin(memory, "Daughter is Asha", now_ms=1000, max_items=10)
+    await any_redis.hset(memory.memories, "0000000001000-aaaaaa", "Likes tea")
+    writes = [
+        lambda: store.edit_pinned(memory, pinned, "Daughter is Asha, 7"),
+        lambda: store.delete(memory, "0000000001000-aaaaaa", pinned=False, tomb="t", now_ms=2),
+        lambda: store.delete(memory, pinned, pinned=True, tomb="", now_ms=3),
+    ]
+    for write in writes:
+        await any_redis.delete(index)
+        assert await write()
+        assert await any_redis.smembers(index) in ({b"ns:demo"}, {"ns:demo"})
+        assert 3500 < await any_redis.ttl(index) <= 3600
+    await any_redis.delete(index)
+    version = (await store.read(memory)).version
+    commit = ExtractionCommit(
+        read_version=version,
+        read_cursor=0,
+        delete_ids=(),
+        add=("Grows basil",),
+        summary="s",
+        cursor=0,
+    )
+    assert await store.commit_extraction(keys, memory, commit, now_ms=5)
+    assert await any_redis.smembers(index) in ({b"ns:demo"}, {"ns:demo"})
+    assert 3500 < await any_redis.ttl(index) <= 3600

@@ -42,6 +42,7 @@ __all__ = [
     "find_json",
     "is_instruction",
     "parse_extraction",
+    "repeats_pinned",
 ]
 
 MAX_REPLY_CHARS: Final = 200_000
@@ -114,40 +115,52 @@ def _repair_token(match: re.Match[str]) -> str:
     return _ESCAPE.sub(_fix_escape, token)
 
 
-def _decode_from(text: str, start: int) -> tuple[bool, object, str]:
-    """Decode one JSON value at ``start``: (found, value, error message)."""
+def _decode_from(text: str, start: int) -> tuple[bool, object, int, str]:
+    """Decode one JSON value at ``start``: (found, value, end index, error message)."""
     try:
-        value, _ = _DECODER.raw_decode(text, start)
+        value, end = _DECODER.raw_decode(text, start)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        return False, None, str(exc) or type(exc).__name__
-    return True, value, ""
+        return False, None, start, str(exc) or type(exc).__name__
+    return True, value, end, ""
 
 
 def _scan(text: str, errors: list[str]) -> tuple[bool, object]:
-    """The first complete JSON object or array in ``text``, trying each ``{``/``[`` in turn.
+    """The first complete JSON object in ``text``, else its first complete array, trying each
+    ``{``/``[`` in turn; a start inside an array already decoded is not tried (its items are
+    not values of their own).
 
     At each start the text is decoded as is, then (for the first few failures) repaired. The
     first decode error is appended to ``errors``.
     """
-    repairs = 0
-    for count, match in enumerate(_VALUE_START.finditer(text)):
-        if count >= _MAX_STARTS:
-            break
+    repairs = tried = 0
+    array: tuple[object] | None = None
+    skip_to = 0
+    for match in _VALUE_START.finditer(text):
         start = match.start()
-        found, value, error = _decode_from(text, start)
-        if found:
+        if start < skip_to:
+            continue
+        if tried >= _MAX_STARTS:
+            break
+        tried += 1
+        found, value, end, error = _decode_from(text, start)
+        if not found:
+            if not errors:
+                errors.append(error)
+            if repairs < _MAX_REPAIRS:
+                repairs += 1
+                rest = text[start:]
+                repaired = _REPAIR_TOKEN.sub(_repair_token, rest)
+                if repaired != rest:
+                    found, value, _, _ = _decode_from(repaired, 0)
+                    end = start + 1  # where the repaired value ends here is not known
+        if not found:
+            continue
+        if isinstance(value, dict):
             return True, value
-        if not errors:
-            errors.append(error)
-        if repairs < _MAX_REPAIRS:
-            repairs += 1
-            rest = text[start:]
-            repaired = _REPAIR_TOKEN.sub(_repair_token, rest)
-            if repaired != rest:
-                found, value, _ = _decode_from(repaired, 0)
-                if found:
-                    return True, value
-    return False, None
+        if array is None:
+            array = (value,)
+        skip_to = end
+    return (True, array[0]) if array is not None else (False, None)
 
 
 def find_json(text: str) -> object:
@@ -157,15 +170,19 @@ def find_json(text: str) -> object:
 
     1. Surrogate code points, and ``\\uXXXX`` escapes of a lone surrogate (``"\\ud800"``), are
        removed; a valid pair (``"\\ud83d\\ude00"``) is kept.
-    2. Candidates are the bodies of the code fences (```` ``` ````, ```` ```json ````,
+    2. A reply that is one JSON object or array as a whole (around it only whitespace) is that
+       value, whatever its strings hold (a memory that quotes a code fence).
+    3. Else the candidates are the bodies of the code fences (```` ``` ````, ```` ```json ````,
        ```` ```JSON ````, ``~~~json``, ... up to the matching fence or the end of the text), in
        order, and then the whole text. Only the fence markers are skipped, never their content
        (mem0 PR #4026 deleted the fenced JSON, case C08).
-    3. In each candidate, every ``{`` and ``[`` is tried in turn with a ``raw_decode``-style
-       decode; the first complete value wins and what follows it is ignored, so prose around
-       the JSON may hold braces of its own (case C09). Raw control characters inside strings
-       are accepted (they are cleaned later).
-    4. Where a start does not decode, it is tried once more repaired: a backslash that starts
+    4. In each candidate, every ``{`` and ``[`` is tried in turn with a ``raw_decode``-style
+       decode; the first complete object wins and what follows it is ignored, so prose around
+       the JSON may hold braces of its own (case C09), and an array before it ("lines [1] and
+       [2]: {...}") is passed over. Where no candidate holds an object, the first complete
+       array is returned. Raw control characters inside strings are accepted (they are cleaned
+       later).
+    5. Where a start does not decode, it is tried once more repaired: a backslash that starts
        no valid escape is doubled (``\\q`` becomes the two characters ``\\q``), and a trailing
        comma before ``}`` or ``]`` is removed.
 
@@ -188,13 +205,23 @@ def find_json(text: str) -> object:
     text = _SURROGATE_ESCAPE.sub(_drop_lone_surrogate_escape, _RAW_SURROGATES.sub("", text))
     if not _VALUE_START.search(text):
         raise ExtractionError("no JSON object or array in the reply")
+    whole = text.strip()
+    if whole[:1] in ("{", "["):
+        found, value, end, _ = _decode_from(whole, 0)
+        if found and end == len(whole):
+            return value
     candidates = [m.group("body") for m in _FENCE.finditer(text)]
     candidates.append(text)
     errors: list[str] = []
+    array: tuple[object] | None = None
     for candidate in candidates:
         found, value = _scan(candidate, errors)
-        if found:
+        if found and isinstance(value, dict):
             return value
+        if found and array is None:
+            array = (value,)
+    if array is not None:
+        return array[0]
     first = f" (first error: {errors[0]})" if errors else ""
     raise ExtractionError(f"no complete JSON value in the reply{first}")
 
@@ -480,6 +507,16 @@ def _shape(value: object) -> ExtractionReply:
         raise ExtractionError(f"wrong reply shape ({problems}); keys found: [{keys}]") from exc
 
 
+def repeats_pinned(key: str, pinned_keys: Collection[str]) -> bool:
+    """Whether a memory (its :func:`fact_key`) repeats a pinned one: the same key, or holding a
+    pinned key of two or more words ("her daughter is asha who is 7" holds "daughter is
+    asha"). A one-word pin repeats only an equal key."""
+    if key in pinned_keys:
+        return True
+    padded = f" {key} "
+    return any(" " in pin and f" {pin} " in padded for pin in pinned_keys)
+
+
 @dataclass
 class _Filter:
     """The per-item rules of :func:`parse_extraction`, with the state they need."""
@@ -491,12 +528,6 @@ class _Filter:
     dropped: Counter[str] = field(default_factory=Counter)
     seen: set[str] = field(default_factory=set)
     kept: list[str] = field(default_factory=list)
-
-    def _repeats_pinned(self, key: str) -> bool:
-        if key in self.pinned_keys:
-            return True
-        padded = f" {key} "
-        return any(" " in pin and f" {pin} " in padded for pin in self.pinned_keys)
 
     def _rule(self, item: object) -> str | None:
         """The drop rule for one raw item, or ``None`` (then it was added to ``kept``)."""
@@ -515,7 +546,7 @@ class _Filter:
         key = fact_key(stored)
         if fact_hash(stored) in self.tombstones or fact_hash(text) in self.tombstones:
             return "tombstoned"
-        if self._repeats_pinned(key) or self._repeats_pinned(full_key):
+        if repeats_pinned(key, self.pinned_keys) or repeats_pinned(full_key, self.pinned_keys):
             return "pinned"
         if key in self.seen:
             return "duplicate"

@@ -44,6 +44,7 @@ from litellm_memory_hook.extraction.parse import (
     fact_hash,
     fact_key,
     parse_extraction,
+    repeats_pinned,
 )
 from litellm_memory_hook.extraction.prompt import (
     RETRY_MESSAGE,
@@ -52,7 +53,7 @@ from litellm_memory_hook.extraction.prompt import (
 )
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store.forgets import token_of
-from litellm_memory_hook.store.keys import ConversationKeys, sweep_key
+from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, sweep_key
 from litellm_memory_hook.store.memory_sets import (
     ExtractionCommit,
     MemoryItem,
@@ -60,11 +61,16 @@ from litellm_memory_hook.store.memory_sets import (
     MemorySetStore,
 )
 from litellm_memory_hook.store.queue import ExtractionQueue
+from litellm_memory_hook.store.redis_store import write_progress_ms
 
 logger = logging.getLogger("litellm_memory_hook")
 
 #: a job that finds a batched write under way runs again this much later (ms).
 DEFER_MS = 1000
+#: a batched write whose last batch is older than ``write_buffer_max_age_s`` plus this (s) was
+#: abandoned (the outage buffer dropped it, or its proxy stopped): it never resumes, and the
+#: job no longer waits for it.
+ABANDONED_WRITE_MARGIN_S = 60
 #: a job whose model call failed (connection refused, timeout, an error answer: the model may
 #: answer later) runs again this much later (ms); an unusable reply waits for the next message.
 CALL_RETRY_MS = 60_000
@@ -135,10 +141,14 @@ def plan_commit(
 
 
 def _filter_again(result: ExtractionResult, state: MemorySetState) -> list[str]:
-    """The model's memories without those the user pinned or deleted since the job read."""
-    pinned = {fact_key(p.text) for p in state.pinned}
+    """The model's memories without those the user pinned (by the rule of
+    :func:`~litellm_memory_hook.extraction.parse.repeats_pinned`, as the parser drops them) or
+    deleted since the job read."""
+    pinned = frozenset(k for k in (fact_key(p.text) for p in state.pinned) if k)
     return [
-        m for m in result.memories if fact_hash(m) not in state.tombs and fact_key(m) not in pinned
+        m
+        for m in result.memories
+        if fact_hash(m) not in state.tombs and not repeats_pinned(fact_key(m), pinned)
     ]
 
 
@@ -333,7 +343,7 @@ class ExtractionWorker:
             logger.warning("memory worker: %s has no stored user or scope; dropped", keys.ref)
             await self.queue.count(jobs_discarded=1)
             return JobOutcome("discarded")
-        if any(name.startswith("writing:") for name in meta):
+        if self._write_under_way(meta):
             # a batched write (a long seed or import) is under way: its turns have seqs
             # reserved but not all stored yet; extracting now could move the cursor past them
             await self.queue.count(jobs_deferred=1)
@@ -351,6 +361,10 @@ class ExtractionWorker:
             return JobOutcome("nothing_new")
         memory = keys.user_keys.memory_set(meta["mscope"])
         state = await self.memsets.read(memory)
+        if not batch:
+            # nothing a person said (a tool step, cut replies): the cursor moves past it, and
+            # the model is not asked (it would rewrite the memories from no lines)
+            return await self._skip(keys, memory, state.version, cursor, through, token)
         lines_text = " ".join(t.text for t in batch if t.role == "user")
         shown_texts = set(
             select_items(
@@ -407,8 +421,54 @@ class ExtractionWorker:
                 break  # another job already extracted these messages
             state = await self.memsets.read(memory)
             live = {m.id for m in state.memories}
+            if any(m.id not in live and fact_hash(m.text) not in state.tombs for m in shown):
+                # another job replaced what the model was shown: its reply is stale (it may
+                # keep or reword a fact that is gone); the job runs again on the new set
+                break
             shown = [m for m in shown if m.id in live]
             others = [m for m in state.memories if m.id not in {s.id for s in shown}]
+        await self.queue.count(jobs_conflict=1)
+        return JobOutcome("conflict")
+
+    def _extracts(self, alias_name: bytes | str | None) -> bool:
+        """Whether conversations of this alias (as meta stores its name) get extraction jobs."""
+        if not alias_name:
+            return False
+        name = (
+            alias_name.decode("utf-8", "replace") if isinstance(alias_name, bytes) else alias_name
+        )
+        alias = self.alias_lookup(name)
+        return alias is not None and alias.extraction
+
+    def _write_under_way(self, meta: dict[str, str]) -> bool:
+        """Whether a batched write is under way in the conversation: one whose last batch is
+        younger than ``write_buffer_max_age_s`` plus :data:`ABANDONED_WRITE_MARGIN_S`."""
+        limit_ms = (self.settings.write_buffer_max_age_s + ABANDONED_WRITE_MARGIN_S) * 1000
+        now = _now_ms()
+        return any(now - at < limit_ms for at in write_progress_ms(meta))
+
+    async def _skip(
+        self,
+        keys: ConversationKeys,
+        memory: MemoryKeys,
+        version: int,
+        cursor: int,
+        through: int,
+        token: str,
+    ) -> JobOutcome:
+        """Move the cursor past turns with nothing to extract; memories and summary stay."""
+        commit = ExtractionCommit(
+            read_version=version,
+            read_cursor=cursor,
+            delete_ids=(),
+            add=(),
+            summary=None,
+            cursor=through,
+            forget_token=token,
+        )
+        if await self.memsets.commit_extraction(keys, memory, commit, now_ms=_now_ms()):
+            await self.queue.count(jobs_nothing_new=1)
+            return JobOutcome("nothing_new")
         await self.queue.count(jobs_conflict=1)
         return JobOutcome("conflict")
 
@@ -478,10 +538,14 @@ class ExtractionWorker:
     async def sweep(self, batch: int = 500) -> int:
         """Schedule conversations whose cursor lags behind their last message and that are not
         due; one worker at a time (a lease on ``mem:sweep``). Returns how many were scheduled.
+        Conversations of an alias without extraction (unknown, or ``extraction: false``) are
+        left alone, and nothing is scheduled while ``extraction_enabled`` is false.
 
         Uses SCAN over ``<prefix>:{*}:c:*:meta`` (every node of a Cluster), never KEYS.
         """
         prefix = self.settings.key_prefix
+        if not self.settings.extraction_enabled:
+            return 0
         lease_s = max(1, int(self.settings.extraction_sweep_s or 60))
         try:
             if not await self.redis.set(sweep_key(prefix), self.worker_id, nx=True, ex=lease_s):
@@ -493,7 +557,9 @@ class ExtractionWorker:
                 keys = _keys_from_meta_key(prefix, name)
                 if keys is None:
                     continue
-                seq, cursor = await self.redis.hmget(name, ["seq", "cursor"])
+                seq, cursor, alias = await self.redis.hmget(name, ["seq", "cursor", "alias"])
+                if not self._extracts(alias):
+                    continue  # its job would be discarded, at every sweep
                 if int(seq or 0) > int(cursor or 0) and await self.queue.due_time(keys) is None:
                     await self.redis.zadd(self.queue.due, {keys.ref: _now_ms() + quiet_ms}, nx=True)
                     scheduled += 1

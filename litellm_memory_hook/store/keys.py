@@ -278,6 +278,11 @@ class MemoryKeys:
     user: str
     scope: str
 
+    @property
+    def user_keys(self) -> UserKeys:
+        """The keys of the set's user (its index, which lists the set as ``scope``)."""
+        return UserKeys(self.prefix, self.tenant, self.user)
+
     def _key(self, suffix: str) -> str:
         return f"{self.prefix}:{{{self.tenant}:{self.user}}}:{self.scope}:{suffix}"
 

@@ -2,8 +2,10 @@
 
 Key names come from :mod:`litellm_memory_hook.store.keys` (:class:`MemoryKeys`). Every change of a
 memory set bumps ``mstate.version`` in the same script, so the extraction job can commit only if
-nothing changed since it read (a compare-and-set on the version and the cursor, in Lua). All keys
-of a set, and the conversation keys the job commits with them, share the user's hash tag.
+nothing changed since it read (a compare-and-set on the version and the cursor, in Lua), and lists
+the set in the user's index again with the retention TTL (a set must never outlive the index
+that forget and export find it through). All keys of a set, and the conversation keys the job
+commits with them, share the user's hash tag.
 
 Values are plain text (readable with ``HGETALL``); field names are creation-ordered ids
 (``<epoch ms, 13 digits>-<6 hex>``), so sorting the fields gives the oldest first.
@@ -25,11 +27,14 @@ from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 
 PIN = """
 -- Add a pinned memory unless the set holds the maximum already.
--- KEYS[1] pinned hash, KEYS[2] mstate hash, KEYS[3] memories hash, KEYS[4] tombs hash
--- ARGV[1] id, ARGV[2] text, ARGV[3] most pinned memories, ARGV[4] TTL seconds
+-- KEYS[1] pinned hash, KEYS[2] mstate hash, KEYS[3] memories hash, KEYS[4] tombs hash,
+-- KEYS[5] the user's index set
+-- ARGV[1] id, ARGV[2] text, ARGV[3] most pinned memories, ARGV[4] TTL seconds,
+-- ARGV[5] the set's member in the user's index (its scope)
 -- Returns the new version, or -1 when the set is full.
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[5], ARGV[5])
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[4]) end
 return v
@@ -37,11 +42,12 @@ return v
 
 EDIT = """
 -- Replace the text of an existing item.
--- KEYS[1] the hash (pinned), KEYS[2] mstate hash
--- ARGV[1] id, ARGV[2] text, ARGV[3] TTL seconds
+-- KEYS[1] the hash (pinned), KEYS[2] mstate hash, KEYS[3] the user's index set
+-- ARGV[1] id, ARGV[2] text, ARGV[3] TTL seconds, ARGV[4] the set's member in the user's index
 -- Returns the new version, or -1 when the id is not there.
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[4])
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
 return v
@@ -49,10 +55,13 @@ return v
 
 DELETE = """
 -- Delete an item; for an extracted memory, leave a tombstone so it is not extracted again.
--- KEYS[1] the hash (pinned or memories), KEYS[2] mstate hash, KEYS[3] tombs hash
--- ARGV[1] id, ARGV[2] tombstone field ("" = none), ARGV[3] now (epoch ms), ARGV[4] TTL seconds
+-- KEYS[1] the hash (pinned or memories), KEYS[2] mstate hash, KEYS[3] tombs hash,
+-- KEYS[4] the user's index set
+-- ARGV[1] id, ARGV[2] tombstone field ("" = none), ARGV[3] now (epoch ms), ARGV[4] TTL seconds,
+-- ARGV[5] the set's member in the user's index
 -- Returns the new version, or -1 when the id is not there.
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return -1 end
+redis.call('SADD', KEYS[4], ARGV[5])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[2], ARGV[3]) end
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[4]) end
@@ -65,10 +74,12 @@ COMMIT = (
 -- Replace extracted memories, summary and cursor if nothing changed them since the job read.
 -- KEYS[1] mstate hash, KEYS[2] conversation meta hash, KEYS[3] memories hash,
 -- KEYS[4] pinned hash, KEYS[5] tombs hash (the last two only get the TTL again),
--- KEYS[6] the user's forgets hash (store/forgets.py; no TTL given)
+-- KEYS[6] the user's forgets hash (store/forgets.py; no TTL given), KEYS[7] the user's index
+-- set (the memory set's member, ARGV[10], is added again and the set gets the TTL)
 -- ARGV[1] version read, ARGV[2] cursor read, ARGV[3] TTL seconds, ARGV[4] new cursor,
 -- ARGV[5] now (epoch ms), ARGV[6] "1" to write the summary, ARGV[7] the summary,
 -- ARGV[8] the conversation's forgets field, ARGV[9] the forget token the job read,
+-- ARGV[10] the memory set's member in the user's index,
 -- then the number of ids to delete and the ids, then the number of items to add and for each
 -- its id and text.
 -- Returns 1 when written, 0 when the version or the cursor changed or a forget came after the
@@ -81,7 +92,7 @@ if forgotten(KEYS[6], ARGV[8], ARGV[9]) then return 0 end
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[2], 'cursor') or '0')
 if version ~= tonumber(ARGV[1]) or cursor ~= tonumber(ARGV[2]) then return 0 end
-local i = 10
+local i = 11
 local n_delete = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_delete do redis.call('HDEL', KEYS[3], ARGV[i]); i = i + 1 end
 local n_add = tonumber(ARGV[i]); i = i + 1
@@ -89,7 +100,8 @@ for _ = 1, n_add do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[2], 'cursor', ARGV[4], 'extracted_ms', ARGV[5])
 if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'summary', ARGV[7]) end
-for k = 1, 5 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+redis.call('SADD', KEYS[7], ARGV[10])
+for _, k in ipairs({1, 2, 3, 4, 5, 7}) do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
 return 1
 """
 )
@@ -203,8 +215,14 @@ class MemorySetStore:
         item_id = new_item_id(now_ms)
         try:
             version = await self._pin(
-                keys=[memory.pinned, memory.state, memory.memories, memory.tombs],
-                args=[item_id, text, max_items, self.ttl_s],
+                keys=[
+                    memory.pinned,
+                    memory.state,
+                    memory.memories,
+                    memory.tombs,
+                    memory.user_keys.index,
+                ],
+                args=[item_id, text, max_items, self.ttl_s, memory.scope],
             )
         except RedisError as exc:
             raise StoreError(f"pin {memory.scope}: {exc}") from exc
@@ -214,7 +232,8 @@ class MemorySetStore:
         """Replace a pinned memory's text; False when the id is not there."""
         try:
             version = await self._edit(
-                keys=[memory.pinned, memory.state], args=[item_id, text, self.ttl_s]
+                keys=[memory.pinned, memory.state, memory.user_keys.index],
+                args=[item_id, text, self.ttl_s, memory.scope],
             )
         except RedisError as exc:
             raise StoreError(f"edit {memory.scope}: {exc}") from exc
@@ -228,8 +247,8 @@ class MemorySetStore:
         target = memory.pinned if pinned else memory.memories
         try:
             version = await self._delete(
-                keys=[target, memory.state, memory.tombs],
-                args=[item_id, "" if pinned else tomb, now_ms, self.ttl_s],
+                keys=[target, memory.state, memory.tombs, memory.user_keys.index],
+                args=[item_id, "" if pinned else tomb, now_ms, self.ttl_s, memory.scope],
             )
         except RedisError as exc:
             raise StoreError(f"delete {memory.scope}: {exc}") from exc
@@ -264,6 +283,7 @@ class MemorySetStore:
             commit.summary or "",
             conversation.index_member,
             commit.forget_token,
+            memory.scope,
             len(commit.delete_ids),
             *commit.delete_ids,
             len(commit.add),
@@ -279,6 +299,7 @@ class MemorySetStore:
                     memory.pinned,
                     memory.tombs,
                     conversation.user_keys.forgets,
+                    conversation.user_keys.index,
                 ],
                 args=args,
             )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -298,7 +298,8 @@ BEGIN_WRITE = (
 -- The seed is skipped unless the conversation is empty now (seq 0). The seqs of every turn
 -- to write are reserved here (seq += count), so concurrent first requests seed once, and turns
 -- that other requests store meanwhile come after the reserved ones.
--- The progress field holds "<first seq> <seed skipped 0|1> <next turn to write>".
+-- The progress field holds "<first seq> <seed skipped 0|1> <next turn to write> <epoch ms of the
+-- last batch>" (the worker tells an abandoned write by that time; older values lack it).
 -- Returns {status, first_seq, last_seq, seed_skipped, next}: status 1 = reserved, write turns
 -- from next (0); 2 = this call id's write was begun and not finished: write from next; 0 = this
 -- call id is stored already (nothing to do); -1 = a forget came after the request's read.
@@ -314,7 +315,7 @@ if call_id ~= '' then
   if seen then
     local progress = redis.call('HGET', KEYS[1], ARGV[2])
     if progress then
-      local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)$')
+      local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)')
       return {2, tonumber(first), tonumber(seen), tonumber(skipped), tonumber(nxt)}
     end
     return {0, tonumber(seen), tonumber(seen), 0, 0}
@@ -341,7 +342,7 @@ end
 local last = redis.call('HINCRBY', KEYS[1], 'seq', count)
 local first = last - count + 1
 if call_id ~= '' then redis.call('HSET', KEYS[3], call_id, last) end
-redis.call('HSET', KEYS[1], ARGV[2], first .. ' ' .. skipped .. ' 0')
+redis.call('HSET', KEYS[1], ARGV[2], first .. ' ' .. skipped .. ' 0 ' .. ARGV[4])
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
 return {1, first, last, skipped, 0}
 """
@@ -369,7 +370,7 @@ WRITE_TURNS = (
 if forgotten(KEYS[5], ARGV[8], ARGV[9]) then return -1 end
 local progress = redis.call('HGET', KEYS[1], ARGV[1])
 if not progress then return 0 end
-local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)$')
+local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)')
 if tonumber(nxt) ~= tonumber(ARGV[5]) then return 0 end
 local i, seqs = 11, {}
 for j = 1, tonumber(ARGV[10]) do
@@ -381,7 +382,9 @@ for j = 1, tonumber(ARGV[10]) do
 end
 index_turns(i, seqs, tonumber(ARGV[4]))
 if ARGV[7] == '1' then redis.call('HDEL', KEYS[1], ARGV[1])
-else redis.call('HSET', KEYS[1], ARGV[1], first .. ' ' .. skipped .. ' ' .. ARGV[6]) end
+else
+  redis.call('HSET', KEYS[1], ARGV[1], first .. ' ' .. skipped .. ' ' .. ARGV[6] .. ' ' .. ARGV[3])
+end
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
 return 1
@@ -424,6 +427,23 @@ for i = 1, #ARGV - 1, 2 do
 end
 return out
 """
+
+#: meta field prefix of a batched write under way (:data:`BEGIN_WRITE`): ``writing:<call id>``.
+PROGRESS_PREFIX = "writing:"
+
+
+def write_progress_ms(meta: Mapping[str, str]) -> list[int]:
+    """When each batched write under way in a conversation last made progress (epoch ms), from
+    its meta: the time its ``writing:`` field holds (:data:`BEGIN_WRITE`), else (a value written
+    before the time was kept) the conversation's ``updated_ms``. Empty when none is under way."""
+    out = []
+    for name, value in meta.items():
+        if name.startswith(PROGRESS_PREFIX):
+            parts = value.split()
+            at = parts[3] if len(parts) >= 4 else meta.get("updated_ms", "0")
+            out.append(int(at) if at.isdigit() else 0)
+    return out
+
 
 #: meta fields read of each of the user's other conversations (``recall_scope: user``).
 CHAT_META_FIELDS = ("updated_ms", "namespace", "conversation", "idx_n")
@@ -1090,7 +1110,7 @@ class MemoryStore:
         seeded: int,
         forget_token: str,
     ) -> AppendResult:
-        progress = "writing:" + (call_id or "t-" + secrets.token_hex(8))
+        progress = PROGRESS_PREFIX + (call_id or "t-" + secrets.token_hex(8))
         names = self._script_keys(keys)
         token = [keys.index_member, forget_token, secrets.token_hex(8)]
         try:

@@ -372,7 +372,13 @@ async def restore_conversation(
         if progress is not None:
             progress(written)
     meta = {k: v for k, v in dump.meta.items() if k not in DERIVED_META}
-    meta.setdefault("seq", str(seqs[-1] if seqs else 0))
+    # The seq counter never goes below a stored turn (the next turn would take its seq), and
+    # the extraction cursor never above the counter (turns up to it would never be extracted),
+    # whatever the document says.
+    last = max(_count(meta.get("seq")), seqs[-1] if seqs else 0)
+    meta["seq"] = str(last)
+    if "cursor" in meta:
+        meta["cursor"] = str(min(_count(meta["cursor"]), last))
     user = keys.user_keys
     try:
         async with redis.pipeline(transaction=True) as pipe:
@@ -394,6 +400,12 @@ async def restore_conversation(
     except RedisError as exc:
         raise StoreError(f"restore {keys.ref}: {exc}") from exc
     return written
+
+
+def _count(value: str | None) -> int:
+    """A counter as a meta field holds it (a non-negative integer; anything else is 0)."""
+    text = (value or "").strip()
+    return int(text) if text.isascii() and text.isdigit() else 0
 
 
 __all__ = [
