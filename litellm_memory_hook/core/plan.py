@@ -548,18 +548,28 @@ def _answered_call(new: Sequence[Message], tail: Sequence[Turn]) -> Message | No
     messages that all answer calls of the newest stored tool-call turn with no user message
     after it: the last reply, or (a client retrying the step) the call whose results and answer
     were stored since, which the retry then replaces."""
-    answered = set()
+    sent: dict[str, str] = {}  # stored (bounded) id -> the id as the client sends it
     for message in new:
         if message.get("role") != "tool":
             break
-        answered.add(bound_id(str(message.get("tool_call_id"))))
-    if not answered:
+        raw = str(message.get("tool_call_id"))
+        sent[bound_id(raw)] = raw
+    if not sent:
         return None
     for turn in reversed([t for t in tail if not t.partial]):
         if turn.role == "user":
             return None
         if turn.role == "assistant" and turn.tool_calls:
-            return turn.to_message() if answered <= _tool_call_ids(turn) else None
+            if not set(sent) <= _tool_call_ids(turn):
+                return None
+            # the call goes out with the ids its results answer: an id over the stored
+            # limit is kept cut (bounds.bound_id), the client's result carries it whole
+            call = turn.to_message()
+            call["tool_calls"] = [
+                {**c, "id": sent.get(str(c.get("id")), c.get("id"))} if isinstance(c, dict) else c
+                for c in call.get("tool_calls") or ()
+            ]
+            return call
     return None
 
 

@@ -27,7 +27,9 @@ Rules of :func:`detect_script`:
   words: ``e`` English and ``h`` Hinglish marker words; ``b`` words that English or Hinglish (or
   both) lists; ``a`` accented words (a letter outside ASCII: ``müde``, ``está``, ``çok``;
   capitalised words after the first are taken for names, ``Jürgen``, ``São Paulo``, and not
-  counted); ``o`` the larger of ``a`` and the best other language's count; ``r`` the same but
+  counted); a Hinglish marker written capitalised inside a sentence is taken for a name too
+  ("the report Abhi sent", "call Kal tomorrow") and counts only for the other languages that
+  list it; ``o`` the larger of ``a`` and the best other language's count; ``r`` the same but
   without the other languages' words that English lists and Hinglish does not (``i`` Italian,
   ``for`` Scandinavian, ``on`` Polish: in a code-switched line they are its English half). The
   Hinglish weight ``w`` is ``h`` plus ``HINGLISH_WEIGHT - 1`` (2) for each Hinglish marker not in
@@ -461,6 +463,43 @@ def _packed_word_tallies() -> dict[str, int]:
 _WORD_TALLIES: Final[dict[str, int]] = _packed_word_tallies()
 
 
+def _name_tallies() -> dict[str, int]:
+    """The tally of each Hinglish marker word when it is taken for a name (capitalised inside
+    a sentence: "the report Abhi sent", "call Kal tomorrow"): its Hinglish fields removed, what
+    it counts for English and the other languages kept."""
+    out: dict[str, int] = {}
+    for word in HINGLISH_WORDS:
+        tally = _WORD_TALLIES[word] - (1 << (_FIELD_BITS * _HINGLISH_INDEX))
+        if word not in HINGLISH_WEAK_WORDS:
+            tally -= 1 << (_FIELD_BITS * _STRONG_INDEX)
+        if word not in ENGLISH_WORDS:
+            tally -= 1 << (_FIELD_BITS * _EITHER_INDEX)
+        out[word] = tally
+    return out
+
+
+_NAME_TALLIES: Final[dict[str, int]] = _name_tallies()
+#: what may end a sentence before a word (a capitalised word after it is not taken for a name)
+_SENTENCE_END: Final = regex.compile(r"[.!?:;\n\u2026\p{Ps}\p{Pi}\u3002\uff01\uff1f]\s*$")
+
+
+def _names_inside_sentences(text: str) -> set[int]:
+    """Positions (in :data:`_LATIN_WORD` order) of the words taken for names: capitalised
+    words that do not start the text or a sentence."""
+    out = set()
+    for position, match in enumerate(_LATIN_WORD.finditer(text)):
+        word = match.group()
+        if (
+            position
+            and len(word) > 1
+            and word[0].isupper()
+            and word[1:].islower()
+            and not _SENTENCE_END.search(text, 0, match.start())
+        ):
+            out.add(position)
+    return out
+
+
 def _word_tally(word: str) -> int:
     """Packed tally of a lower-cased word; for an unlisted word with an apostrophe (French
     ``c'est``, Italian ``sull'autunno``) that of its elided head (``c'``) plus its rest
@@ -502,6 +541,11 @@ def _latin_language(text: str) -> str | None:
     if not words:
         return None
     total = sum(map(_word_tally, words))
+    if any(c.isupper() for c in text[1:]):
+        for position in _names_inside_sentences(text):
+            word = words[position]
+            if word in _NAME_TALLIES:
+                total += _NAME_TALLIES[word] - _WORD_TALLIES[word]
     english = (total >> (_FIELD_BITS * _ENGLISH_INDEX)) & _FIELD_MASK
     hindi = (total >> (_FIELD_BITS * _HINGLISH_INDEX)) & _FIELD_MASK
     strong = (total >> (_FIELD_BITS * _STRONG_INDEX)) & _FIELD_MASK

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from litellm_memory_hook.core.assemble import assemble
-from litellm_memory_hook.core.messages import clean_messages, content_text
-from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.core.messages import clean_messages, content_text, message_to_turn
+from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import (
     Budget,
     TurnPlan,
@@ -194,6 +194,7 @@ async def prepare(
         # such a message may still rank: rank that many more lines, so leaving it out does
         # not leave recall short
         extra_candidates=min(len(unmatched), MAX_EXTRA_CANDIDATES),
+        unstored=_unstored(plan, fitted.history_indices, state, now, options.max_stored_chars),
     )
     layers = PromptLayers(
         operator_rules=(),
@@ -221,6 +222,28 @@ async def prepare(
         window_seqs=tuple(window_seqs),
         forget_token=state.forget_token,
     )
+
+
+def _unstored(
+    plan: TurnPlan,
+    kept: Sequence[int],
+    state: ConversationState,
+    now_ms: int,
+    max_chars: int,
+) -> list[Turn]:
+    """The client's history messages the window left out while the store holds nothing yet (a
+    whole-history client's first request, or its first after a forget): this request seeds
+    them, and until then only recall can bring their lines back."""
+    if state.last_seq or not plan.history:
+        return []
+    window = set(kept)
+    out = []
+    for index, message in enumerate(plan.history):
+        if index not in window:
+            turn = message_to_turn(message, ts_ms=now_ms, max_chars=max_chars)
+            if turn is not None:
+                out.append(turn)
+    return out
 
 
 def _fit(plan: TurnPlan, options: ContextOptions) -> Window:

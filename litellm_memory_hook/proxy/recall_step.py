@@ -22,13 +22,14 @@ that day, week, month or year ("yesterday", "last week") among those the words m
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy.typing as npt
 
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.dates import DateSpan, query_dates
+from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import speaker_label
 from litellm_memory_hook.core.prompt import EarlierLine, earlier_line_chars
@@ -152,6 +153,21 @@ def _collection(
     return recall.Collection(seqs, df, postings.n_docs, exclude_from)
 
 
+def _unstored_collection(turns: Sequence[Turn], query: RecallQuery) -> recall.Collection:
+    """The client's own older lines that the store does not hold yet, indexed here as the store
+    indexes them (:func:`~litellm_memory_hook.core.indexing.indexed_chain`), ``seq`` = their
+    position from 1: the query's terms only, no date terms (they have no stored time)."""
+    wanted = set(query.terms)
+    seqs: dict[str, list[int]] = {}
+    n_docs = 0
+    for number, item in enumerate(indexed_chain(turns), start=1):
+        if item.terms:
+            n_docs += 1
+        for term in wanted.intersection(item.terms):
+            seqs.setdefault(term, []).append(number)
+    return recall.Collection(seqs, {t: len(v) for t, v in seqs.items()}, n_docs, None)
+
+
 def _namespace_filter(
     state: ConversationState, memory: MemoryKeys
 ) -> Callable[[Mapping[str, str]], bool]:
@@ -186,6 +202,7 @@ async def recall_lines(
     timezone: str | None,
     in_window: frozenset[tuple[str, str]] = frozenset(),
     extra_candidates: int = 0,
+    unstored: Sequence[Turn] = (),
 ) -> Recalled:
     """Rank, fetch and choose the recalled lines (see the module docstring).
 
@@ -202,6 +219,9 @@ async def recall_lines(
             older than the stored tail read; ``exclude_from`` covers the others).
         extra_candidates: lines ranked beyond ``options.candidates`` (as many as such window
             messages), so that leaving them out does not leave recall short.
+        unstored: the client's own messages older than the window that the store does not
+            hold yet (a whole-history client's first request, which seeds an empty
+            conversation), oldest first: ranked with the stored lines as one collection.
 
     Raises:
         StoreError: Redis failed.
@@ -219,8 +239,14 @@ async def recall_lines(
             max_chats=options.user_chats,
             accept=_namespace_filter(state, memory),
         )
-    # This conversation last: ties between chats go to it.
+    # This conversation last: ties between chats go to it (then to its lines not stored yet).
     collections = [_collection(c.postings, query, None) for c in reversed(chats)]
+    labels = [c.meta.get("conversation") or c.keys.conversation for c in reversed(chats)]
+    local = -1
+    if unstored:
+        local = len(collections)
+        collections.append(_unstored_collection(unstored, query))
+        labels.append("")
     collections.append(_collection(postings, query, exclude_from))
     if not any(c.n_docs for c in collections):
         return Recalled()
@@ -229,17 +255,20 @@ async def recall_lines(
     if not ranked:
         return Recalled()
     own = len(collections) - 1
-    sources = [*(c.keys for c in reversed(chats)), keys]
-    labels = [c.meta.get("conversation") or c.keys.conversation for c in reversed(chats)]
+    sources = {i: c.keys for i, c in enumerate(reversed(chats))}
+    sources[own] = keys
     wanted: dict[int, list[int]] = {}
     for (index, seq), _ in ranked:
         wanted.setdefault(index, []).append(seq)
+    fetched: dict[int, list[Turn]] = {}
+    if local in wanted:
+        fetched[local] = [replace(unstored[seq - 1], seq=seq) for seq in sorted(wanted.pop(local))]
     if list(wanted) == [own]:
-        fetched = {own: await store.fetch_turns(keys, wanted[own])}
-    else:
+        fetched[own] = await store.fetch_turns(keys, wanted[own])
+    elif wanted:
         order = sorted(wanted)
         groups = await store.fetch_many([(sources[i], wanted[i]) for i in order])
-        fetched = dict(zip(order, groups, strict=True))
+        fetched.update(zip(order, groups, strict=True))
     found: dict[tuple[int, int], EarlierLine] = {}
     turns: dict[tuple[int, int], Turn] = {}
     for index, group in fetched.items():
