@@ -378,3 +378,17 @@ def test_other_languages_are_never_called_english_or_hinglish() -> None:
         and detect_script(row["text"]).language is not None
     ]
     assert wrong == []
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Please summarize the report Abhi sent yesterday",
+        "Remind me to call Kal tomorrow",
+    ],
+)
+def test_english_with_a_name_that_is_a_hindi_word_is_not_hinglish(sentence: str) -> None:
+    """Plain English naming a person (Abhi, Kal) is told to the model as Hinglish ("write your
+    reply in Hinglish in Latin letters"): a capitalised word after the first is a name, as the
+    accent rule already assumes, and should not count as a strong Hinglish marker."""
+    assert detect_script(sentence).language != HINGLISH

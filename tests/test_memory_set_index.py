@@ -1,4 +1,5 @@
-"""Review findings (memory API): each test fails on the current code."""
+"""Memory sets and the user's index through the memory API: a set never outlives the index that
+forget finds it through, and an import keeps the seq counter above its turns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Review findings (extraction path): each test fails on the current code."""
+"""Extraction jobs against what happens while the model answers (another job of the user, a
+pin), an abandoned batched write, a step with nothing to read, and the sweep."""
 
 from __future__ import annotations
 
