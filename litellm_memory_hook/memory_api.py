@@ -170,6 +170,23 @@ def resolve_target(
     return MemoryTarget(tenant, user_id, model, namespace, keys, keys.user_keys.memory_set(scope))
 
 
+def resolve_user(settings: MemorySettings, *, tenant: str, user: object) -> MemoryTarget:
+    """The target of a forget of a whole user named without a model alias: an alias removed
+    from the config, or memory turned off, must not keep a user's data from being forgotten.
+    Only its user's keys are used (its conversation and memory set are placeholders named
+    ``-``, which a forget of the whole user does not use).
+
+    Raises:
+        MemoryInputError: the tenant or the user id is not usable.
+    """
+    _check_tenant(tenant)
+    user_id = normalize_user_id(user)
+    if user_id is None:
+        raise MemoryInputError(_BAD_USER)
+    keys = ConversationKeys.for_ids(settings.key_prefix, tenant, user_id, "-")
+    return MemoryTarget(tenant, user_id, "", "", keys, keys.user_keys.memory_set("ns:-"))
+
+
 # -- the export format ----------------------------------------------------------------------------
 
 EXPORT_FORMAT = "litellm-memory-export"
@@ -746,4 +763,5 @@ __all__ = [
     "MemoryNotFoundError",
     "MemoryTarget",
     "resolve_target",
+    "resolve_user",
 ]

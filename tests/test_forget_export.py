@@ -571,6 +571,27 @@ async def test_http_forget_one_conversation_and_errors(
     assert slash.status_code == 200 and slash.json()["user"] == "org/bob"
 
 
+async def test_http_forget_of_a_whole_user_needs_no_alias(
+    http: httpx.AsyncClient, hook: MemoryHook, client: aioredis.Redis
+) -> None:
+    """A whole user is forgotten without ``model`` (an alias removed from the config, or memory
+    turned off, must not keep their data); one conversation still needs the alias that names
+    it (400 without it); a bad user id is a 400."""
+    q = {"user": "alice", "model": "demo"}
+    assert (await http.post("/memory/v1/pinned", json={**q, "text": "I like tea."})).is_success
+    user = target(hook, tenant="team-a").conversation.user_keys
+    assert await client.exists(user.index)
+    forgot = await http.delete("/memory/v1/users/alice")
+    assert forgot.status_code == 200, forgot.text
+    assert forgot.json()["memory_sets"] == 1 and forgot.json()["conversation"] is None
+    assert (await http.get("/memory/v1/memories", params=q)).json()["pinned"] == []
+    assert await client.exists(user.index) == 0
+    one = await http.delete("/memory/v1/users/alice", params={"conversation": "c1"})
+    assert one.status_code == 400 and "model" in one.json()["detail"]
+    bad = await http.delete("/memory/v1/users/%20")
+    assert bad.status_code == 400, bad.text
+
+
 async def test_openapi_documents_forget_and_export(http: httpx.AsyncClient) -> None:
     """/openapi.json lists the two routes and the export document's schema."""
     schema = (await http.get("/openapi.json")).json()

@@ -102,6 +102,7 @@ from litellm_memory_hook.memory_api import (
     MemoryNotFoundError,
     MemoryTarget,
     resolve_target,
+    resolve_user,
 )
 from litellm_memory_hook.proxy.hook import MemoryHook, memory_hook
 from litellm_memory_hook.proxy.identity import tenant_from_auth
@@ -228,6 +229,13 @@ class FlushIn(BaseModel):
 
 UserQuery = Annotated[str, Query(description="The user id, as chat requests send it in 'user'.")]
 ModelQuery = Annotated[str, Query(description="A memory-enabled model alias, e.g. demo.")]
+ForgetModelQuery = Annotated[
+    str | None,
+    Query(
+        description="A memory-enabled model alias, e.g. demo; needed with 'conversation' only "
+        "(a whole user is forgotten whatever the alias)."
+    ),
+]
 ConversationQuery = Annotated[
     str | None, Query(description="Conversation id (default: the alias's default conversation).")
 ]
@@ -527,7 +535,7 @@ async def read_summary(
     return SummaryOut.model_validate(state)
 
 
-@router.post("/flush", status_code=202, response_model=FlushOut, responses=_ERRORS)
+@router.post("/flush", status_code=202, response_model=FlushOut, responses=_NOT_FOUND)
 async def flush(hook: Hook, auth: Auth, body: FlushIn) -> FlushOut:
     """Ask for extraction now (e.g. the app went to the background); the in-proxy worker is
     woken, separate workers pick it up at their next poll."""
@@ -545,15 +553,19 @@ async def forget(
     hook: Hook,
     auth: Auth,
     user: UserPath,
-    model: ModelQuery,
+    model: ForgetModelQuery = None,
     conversation: ConversationQuery = None,
 ) -> ForgetOut:
     """Forget a user: delete every conversation (turns, summary, recall index) and memory set
-    of theirs in the caller's tenant, whatever the alias; with ``conversation``, only that
-    conversation (memories shared with the user's other conversations stay). Idempotent."""
+    of theirs in the caller's tenant, whatever the alias (``model`` may be left out); with
+    ``conversation`` (and ``model``), only that conversation (memories shared with the user's
+    other conversations stay). Idempotent."""
     with _answers(hook):
-        target = _target(hook, auth, user, model, conversation)
         whole_user = not (conversation and conversation.strip())
+        if whole_user and not (model and model.strip()):
+            target = resolve_user(hook.settings, tenant=tenant_from_auth(auth), user=user)
+        else:
+            target = _target(hook, auth, user, model or "", conversation)
         # its turns waiting in this proxy's outage buffer are not written after the forget
         async with hook.forgetting(target.conversation, whole_user=whole_user):
             result = await memory_api(hook).forget(target, whole_user=whole_user)
