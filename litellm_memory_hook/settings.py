@@ -113,7 +113,8 @@ class MemorySettings(BaseSettings):
             when separate ``litellm-memory worker`` processes do the work.
         extraction_timeout_s: timeout of one extraction model call (seconds).
         extraction_lease_s: a job's lease (seconds): a worker killed mid-job loses it after
-            this long and another worker runs the job again.
+            this long and another worker runs the job again; at least twice
+            ``extraction_timeout_s`` plus 30 s is used (the longest a job may take).
         extraction_poll_s: how often an idle worker looks at the due set (seconds).
         extraction_sweep_s: how often a worker re-schedules conversations whose cursor lags
             behind their last message (a lost schedule), by SCAN (seconds; 0 = never).

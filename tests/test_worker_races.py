@@ -198,3 +198,50 @@ async def test_a_pin_made_while_the_model_answers_drops_what_repeats_it(
     [outcome] = await job
     assert outcome.status == "committed"
     assert await _memories(any_redis, prefix) == ["Grows basil."]
+
+
+async def test_a_job_that_redis_failed_runs_again(
+    any_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis error in the middle of a job (a blip: Redis answers again when the job ends)
+    leaves it due a few seconds later; before, the job's end took it out of the due set and it
+    waited for the next message or the sweep."""
+    hook = make_hook(any_redis, prefix)
+    await _talk(hook, 1, memory_flush=True)
+    worker = _worker(any_redis, prefix, ScriptedModel([_reply(["Has a garden."])]))
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+
+    async def blip(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("read memories: Connection reset by peer")
+
+    monkeypatch.setattr(worker.memsets, "read", blip)
+    before = time.time() * 1000
+    outcome = await worker.run_job(keys.ref)
+    assert outcome.status == "failed" and outcome.store_failed
+    due = await worker.queue.due_time(keys)
+    assert due is not None and before + 4_000 <= due <= time.time() * 1000 + 5_000
+
+
+async def test_the_lease_outlasts_the_longest_job(any_redis: aioredis.Redis, prefix: str) -> None:
+    """A job may make two model calls of extraction_timeout_s each: its lease (and the due
+    entry a killed worker leaves) lasts at least that plus 30 s, so a second worker does not
+    run the same job while the first still waits for the model (review: 120 s < 2 x 60 s)."""
+    from litellm_memory_hook.extraction.worker import lease_s
+
+    assert lease_s(MemorySettings()) == 150
+    assert lease_s(MemorySettings(extraction_lease_s=600)) == 600
+    hook = make_hook(any_redis, prefix)
+    await _talk(hook, 1, memory_flush=True)
+    model = ScriptedModel([_reply(["Has a garden."])])
+    model.gate = asyncio.Event()
+    worker = _worker(any_redis, prefix, model)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    job = asyncio.create_task(worker.run_job(keys.ref))
+    while not model.calls:
+        await asyncio.sleep(0.01)
+    due = await worker.queue.due_time(keys)
+    ttl_ms = await any_redis.pttl(keys.lease)
+    model.gate.set()
+    assert (await job).status == "committed"
+    assert due is not None and due >= time.time() * 1000 + 140_000
+    assert ttl_ms > 140_000

@@ -71,12 +71,22 @@ DEFER_MS = 1000
 #: abandoned (the outage buffer dropped it, or its proxy stopped): it never resumes, and the
 #: job no longer waits for it.
 ABANDONED_WRITE_MARGIN_S = 60
+#: a job that Redis failed in the middle of (a blip: the due entry was taken out after) runs
+#: again this much later (ms).
+STORE_RETRY_MS = 5_000
 #: a job whose model call failed (connection refused, timeout, an error answer: the model may
 #: answer later) runs again this much later (ms); an unusable reply waits for the next message.
 CALL_RETRY_MS = 60_000
 
 #: most stored turns one job reads past the cursor (the character budget usually ends it first).
 MAX_TURNS_PER_JOB = 400
+
+
+def lease_s(settings: MemorySettings) -> float:
+    """A job's lease (seconds): ``extraction_lease_s``, and at least the longest a job may take
+    (two model calls of ``extraction_timeout_s``, plus 30 s): a lease that ends mid-job lets a
+    second worker run the same job and pay the model twice."""
+    return max(settings.extraction_lease_s, 2 * settings.extraction_timeout_s + 30)
 
 
 def _now_ms() -> int:
@@ -97,6 +107,8 @@ class JobOutcome:
     more: bool = False
     #: a failed job whose model call failed: it runs again in ``CALL_RETRY_MS``
     call_failed: bool = False
+    #: a failed job that Redis failed: it runs again in ``STORE_RETRY_MS``
+    store_failed: bool = False
 
 
 def plan_commit(
@@ -256,7 +268,7 @@ class ExtractionWorker:
             await self.queue.drop(ref)
             await self.queue.count(jobs_discarded=1)
             return JobOutcome("discarded")
-        lease_ms = int(self.settings.extraction_lease_s * 1000)
+        lease_ms = int(lease_s(self.settings) * 1000)
         claim = await self.queue.claim(keys, self.worker_id, now_ms=_now_ms(), lease_ms=lease_ms)
         if claim is None:
             return JobOutcome("busy")
@@ -267,6 +279,9 @@ class ExtractionWorker:
             # Stopped mid-job (shutdown): the job stays due and runs again, at once.
             await asyncio.shield(self.queue.finish(keys, self.worker_id, claim, again_ms=_now_ms()))
             raise
+        except StoreError as exc:
+            logger.warning("memory worker: job %s failed, runs again: %s", ref, exc)
+            outcome = JobOutcome("failed", store_failed=True)
         except MemoryHookError as exc:
             logger.warning("memory worker: job %s failed: %s", ref, exc)
         except Exception:
@@ -280,6 +295,8 @@ class ExtractionWorker:
             again = _now_ms() + DEFER_MS
         if outcome.call_failed:
             again = _now_ms() + CALL_RETRY_MS
+        if outcome.store_failed:
+            again = _now_ms() + STORE_RETRY_MS
         await self.queue.finish(keys, self.worker_id, claim, again_ms=again)
         return outcome
 
