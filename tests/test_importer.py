@@ -395,3 +395,28 @@ def test_jsonl_text_with_a_lone_surrogate_refuses_the_file(
     message.encode("utf-8")  # no surrogate left in the message itself
     path.write_text('{"role":"user","content":"\\ud83d\\ude00"}\n', encoding="utf-8")
     assert load_jsonl(path).lines[0].text == "\U0001f600"
+
+
+@pytest.mark.redis
+def test_cli_import_keeps_max_stored_messages(
+    cli_config: Path, cli_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: past max_stored_messages the oldest turns are deleted. Importing 120 lines with
+    max_stored_messages 50 stored all 120 (only the proxy's post-call write trims), so an
+    imported conversation stays over the bound until its next chat request."""
+    from litellm_memory_hook.tools import cli
+
+    monkeypatch.setenv("LITELLM_MEMORY_MAX_STORED_MESSAGES", "50")
+    path = tmp_path / "long.jsonl"
+    _write_jsonl(
+        path, [_msg("user" if i % 2 == 0 else "assistant", f"line {i}") for i in range(120)]
+    )
+    args = ["import", str(path), "--user", "dan", "--config", str(cli_config)]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    client = redis.Redis.from_url(real_redis_url())
+    try:
+        turns = list(client.scan_iter(match=f"{cli_prefix}:*:turns", count=1000))
+        assert len(turns) == 1 and client.zcard(turns[0]) <= 51
+    finally:
+        client.close()

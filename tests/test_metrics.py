@@ -335,3 +335,39 @@ def test_scrape_through_a_real_proxy(proxy: tuple[str, str]) -> None:
     if hook_is_wired():
         assert value(found, "litellm_memory_hook_duration_milliseconds_count") == 2
         assert value(found, "litellm_memory_layer_characters_count", layer="window") == 2
+
+
+async def test_scrape_with_a_bad_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad setting (here LITELLM_MEMORY_RECALL_K=abc) makes every memory request fail open
+    with reason ``config``; the scrape must still answer, so that counter can be seen (it
+    answered 500 Internal Server Error, ConfigError raised from hook.settings via hook.queue)."""
+    from .conftest import ALIASES, Auth
+
+    monkeypatch.setenv("LITELLM_MEMORY_RECALL_K", "abc")
+    hook = MemoryHook(alias_lookup=lambda model: ALIASES.get(model))
+    data = chat_request("My cat is called Miso.", user="u-cfg", call_id="cfg1")
+    await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert hook.counters  # the request was counted as a fail-open
+    async with app_for(hook) as http:
+        answer = await http.get("/memory/metrics")
+    assert answer.status_code == 200, answer.text
+    found = samples(answer.text)
+    assert value(found, "litellm_memory_fail_open_total", reason="config") == 1
+
+
+async def test_scrape_with_the_cluster_down(prefix: str) -> None:
+    """``redis_cluster: true`` and no node answering (the proxy started during a Cluster outage,
+    or a standalone Redis behind it): redis-py raises RedisClusterException, which is no
+    RedisError; the scrape must still answer 200 with store_up 0 (it answered 500)."""
+    from litellm_memory_hook.store.client import redis_client
+
+    dead = redis_client(f"redis://127.0.0.1:{free_port()}/0", cluster=True, timeout_s=0.2)
+    hook = MemoryHook(
+        settings=MemorySettings(key_prefix=prefix, worker_in_proxy=False, redis_cluster=True),
+        redis=dead,
+        alias_lookup=lambda model: None,
+    )
+    async with app_for(hook) as http:
+        answer = await http.get("/memory/metrics")
+    assert answer.status_code == 200
+    assert value(samples(answer.text), "litellm_memory_store_up") == 0

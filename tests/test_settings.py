@@ -210,3 +210,12 @@ def test_an_empty_timezone_still_means_utc(monkeypatch: pytest.MonkeyPatch) -> N
     empty = load_settings({"memory": {"timezone": ""}}).timezone
     assert empty == ""
     assert time_label(1_683_554_160_000, empty) == time_label(1_683_554_160_000, "UTC")
+
+
+@pytest.mark.parametrize("key", ["extraction_quiet_s", "write_buffer_max_age_s"])
+def test_an_infinite_time_is_a_config_error(key: str) -> None:
+    """``.inf`` in config.yaml (or ``inf`` in the environment) passed validation and doctor
+    said ok, then the post-call write failed on int(inf) (no extraction was ever scheduled)
+    and every forget failed (CLI: OverflowError; memory API: 503)."""
+    with pytest.raises(ConfigError, match=key):
+        load_settings({"memory": {key: float("inf")}})
