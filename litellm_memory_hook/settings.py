@@ -40,6 +40,9 @@ from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.extraction.prompt import ExtractionWording
 
 ENV_PREFIX = "LITELLM_MEMORY_"
+#: the largest time setting (seconds): a day; infinite and NaN values are refused too (a time
+#: becomes epoch milliseconds as an integer, and Redis takes no larger TTL than it can hold).
+DAY_S = 86_400
 _KEY_PREFIX_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
 
 
@@ -134,7 +137,9 @@ class MemorySettings(BaseSettings):
             ``LITELLM_MASTER_KEY``).
     """
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", populate_by_name=True, allow_inf_nan=False
+    )
 
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
@@ -148,16 +153,16 @@ class MemorySettings(BaseSettings):
     retention_days: float = Field(default=30.0, gt=0, le=3650)
     user_header: str | None = None
     conversation_header: str | None = None
-    write_buffer_max: int = Field(default=10_000, ge=1)
-    write_buffer_max_age_s: float = Field(default=600.0, gt=0)
+    write_buffer_max: int = Field(default=10_000, ge=1, le=1_000_000)
+    write_buffer_max_age_s: float = Field(default=600.0, gt=0, le=DAY_S)
     side_request_patterns: list[str] | None = None
-    regenerate_window_s: float = Field(default=300.0, ge=0)
+    regenerate_window_s: float = Field(default=300.0, ge=0, le=DAY_S)
     extraction_every: int = Field(default=12, ge=1)
-    extraction_quiet_s: float = Field(default=20.0, ge=0)
+    extraction_quiet_s: float = Field(default=20.0, ge=0, le=DAY_S)
     redis_timeout_s: float = Field(default=0.5, gt=0, le=60)
     gc_freeze: bool = False
     redis_breaker_s: float = Field(default=5.0, ge=0, le=3600)
-    stored_text_chars: int = Field(default=32_000, ge=1000)
+    stored_text_chars: int = Field(default=32_000, ge=1000, le=2_000_000)
     timezone: str = "UTC"
     recall_mode: Literal["budget", "fixed"] = "budget"
     recall_k: int = Field(default=4, ge=0, le=20)
@@ -166,7 +171,7 @@ class MemorySettings(BaseSettings):
     recall_min_share: float = Field(default=0.1, ge=0.0, le=1.0)
     recall_scope: Literal["conversation", "user"] = "conversation"
     recall_user_chats: int = Field(default=20, ge=1, le=500)
-    max_stored_messages: int = Field(default=50_000, ge=50)
+    max_stored_messages: int = Field(default=50_000, ge=50, le=10_000_000)
     pinned_chars: int = Field(default=2000, ge=0, le=100_000)
     memory_chars: int = Field(default=3000, ge=0, le=100_000)
     summary_chars: int = Field(default=2000, ge=0, le=100_000)
@@ -175,9 +180,9 @@ class MemorySettings(BaseSettings):
     extraction_timeout_s: float = Field(default=60.0, gt=0, le=600)
     extraction_lease_s: float = Field(default=120.0, gt=0, le=3600)
     extraction_poll_s: float = Field(default=1.0, gt=0, le=60)
-    extraction_sweep_s: float = Field(default=600.0, ge=0)
-    extraction_lines_chars: int = Field(default=24_000, ge=500)
-    extraction_memory_chars: int = Field(default=6000, ge=0)
+    extraction_sweep_s: float = Field(default=600.0, ge=0, le=DAY_S)
+    extraction_lines_chars: int = Field(default=24_000, ge=500, le=2_000_000)
+    extraction_memory_chars: int = Field(default=6000, ge=0, le=1_000_000)
     max_memories: int = Field(default=500, ge=1, le=5000)
     memory_item_chars: int = Field(default=300, ge=20, le=5000)
     max_pinned: int = Field(default=100, ge=1, le=5000)
@@ -263,7 +268,7 @@ class AliasMemoryConfig(BaseModel):
             (:class:`litellm_memory_hook.extraction.prompt.ExtractionWording`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     enabled: bool = True
     required: bool = False

@@ -155,12 +155,15 @@ def test_doctor_recommends_aof_and_noeviction(
 def test_doctor_flags_a_cluster_setting_on_a_standalone_redis(
     throwaway_redis: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """redis_cluster: true against a standalone server is a warning naming both."""
+    """redis_cluster: true against a standalone server fails, naming both: the cluster client
+    cannot use it, so every request would go without memory (fresh-operator run: doctor said
+    "ready" with a warning)."""
     monkeypatch.setenv("REDIS_URL", throwaway_redis())
     monkeypatch.setenv("LITELLM_MEMORY_REDIS_CLUSTER", "true")
-    _, checks, _ = doctor()
-    assert checks["redis mode"]["status"] == "warn"
+    code, checks, _ = doctor()
+    assert checks["redis mode"]["status"] == "fail"
     assert "redis_cluster is true" in checks["redis mode"]["detail"]
+    assert code == 1
 
 
 def test_doctor_on_the_embedded_redis(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from litellm_memory_hook.core.prompt import LAYER_NAMES
 from litellm_memory_hook.errors import StoreError
@@ -313,20 +313,25 @@ class HookMetrics:
             recalled=recalled,
         )
 
-    async def refresh(self, queue: ExtractionQueue, *, now_ms: int | None = None) -> bool:
+    async def refresh(self, queue: ExtractionQueue | None, *, now_ms: int | None = None) -> bool:
         """Read the extraction counters and the due set's length from Redis for the next render.
 
-        A failure is logged, counted (``redis_errors{source="metrics"}``) and leaves the Redis
-        figures out of the next render (``store_up`` 0); it never raises.
+        A failure (a Cluster client that finds no node is one too) is logged, counted
+        (``redis_errors{source="metrics"}``) and leaves the Redis figures out of the next render
+        (``store_up`` 0); it never raises. ``queue`` ``None`` (the settings are bad, so there is
+        no store) leaves them out too.
 
         Returns:
             Whether Redis could be read.
         """
         now = now_ms if now_ms is not None else int(time.time() * 1000)
+        if queue is None:
+            self.store_stats = None
+            return False
         try:
             stats = await queue.stats()
             stats["due_now"] = int(await queue.redis.zcount(queue.due, "-inf", now))
-        except (StoreError, RedisError, OSError) as exc:
+        except (StoreError, RedisError, RedisClusterException, OSError) as exc:
             self.store_stats = None
             self.own["scrape_store_errors"] += 1
             log_event("metrics_store_error", logging.WARNING, error=str(exc))

@@ -515,7 +515,11 @@ async def metrics(request: Request, hook: Hook, auth: Auth) -> Response:
     from prometheus_client.exposition import choose_encoder
 
     scraped = hook_metrics(hook)
-    await scraped.refresh(hook.queue)
+    try:
+        queue = hook.queue
+    except ConfigError:  # bad settings: memory is off (counted as fail-open, reason config)
+        queue = None
+    await scraped.refresh(queue)
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     return Response(encoder(scraped.registry), media_type=content_type)
 

@@ -356,7 +356,11 @@ def import_command(
                 if fresh:
                     await delete_conversation(store, who)
                 result = await import_lines(
-                    store, who, lines, max_chars=proxy_config.settings.stored_text_chars
+                    store,
+                    who,
+                    lines,
+                    max_chars=proxy_config.settings.stored_text_chars,
+                    max_messages=proxy_config.settings.max_stored_messages,
                 )
                 update(len(lines), len(lines))
             queue = ExtractionQueue(redis, proxy_config.settings.key_prefix)
@@ -380,6 +384,11 @@ def import_command(
         f"imported {result.turns} turns (seq {result.first_seq}-{result.last_seq}) into "
         f"{who.keys.turns}"
     )
+    if result.trimmed:
+        console.print(
+            f"deleted the {result.trimmed} oldest turns to keep max_stored_messages "
+            f"({proxy_config.settings.max_stored_messages})"
+        )
 
 
 @app.command("replay")

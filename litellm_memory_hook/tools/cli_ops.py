@@ -688,7 +688,14 @@ def redis_checks(url: str, *, cluster_setting: bool, timeout_s: float = 3.0) -> 
                 Check("redis mode", "fail", "cluster, but redis_cluster is not set: set it true")
             )
         elif mode != "cluster" and cluster_setting:
-            checks.append(Check("redis mode", "warn", f"{mode}, but redis_cluster is true"))
+            checks.append(
+                Check(
+                    "redis mode",
+                    "fail",
+                    f"{mode}, but redis_cluster is true: the cluster client cannot use it; "
+                    "set redis_cluster false",
+                )
+            )
         else:
             checks.append(Check("redis mode", "ok", mode))
         try:

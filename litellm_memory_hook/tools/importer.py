@@ -14,6 +14,7 @@ from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
+from litellm_memory_hook.store.retention import trim_oldest
 from litellm_memory_hook.tools.datasets import History, HistoryLine, SkippedLine
 
 BATCH_TURNS = 250
@@ -21,11 +22,13 @@ BATCH_TURNS = 250
 
 @dataclass(frozen=True)
 class ImportResult:
-    """Turns written by this import and the seq range they got (0, 0 when none)."""
+    """Turns written by this import and the seq range they got (0, 0 when none), and how many
+    of the oldest stored turns were deleted after it to keep ``max_stored_messages``."""
 
     turns: int
     first_seq: int
     last_seq: int
+    trimmed: int = 0
 
 
 def line_to_turn(line: HistoryLine, max_chars: int = 32_000) -> Turn | None:
@@ -113,7 +116,12 @@ def unstored_turns(
 
 
 async def import_lines(
-    store: MemoryStore, who: Identity, lines: Sequence[HistoryLine], *, max_chars: int = 32_000
+    store: MemoryStore,
+    who: Identity,
+    lines: Sequence[HistoryLine],
+    *,
+    max_chars: int = 32_000,
+    max_messages: int | None = None,
 ) -> ImportResult:
     """Append lines to the conversation in batches of 250 turns, indexed for recall.
 
@@ -124,7 +132,10 @@ async def import_lines(
     role, timestamp and text; undated ones on role and text, each stored turn counting once), so
     importing a file again into the same conversation, or the same file with lines appended,
     writes only its new lines, after the stored ones; an import that failed part-way resumes
-    where it stopped. ``turns`` of the result counts the turns this call wrote.
+    where it stopped. ``turns`` of the result counts the turns this call wrote. With
+    ``max_messages`` (``max_stored_messages``), the oldest turns past it are deleted after the
+    write (:func:`~litellm_memory_hook.store.retention.trim_oldest`), as a chat request's write
+    does: an import longer than the bound keeps its newest lines.
 
     Raises:
         StoreError: Redis failed (lines before the failing batch stay written).
@@ -146,9 +157,12 @@ async def import_lines(
             written += len(batch)
             first = first or result.first_seq
             last = result.last_seq
+    trimmed = 0
     if turns:
         await store.touch_user_index(who.keys, who.memory)
-    return ImportResult(turns=written, first_seq=first, last_seq=last)
+        if max_messages is not None:
+            trimmed = await trim_oldest(store, who.keys, max_messages)
+    return ImportResult(turns=written, first_seq=first, last_seq=last, trimmed=trimmed)
 
 
 async def schedule_import(queue: ExtractionQueue, who: Identity, result: ImportResult) -> bool:
