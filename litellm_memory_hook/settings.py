@@ -199,6 +199,15 @@ class MemorySettings(BaseSettings):
             raise ValueError(
                 "must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)"
             )
+        if not value.startswith("unix://"):
+            from urllib.parse import urlsplit
+
+            try:
+                port = urlsplit(value).port  # ValueError: not a number, or out of 0-65535
+            except ValueError:
+                raise ValueError("has a port that is not a number from 1 to 65535") from None
+            if port == 0:
+                raise ValueError("has port 0: name the port Redis listens on (e.g. 6379)")
         return value
 
     @field_validator("timezone")

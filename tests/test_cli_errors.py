@@ -264,6 +264,43 @@ def test_a_bad_setting_in_the_file_names_its_key(config: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis://127.0.0.1:99999/0", "has a port that is not a number from 1 to 65535"),
+        ("redis://127.0.0.1:0/0", "has port 0"),
+    ],
+)
+def test_a_redis_url_with_an_impossible_port_is_a_bad_setting(
+    config: Path, monkeypatch: pytest.MonkeyPatch, url: str, expected: str
+) -> None:
+    """A port outside 1-65535 is refused as a setting (it passed, then every command failed
+    with "ValueError: Port out of range"); the URL itself is not repeated (it may hold a
+    password)."""
+    monkeypatch.setenv("LITELLM_MEMORY_REDIS_URL", url)
+    line = one_error_line(invoke("stats", "--config", str(config)))
+    assert "LITELLM_MEMORY_REDIS_URL" in line and expected in line
+    assert "127.0.0.1" not in line
+
+
+@pytest.mark.parametrize("from_file", [False, True])
+def test_the_worker_names_where_extraction_was_turned_off(
+    config: Path, monkeypatch: pytest.MonkeyPatch, from_file: bool
+) -> None:
+    """`worker` with extraction off names the setting as it was set: the variable, or the
+    file's key (it always named the file's key)."""
+    if from_file:
+        raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+        raw["callback_settings"]["memory"]["Extraction_Enabled"] = False
+        config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        source = "callback_settings.memory.Extraction_Enabled"
+    else:
+        monkeypatch.setenv("LITELLM_MEMORY_EXTRACTION_ENABLED", "false")
+        source = "(LITELLM_MEMORY_EXTRACTION_ENABLED)"
+    line = one_error_line(invoke("worker", "--once", "--config", str(config)))
+    assert "extraction is off" in line and source in line
+
+
 # -- usage errors ---------------------------------------------------------------------------------
 
 

@@ -360,3 +360,35 @@ def test_doctor_checks_the_ports_serve_would_take(tmp_path: Path) -> None:
         }
         _, checks, _ = doctor(*args, "--standin-port", "0")
         assert "stand-in port" not in checks and checks["proxy port"]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        redis.AuthenticationError("Authentication required."),
+        redis.ResponseError("NOAUTH Authentication required."),
+        redis.ResponseError(
+            "HELLO must be called with the client already authenticated, otherwise the HELLO "
+            "<proto> AUTH <user> <pass> option can be used to authenticate the client"
+        ),
+    ],
+)
+def test_a_redis_that_wants_a_password_is_named_so(exc: Exception) -> None:
+    """A server with requirepass answers the handshake with "HELLO must be called with the
+    client already authenticated" (operator run: doctor printed just that); doctor says that
+    authentication is required and where the password goes."""
+    from litellm_memory_hook.tools.cli_ops import _redis_problem
+
+    assert _redis_problem(exc).startswith("authentication required or refused")
+    assert _redis_problem(redis.ConnectionError("Connection refused")) == "Connection refused"
+
+
+async def test_stats_without_the_scan_still_counts_the_keys(real_redis: Any, prefix: str) -> None:
+    """`stats --no-scan` leaves out the SCAN counts, not DBSIZE, which costs nothing (it showed
+    "-" for the keys in the database)."""
+    from litellm_memory_hook.tools.cli_memory import store_stats
+
+    await real_redis.set(f"{prefix}:x", 1)
+    stats = await store_stats(real_redis, prefix, scan=False)
+    assert stats.db_keys is not None and stats.db_keys >= 1
+    assert stats.conversations is None or stats.conversations == 0

@@ -367,6 +367,8 @@ async def store_stats(redis: Any, prefix: str, *, scan: bool) -> StoreStats:
         for name in ("used_memory", "used_memory_human", "maxmemory", "maxmemory_policy")
         if name in info
     }
+    db_keys = await redis.dbsize()  # O(1), with or without the scan
+    stats.db_keys = int(db_keys) if isinstance(db_keys, int) else None
     if not scan:
         return stats
     kinds: Counter[str] = Counter()
@@ -380,8 +382,6 @@ async def store_stats(redis: Any, prefix: str, *, scan: bool) -> StoreStats:
     stats.users = kinds["user"]
     stats.memory_sets = kinds["memory_set"]
     stats.keys = kinds["keys"]
-    db_keys = await redis.dbsize()
-    stats.db_keys = int(db_keys) if isinstance(db_keys, int) else None
     return stats
 
 
@@ -481,7 +481,8 @@ def worker_command(
     settings = proxy_config.settings
     if not settings.extraction_enabled:
         raise _fail(
-            "extraction is off in this config (callback_settings.memory.extraction_enabled)"
+            "extraction is off: extraction_enabled is false "
+            f"({proxy_config.setting_source('extraction_enabled')})"
         )
     api_key = _api_key(proxy_config)
     if not api_key:

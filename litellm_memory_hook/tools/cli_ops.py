@@ -36,7 +36,7 @@ from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, RedisError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -659,6 +659,16 @@ def _config_get(client: Any, name: str) -> str | None:
     return None if value is None else str(value)
 
 
+def _redis_problem(exc: BaseException) -> str:
+    """What a failed first command says, in the operator's terms: a server that wants a
+    password answers the client's handshake with "HELLO must be called with the client already
+    authenticated", or NOAUTH."""
+    text = str(exc)
+    if isinstance(exc, AuthenticationError) or "NOAUTH" in text or "already authenticated" in text:
+        return f"authentication required or refused: put the password in the URL ({text})"
+    return text
+
+
 def redis_checks(url: str, *, cluster_setting: bool, timeout_s: float = 3.0) -> list[Check]:
     """Reachability, version, mode, Lua, persistence and eviction policy of the Redis at
     ``url`` (one node when it is a Cluster)."""
@@ -672,7 +682,7 @@ def redis_checks(url: str, *, cluster_setting: bool, timeout_s: float = 3.0) -> 
         try:
             client.ping()
         except (RedisError, OSError) as exc:
-            return [Check("redis reachable", "fail", f"{mask_url(url)}: {exc}")]
+            return [Check("redis reachable", "fail", f"{mask_url(url)}: {_redis_problem(exc)}")]
         checks.append(Check("redis reachable", "ok", mask_url(url)))
         server = client.info("server")
         version = str(server.get("redis_version", "?"))

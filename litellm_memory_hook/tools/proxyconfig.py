@@ -14,6 +14,7 @@ import yaml
 
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.settings import (
+    ENV_PREFIX,
     AliasMemoryConfig,
     MemorySettings,
     load_settings,
@@ -65,6 +66,20 @@ class ProxyConfig:
             raise ConfigError(f"{path}: not a mapping")
         raw = _resolve_env(raw)
         return cls(path=path, raw=raw, settings=load_settings(raw.get("callback_settings")))
+
+    def setting_source(self, name: str) -> str:
+        """Where a global setting's value came from, named as it was set: the file's key
+        (``callback_settings.memory.<key>``, as the file spells it; the file wins), else the
+        ``LITELLM_MEMORY_<NAME>`` variable, else the default."""
+        block = (self.raw.get("callback_settings") or {}).get("memory")
+        if isinstance(block, dict):
+            for key in block:
+                if isinstance(key, str) and key.lower() == name.lower():
+                    return f"callback_settings.memory.{key} in {self.path}"
+        variable = f"{ENV_PREFIX}{name.upper()}"
+        if any(k.upper() == variable for k in os.environ):
+            return variable
+        return f"the default of {name}"
 
     def model_info(self, alias: str) -> dict[str, Any] | None:
         """``model_info`` of the first deployment named ``alias``."""
