@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from litellm_memory_hook.memory_api import ExportDocument, MemoryAPI, resolve_target
 from litellm_memory_hook.settings import MemorySettings, parse_alias_config
 from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.store.redis_store import MemoryStore
 
 from .conftest import Auth, chat_request, make_hook, model_response
 
@@ -123,3 +124,34 @@ async def test_every_memory_set_write_lists_the_set_in_the_user_index(
     assert await store.commit_extraction(keys, memory, commit, now_ms=5)
     assert await any_redis.smembers(index) in ({b"ns:demo"}, {"ns:demo"})
     assert 3500 < await any_redis.ttl(index) <= 3600
+
+
+async def test_a_user_scope_read_keeps_a_conversation_scoped_pinned_set_in_the_index(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A pin in a conversation-scoped memory set (``memory_scope: conversation``) lists the set
+    in the user's index as ``c:<c>``, the same member as the conversation. A user-scope recall
+    read (``load_chats``, ``recall_scope: user`` on any of the user's aliases) takes that member
+    for a conversation and, as the conversation has no meta and no turns (none yet, or they
+    expired while an edit kept the pins alive), PRUNE_CHATS removes it from the index. The
+    pinned set then no longer exists for forget and export: forgetting the whole user leaves
+    it in Redis."""
+    aliases = {"diary": {"memory": {"enabled": True, "memory_scope": "conversation"}}}
+    settings = MemorySettings(key_prefix=prefix)
+    api = MemoryAPI(any_redis, settings)
+    target = resolve_target(
+        settings,
+        lambda name: parse_alias_config(aliases.get(name)),
+        tenant="master",
+        user="alice",
+        model="diary",
+        conversation="private",
+    )
+    await api.pin(target, "My bank PIN is 4321.")
+    user = target.conversation.user_keys
+    assert target.memory.scope == "c:private"
+    store = MemoryStore(any_redis, ttl_s=settings.retention_s)
+    await store.load_chats(user, ["c:private"], query_terms=["pin"], max_chats=20)
+    await api.forget(target, whole_user=True)
+    assert await any_redis.exists(*target.memory.all()) == 0
+    assert (await api.list(target)).pinned == []
