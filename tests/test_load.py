@@ -302,3 +302,30 @@ async def test_trimming_runs_in_short_scripts(client: aioredis.Redis) -> None:
     )
     assert len(times) >= 1000 // BATCH_TURNS
     _check_times(times)
+
+
+async def test_looking_for_an_agents_question_never_holds_redis_for_long(
+    client: aioredis.Redis,
+) -> None:
+    """LAST_QUESTION runs on the request path (a tool step whose stored tail holds no user
+    message) and reads up to QUESTION_SCAN_TURNS (500) whole members into Lua. Its cost was
+    measured with 200-character turns (0.5 ms); an agent's turns are tool calls and results of
+    tens of thousands of characters each, within the stored bounds (text 32,000, tool arguments
+    32,000, a message 64,000 as JSON): 500 such members are ~25 MB copied by one script, tens of
+    ms during which Redis serves nobody."""
+    keys = ConversationKeys.for_ids("agent", "master", "u", "c")
+    store = MemoryStore(client, ttl_s=3600)
+    await store.append(keys, indexed_chain([Turn(role="user", text="Fix the build.", ts_ms=1)]))
+    for step in range(260):
+        call = {
+            "id": f"call_{step}",
+            "type": "function",
+            "function": {"name": "write_file", "arguments": json.dumps({"text": "y" * 30_000})},
+        }
+        said = Turn(role="assistant", text="w" * 20_000, ts_ms=2 + step, tool_calls=(call,))
+        result = Turn(role="tool", text="z" * 30_000, ts_ms=2 + step, tool_call_id=f"call_{step}")
+        await store.append(keys, [IndexedTurn(said), IndexedTurn(result)])
+    await client.slowlog_reset()
+    assert await store.last_question(keys, 10**6) is None  # the task is 520 turns back
+    times = await _script_ms(client)
+    assert times[-1] <= MAX_SCRIPT_MS, f"LAST_QUESTION held Redis {times[-1]:.1f} ms"
