@@ -155,3 +155,49 @@ async def test_a_user_scope_read_keeps_a_conversation_scoped_pinned_set_in_the_i
     await api.forget(target, whole_user=True)
     assert await any_redis.exists(*target.memory.all()) == 0
     assert (await api.list(target)).pinned == []
+
+
+async def test_an_import_with_seqs_above_2_32_keeps_them_in_the_recall_index(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """An export document's turn ``seq`` is any positive integer (the schema sets no upper
+    bound): a document made from another chat store may well number its lines by epoch ms. The
+    turns are stored at those seqs, but the postings are packed as uint32 (``enc`` in Lua takes
+    each byte modulo 256), so the recall index lists seq mod 2**32: a line that does not exist,
+    and recall never finds the real one."""
+    base = 1_700_000_000_000  # epoch ms, > 2**32
+    document = ExportDocument.parse(
+        {
+            "format": "litellm-memory-export",
+            "version": 1,
+            "exported_ms": 1,
+            "key_prefix": "mem",
+            "tenant": "master",
+            "user": "u-A",
+            "conversations": [
+                {
+                    "id": "demo",
+                    "key": "demo",
+                    "alias": "demo",
+                    "namespace": "demo",
+                    "memory_set": "ns:demo",
+                    "meta": {"tenant": "master", "user": "u-A"},
+                    "seq": base + 1,
+                    "turns": [
+                        {"seq": base, "role": "user", "text": "My cat is Miso.", "ts": base},
+                        {"seq": base + 1, "role": "assistant", "text": "Cute!", "ts": base + 1},
+                    ],
+                }
+            ],
+        }
+    )
+    settings = MemorySettings(key_prefix=prefix)
+    await MemoryAPI(any_redis, settings).import_export(document, tenant="master", user="u-A")
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    store = MemoryStore(any_redis, ttl_s=3600)
+    assert [t.seq for t in await store.all_turns(keys)] == [base, base + 1]
+    _, postings = await store.load(
+        keys, keys.user_keys.memory_set("ns:demo"), tail=2, query_terms=["miso"]
+    )
+    assert postings.df["miso"] == 1
+    assert postings.seqs["miso"].tolist() == [base], postings.seqs["miso"].tolist()
