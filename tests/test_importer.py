@@ -14,11 +14,13 @@ import redis
 import yaml
 from typer.testing import CliRunner
 
+from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
+from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 from litellm_memory_hook.tools.datasets import HistoryLine, load_jsonl
-from litellm_memory_hook.tools.importer import ImportResult, import_lines
+from litellm_memory_hook.tools.importer import ImportResult, delete_conversation, import_lines
 
 from .conftest import cli_key_prefix, real_redis_url
 from .harness import REPO
@@ -420,3 +422,36 @@ def test_cli_import_keeps_max_stored_messages(
         assert len(turns) == 1 and client.zcard(turns[0]) <= 51
     finally:
         client.close()
+
+
+async def test_a_write_read_before_a_fresh_import_leaves_the_imported_turns(
+    store: MemoryStore, prefix: str
+) -> None:
+    """``import --fresh`` deletes the conversation's keys (the seq counter restarts) without
+    a new forget token, so a request that read the conversation before it still writes after
+    it: a regenerate replacing its old reply at seq 2 deletes the imported turn that now has
+    seq 2 (and takes the old reply's terms out of the index, leaving the imported turn's terms
+    pointing at a deleted seq). A forget refuses such a stale write; a fresh import does not."""
+    who = _who(prefix)
+    question = Turn(role="user", text="Tell me about zebras?", ts_ms=1)
+    old = indexed_chain([question, Turn(role="assistant", text="Zebras have stripes.", ts_ms=2)])
+    await store.append(who.keys, old, call_id="r0", memory=who.memory)
+    state, _ = await store.load(who.keys, who.memory, tail=10)  # a regenerate's pre-call read
+    await delete_conversation(store, who)  # import --fresh (tools/cli.py)
+    lines = [
+        HistoryLine("user", "My cat is called Miso.", 1000),
+        HistoryLine("assistant", "Cute name!", 1001),
+        HistoryLine("user", "She is three years old.", 1002),
+    ]
+    await import_lines(store, who, lines)
+    reply = Turn(role="assistant", text="Zebras are striped horses.", ts_ms=3)
+    await store.append(
+        who.keys,
+        indexed_chain([reply], question.text),
+        call_id="r1",
+        replace=[stored_terms(state.tail[1])],
+        memory=who.memory,
+        forget_token=state.forget_token,
+    )
+    texts = [t.text for t in await store.all_turns(who.keys)]
+    assert texts[:3] == [line.text for line in lines], texts
