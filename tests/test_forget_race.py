@@ -26,6 +26,7 @@ from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.memory_api import MemoryAPI, MemoryTarget, resolve_target
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings, parse_alias_config
+from litellm_memory_hook.store.forgets import mark_forgotten
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 
@@ -398,3 +399,29 @@ async def test_a_conversation_forget_on_a_full_redis_refuses_a_new_conversations
     ]
     admin.close()
     await hook.store.redis.aclose()
+
+
+async def test_a_write_read_after_a_forget_is_stored_when_the_forget_token_expires_meanwhile(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """After a forget of the whole user the forgets hash holds only ``u = f:...`` and expires
+    ``write_buffer_max_age_s`` + 1 h after the forget. A request that reads the user after the
+    forget carries that token; when the hash expires before its write (a long stream, or a turn
+    waiting in the outage buffer), FORGOTTEN_LUA sees the token changed (gone) and refuses the
+    turn as if a new forget had come: a turn said after the forget is lost. (A 1 s token TTL
+    stands in for the 70 minutes.)"""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    memory = keys.user_keys.memory_set("ns:demo")
+    await store.append(keys, indexed_chain([Turn(role="user", text="old", ts_ms=1)]), memory=memory)
+    assert await mark_forgotten(any_redis, keys.user_keys, None, ttl_s=1)
+    await store.forget_user(keys.user_keys)
+    state, _ = await store.load(keys, memory, tail=10)  # the next request, after the forget
+    assert state.forget_token.startswith("f:")
+    await asyncio.sleep(1.2)  # the forget token expires while the model answers
+    turns = [Turn(role="user", text="said after the forget", ts_ms=2)]
+    result = await store.append(
+        keys, indexed_chain(turns), call_id="n1", memory=memory, forget_token=state.forget_token
+    )
+    assert not result.forgotten
+    assert await _texts(any_redis, keys) == ["said after the forget"]
