@@ -562,3 +562,29 @@ async def test_span_script_reloaded_after_a_flush(fake_redis: aioredis.Redis, pr
     await fake_redis.script_flush()
     _, postings = await store.load(keys, memory, tail=1, date_spans=[(T0, T0 + DAY_MS)])
     assert postings.spans == [(1, 2)]
+
+
+async def test_a_date_finds_lines_imported_after_newer_chat(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """An import appends its lines, with their real (older) times, after the turns a user has
+    already said through the proxy (tools/importer.py). SEQ_SPANS assumes the turns are in time
+    order and binary-searches their times: here the search walks into the newer chat before the
+    import and finds no turn of the named day, so the date lifts nothing and the newest line
+    that shares the words is recalled instead of the one said that day."""
+    from litellm_memory_hook.proxy.identity import Identity
+    from litellm_memory_hook.tools.datasets import HistoryLine
+    from litellm_memory_hook.tools.importer import import_lines
+
+    store = MemoryStore(any_redis, ttl_s=3600)
+    keys, memory = await _chat(store, prefix, "c1", FILLER * 2, start_ms=T0 + 30 * DAY_MS)
+    who = Identity("master", "u-A", "c1", "demo", keys, memory, "demo")
+    texts = [f"we talked about the garden plan {i}" for i in range(10)]
+    lines = [HistoryLine("user", text, T0 + i * DAY_MS) for i, text in enumerate(texts)]
+    await import_lines(store, who, lines)
+    later = indexed_chain(_turns(FILLER[:45], T0 + 31 * DAY_MS))
+    await store.append(keys, later)  # newer chat: the imported lines leave the window
+    named = datetime.fromtimestamp((T0 + DAY_MS) / 1000, UTC)
+    question = f"the garden plan of {named:%d %B %Y}?"
+    _, prepared = await _ask(store, keys, memory, question, RecallOptions(mode="fixed", k=1))
+    assert [t.text for t in prepared.recalled] == [texts[1]]
