@@ -452,16 +452,18 @@ PRUNE_CHATS = """
 -- Take conversations that no longer exist (their keys expired, or were deleted) out of the
 -- user's index, so that what recall_scope: user reads does not grow with every conversation the
 -- user ever had.
--- KEYS[1] the user's index set; KEYS[2..] pairs: a conversation's meta hash, its turns zset
--- ARGV the conversations' index members (c:<c>), one per pair of keys
--- A member goes only if both its keys are gone (a write creates them with the member, in one
--- script). Returns how many went.
-local gone = 0
-for i = 1, #ARGV do
-  local k = 2 * i
-  if redis.call('EXISTS', KEYS[k], KEYS[k + 1]) == 0 then
+-- KEYS[1] the user's index set; KEYS[2..] every key each member names (the conversation's keys
+-- and its conversation-scoped memory set), member after member
+-- ARGV pairs: a member (c:<c>), the number of its keys in KEYS
+-- A member goes only if none of its keys exists (a write creates them with the member, in one
+-- script; pinned memories of a conversation-scoped set keep it). Returns how many went.
+local gone, k = 0, 2
+for i = 1, #ARGV, 2 do
+  local n = tonumber(ARGV[i + 1])
+  if redis.call('EXISTS', unpack(KEYS, k, k + n - 1)) == 0 then
     gone = gone + redis.call('SREM', KEYS[1], ARGV[i])
   end
+  k = k + n
 end
 return gone
 """
@@ -882,10 +884,10 @@ class MemoryStore:
         return out
 
     async def prune_chats(self, user: UserKeys, chats: Sequence[ConversationKeys]) -> int:
-        """Take these conversations out of the user's index where they no longer exist (their
-        keys expired or were deleted: :data:`PRUNE_CHATS` checks in Redis), in scripts of at
-        most :data:`PRUNE_BATCH`. Best effort: a Redis error is logged and ignored (the next
-        read tries again).
+        """Take these conversations out of the user's index where they no longer exist (none of
+        their keys, their conversation-scoped memory set's included, is left: :data:`PRUNE_CHATS`
+        checks in Redis), in scripts of at most :data:`PRUNE_BATCH`. Best effort: a Redis
+        error is logged and ignored (the next read tries again).
 
         Returns:
             How many members went.
@@ -893,11 +895,14 @@ class MemoryStore:
         gone = 0
         for start in range(0, len(chats), PRUNE_BATCH):
             batch = chats[start : start + PRUNE_BATCH]
-            names = [user.index, *(key for chat in batch for key in (chat.meta, chat.turns))]
+            names = [user.index]
+            args: list[Any] = []
+            for chat in batch:
+                own = user.keys_of(chat.index_member)
+                names.extend(own)
+                args.extend((chat.index_member, len(own)))
             try:
-                gone += int(
-                    await self._prune_chats(keys=names, args=[c.index_member for c in batch])
-                )
+                gone += int(await self._prune_chats(keys=names, args=args))
             except RedisError as exc:
                 logger.warning("prune the index of %s: %s", user.hash_tag, exc)
                 break
