@@ -17,7 +17,12 @@ across proxy processes, the CLI and the worker, since the comparison is in Redis
 
 A full Redis (``maxmemory`` under ``noeviction``) refuses the new token, but not deletes: the
 forget then deletes the tokens instead (:func:`clear_tokens`), which refuses every write that
-read one. A request that could not read Redis carries ``@<epoch ms>``, when it started: its
+read one. The field ``n`` (set with the first token, never deleted by a forget) tells such a
+clearing from the hash's expiry: a write that read a token and finds no hash at all is no
+forget's (the hash outlives any write's wait while it matters, and a write whose request
+straddled its expiry is stored).
+
+A request that could not read Redis carries ``@<epoch ms>``, when it started: its
 write is refused when a forget token was set at or after that time (the clocks of the proxy
 and of the forgetting process are compared). ``""`` checks nothing (imports, deletes asked
 for now).
@@ -54,6 +59,9 @@ FORGOTTEN_LUA = """
 local function forgotten(key, field, token)
   if token == '' then return false end
   local now = redis.call('HMGET', key, 'u', field)
+  -- A hash that is gone expired: a forget leaves it (its field n at least) for longer than any
+  -- write may wait, and clears tokens with HDEL only. What was read is then no forget.
+  if not now[1] and not now[2] and redis.call('EXISTS', key) == 0 then return false end
   if string.sub(token, 1, 1) == '@' then
     local since = tonumber(string.sub(token, 2)) or 0
     for i = 1, 2 do
@@ -73,10 +81,12 @@ local function forgotten(key, field, token)
   end
   return false
 end
--- A conversation's first write creates its user's and its own token (w:<fresh>) where absent.
+-- A conversation's first write creates its user's and its own token (w:<fresh>) where absent,
+-- and the field n, which no forget deletes.
 local function own_tokens(key, field, fresh)
   redis.call('HSETNX', key, 'u', 'w:' .. fresh)
   redis.call('HSETNX', key, field, 'w:' .. fresh)
+  redis.call('HSETNX', key, 'n', '1')
 end
 """
 
@@ -90,10 +100,11 @@ MARK_FORGOTTEN = """
 -- (the user's other conversations live on). Returns 1.
 if ARGV[1] == 'u' then
   redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'u', ARGV[2])
+  redis.call('HSET', KEYS[1], 'u', ARGV[2], 'n', '1')
   redis.call('EXPIRE', KEYS[1], ARGV[3])
 else
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('HSETNX', KEYS[1], 'n', '1')
   if redis.call('TTL', KEYS[1]) < tonumber(ARGV[3]) then
     redis.call('EXPIRE', KEYS[1], ARGV[3])
   end
@@ -143,7 +154,8 @@ async def mark_forgotten(
 async def clear_tokens(
     redis: aioredis.Redis, user: UserKeys, conversation: ConversationKeys | None
 ) -> None:
-    """Delete the user's tokens (``conversation`` None), or the conversation's and the user's:
+    """Delete the user's tokens (``conversation`` None; the field ``n`` stays, so the hash is
+    not taken for one that expired), or the conversation's and the user's:
     a full Redis takes deletes where it refuses a new token, and a write that read a token is
     refused once it is gone (:data:`FORGOTTEN_LUA`). For one conversation the user's token goes
     too: a conversation that exists only in an outage buffer has no token of its own yet, and
@@ -154,7 +166,9 @@ async def clear_tokens(
     """
     try:
         if conversation is None:
-            await redis.delete(user.forgets)
+            fields = [f for f in await redis.hkeys(user.forgets) if f not in (b"n", "n")]
+            if fields:
+                await redis.hdel(user.forgets, *fields)
         else:
             await redis.hdel(user.forgets, FORGET_USER_FIELD, conversation.index_member)
     except RedisError as exc:

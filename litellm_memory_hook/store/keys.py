@@ -20,7 +20,8 @@ and every script or transaction stays inside one slot (DESIGN.md section 4, issu
                                       (``ns:<namespace>``): list, export and forget without KEYS
     mem:{t:u}:forgets          hash   forget tokens: ``u`` (the user) and ``c:<c>`` (one
                                       conversation) -> ``w:<random>`` (made by the first write)
-                                      or ``f:<ms>-<random>`` (set by a forget); a write read
+                                      or ``f:<ms>-<random>`` (set by a forget), and ``n``
+                                      (never deleted by a forget); a write read
                                       before a forget is refused (store/forgets.py). The one key
                                       a forget of the user leaves, for an hour past the outage
                                       buffer's age limit
