@@ -71,7 +71,7 @@ from litellm_memory_hook.store.keys import (
 )
 from litellm_memory_hook.store.memory_sets import MemoryItem, MemorySetStore
 from litellm_memory_hook.store.queue import ExtractionQueue
-from litellm_memory_hook.store.redis_store import MemoryStore
+from litellm_memory_hook.store.redis_store import MAX_SEQ, MemoryStore
 
 logger = logging.getLogger("litellm_memory_hook")
 
@@ -246,8 +246,8 @@ class ExportConversation(BaseModel):
     namespace: str = ""
     memory_set: str = Field(default="", description="The memory set it uses (its scope).")
     summary: str = ""
-    cursor: int = Field(default=0, ge=0, description="Extracted through this seq.")
-    seq: int = Field(default=0, ge=0, description="The last seq given out.")
+    cursor: int = Field(default=0, ge=0, le=MAX_SEQ, description="Extracted through this seq.")
+    seq: int = Field(default=0, ge=0, le=MAX_SEQ, description="The last seq given out.")
     created_ms: int | None = None
     updated_ms: int | None = None
     due_ms: int | None = Field(default=None, description="Due for extraction (epoch ms).")

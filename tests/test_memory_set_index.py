@@ -6,9 +6,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
-from litellm_memory_hook.memory_api import ExportDocument, MemoryAPI, resolve_target
+from litellm_memory_hook.memory_api import (
+    ExportDocument,
+    MemoryAPI,
+    MemoryInputError,
+    resolve_target,
+)
 from litellm_memory_hook.settings import MemorySettings, parse_alias_config
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
@@ -157,47 +163,46 @@ async def test_a_user_scope_read_keeps_a_conversation_scoped_pinned_set_in_the_i
     assert (await api.list(target)).pinned == []
 
 
-async def test_an_import_with_seqs_above_2_32_keeps_them_in_the_recall_index(
+async def test_an_import_with_seqs_over_the_index_limit_is_refused_whole(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
-    """An export document's turn ``seq`` is any positive integer (the schema sets no upper
-    bound): a document made from another chat store may well number its lines by epoch ms. The
-    turns are stored at those seqs, but the postings are packed as uint32 (``enc`` in Lua takes
-    each byte modulo 256), so the recall index lists seq mod 2**32: a line that does not exist,
-    and recall never finds the real one."""
+    """The recall index packs seqs as uint32: a document made from another chat store that
+    numbers its lines by epoch ms was stored at those seqs, and the index listed seq mod 2**32
+    (review: recall pointed at lines that do not exist). Such a document is refused, naming the
+    limit, before anything is written; a conversation ``seq`` over it fails validation."""
     base = 1_700_000_000_000  # epoch ms, > 2**32
-    document = ExportDocument.parse(
-        {
-            "format": "litellm-memory-export",
-            "version": 1,
-            "exported_ms": 1,
-            "key_prefix": "mem",
-            "tenant": "master",
-            "user": "u-A",
-            "conversations": [
-                {
-                    "id": "demo",
-                    "key": "demo",
-                    "alias": "demo",
-                    "namespace": "demo",
-                    "memory_set": "ns:demo",
-                    "meta": {"tenant": "master", "user": "u-A"},
-                    "seq": base + 1,
-                    "turns": [
-                        {"seq": base, "role": "user", "text": "My cat is Miso.", "ts": base},
-                        {"seq": base + 1, "role": "assistant", "text": "Cute!", "ts": base + 1},
-                    ],
-                }
-            ],
-        }
-    )
+    data: dict[str, Any] = {
+        "format": "litellm-memory-export",
+        "version": 1,
+        "exported_ms": 1,
+        "key_prefix": "mem",
+        "tenant": "master",
+        "user": "u-A",
+        "conversations": [
+            {
+                "id": "demo",
+                "key": "demo",
+                "alias": "demo",
+                "namespace": "demo",
+                "memory_set": "ns:demo",
+                "meta": {"tenant": "master", "user": "u-A"},
+                "seq": base + 1,
+                "turns": [
+                    {"seq": base, "role": "user", "text": "My cat is Miso.", "ts": base},
+                    {"seq": base + 1, "role": "assistant", "text": "Cute!", "ts": base + 1},
+                ],
+            }
+        ],
+    }
+    conversation = data["conversations"][0]
     settings = MemorySettings(key_prefix=prefix)
-    await MemoryAPI(any_redis, settings).import_export(document, tenant="master", user="u-A")
+    with pytest.raises(MemoryInputError, match="over 4294967295"):
+        await MemoryAPI(any_redis, settings).import_export(
+            ExportDocument.parse({**data, "conversations": [{**conversation, "seq": 2}]}),
+            tenant="master",
+            user="u-A",
+        )
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
-    store = MemoryStore(any_redis, ttl_s=3600)
-    assert [t.seq for t in await store.all_turns(keys)] == [base, base + 1]
-    _, postings = await store.load(
-        keys, keys.user_keys.memory_set("ns:demo"), tail=2, query_terms=["miso"]
-    )
-    assert postings.df["miso"] == 1
-    assert postings.seqs["miso"].tolist() == [base], postings.seqs["miso"].tolist()
+    assert await any_redis.exists(keys.meta, keys.turns) == 0
+    with pytest.raises(MemoryInputError, match="seq"):
+        ExportDocument.parse(data)

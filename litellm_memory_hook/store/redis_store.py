@@ -46,6 +46,9 @@ logger = logging.getLogger("litellm_memory_hook")
 #: top 4 on 90-99% of queries at 100,000 messages).
 POSTINGS_CAP = 1024
 
+#: the largest seq a conversation may hold: the recall index packs seqs as uint32.
+MAX_SEQ = 2**32 - 1
+
 #: most turns one script writes or deletes: a larger write (a client's long history seeding a new
 #: conversation, an import) or trim runs as several scripts (issue 9 item 7: no script holds
 #: Redis for more than a few ms).

@@ -35,7 +35,7 @@ from litellm_memory_hook.store.keys import (
     UserKeys,
     due_key,
 )
-from litellm_memory_hook.store.redis_store import MemoryStore
+from litellm_memory_hook.store.redis_store import MAX_SEQ, MemoryStore
 
 #: turns read per round trip, and appended per script call, when dumping and restoring.
 CHUNK_TURNS = 250
@@ -283,11 +283,14 @@ def stored_turn(data: dict[str, Any]) -> IndexedTurn:
     it was stored under.
 
     Raises:
-        ValueError: not a stored turn (no role, no positive seq).
+        ValueError: not a stored turn (no role, no positive seq, or a seq over
+            :data:`~litellm_memory_hook.store.redis_store.MAX_SEQ`).
     """
     seq = data.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
         raise ValueError(f"turn without a positive integer 'seq': {str(data)[:80]}")
+    if seq > MAX_SEQ:
+        raise ValueError(f"turn 'seq' {seq} is over {MAX_SEQ} (the recall index's limit)")
     rest = {k: v for k, v in data.items() if k != "seq"}
     if text_in_msg(rest.get("text"), rest.get("msg")):
         del rest["text"]  # stored once, as Turn.body_json stores it (an export carries it)
