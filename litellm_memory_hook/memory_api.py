@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -60,7 +60,12 @@ from litellm_memory_hook.extraction.parse import fact_hash
 from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store import transfer
-from litellm_memory_hook.store.forgets import clear_tokens, forget_token_ttl_s, mark_forgotten
+from litellm_memory_hook.store.forgets import (
+    clear_tokens,
+    forget_token_ttl_s,
+    mark_forgotten,
+    refuse_earlier_writes,
+)
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
     MemoryKeys,
@@ -683,6 +688,10 @@ class MemoryAPI:
                 prepared.append(transfer.prepare_turns(conversation.turns))
             except ValueError as exc:
                 raise MemoryInputError(f"conversation {conversation.id!r}: {exc}") from exc
+        if fresh and taken:
+            await self._refuse_earlier_writes(
+                keys, conversations, whole_user=not document.conversation
+            )
         for conversation_keys in conversations:
             await transfer.delete_conversation(self.redis, conversation_keys)
         restored = [
@@ -728,6 +737,17 @@ class MemoryAPI:
             memory_sets=len(restored),
             memories=sum(len(d.pinned) + len(d.memories) for _, d in restored),
         )
+
+    async def _refuse_earlier_writes(
+        self, keys: UserKeys, conversations: Sequence[ConversationKeys], *, whole_user: bool
+    ) -> None:
+        """Before a fresh import replaces data: writes read before it (a regenerate replacing
+        "its" seq, an extraction commit) do not land in what is imported, as after a forget of
+        the user (a whole export) or of the document's conversations."""
+        ttl_s = forget_token_ttl_s(self.settings.write_buffer_max_age_s)
+        scopes: list[ConversationKeys | None] = [None] if whole_user else list(conversations)
+        for scope in scopes:
+            await refuse_earlier_writes(self.redis, keys, scope, ttl_s=ttl_s)
 
     async def _has(self, *names: str) -> bool:
         return await transfer.has_data(self.redis, names)

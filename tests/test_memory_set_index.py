@@ -206,3 +206,35 @@ async def test_an_import_with_seqs_over_the_index_limit_is_refused_whole(
     assert await any_redis.exists(keys.meta, keys.turns) == 0
     with pytest.raises(MemoryInputError, match="seq"):
         ExportDocument.parse(data)
+
+
+async def test_a_write_read_before_a_fresh_import_of_an_export_is_refused(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A fresh import of a whole export through the API sets a forget token for the user first:
+    a regenerate that read the conversation before it does not replace the imported turn that
+    now holds the seq it read (the same as ``import --fresh`` of a file)."""
+    from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
+    from litellm_memory_hook.core.models import Turn
+
+    settings = MemorySettings(key_prefix=prefix)
+    api = MemoryAPI(any_redis, settings)
+    store = MemoryStore(any_redis, ttl_s=3600)
+    target = resolve_target(settings, _lookup, tenant="master", user="u-A", model="demo")
+    keys, memory = target.conversation, target.memory
+    question = Turn(role="user", text="Tell me about zebras?", ts_ms=1)
+    chain = indexed_chain([question, Turn(role="assistant", text="Stripes.", ts_ms=2)])
+    await store.append(keys, chain, call_id="r0", memory=memory)
+    document = await api.export(target, whole_user=True)
+    state, _ = await store.load(keys, memory, tail=10)  # a regenerate's read, before the import
+    await api.import_export(document, tenant="master", user="u-A", fresh=True)
+    result = await store.append(
+        keys,
+        indexed_chain([Turn(role="assistant", text="Black and white.", ts_ms=3)], question.text),
+        call_id="r1",
+        replace=[stored_terms(state.tail[1])],
+        memory=memory,
+        forget_token=state.forget_token,
+    )
+    assert result.forgotten
+    assert [t.text for t in await store.all_turns(keys)] == [question.text, "Stripes."]

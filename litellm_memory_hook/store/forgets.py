@@ -175,6 +175,21 @@ async def clear_tokens(
         raise StoreError(f"forget {user.hash_tag}: {exc}") from exc
 
 
+async def refuse_earlier_writes(
+    redis: aioredis.Redis, user: UserKeys, conversation: ConversationKeys | None, *, ttl_s: int
+) -> None:
+    """Before keys are deleted and written anew (``import --fresh``): writes whose read came
+    before are refused, as after a forget: a new token (:func:`mark_forgotten`), or on a full
+    Redis the tokens deleted (:func:`clear_tokens`). Without it, a regenerate read before a
+    fresh import replaces "its" old reply's seq, which an imported turn now holds.
+
+    Raises:
+        StoreError: Redis failed.
+    """
+    if not await mark_forgotten(redis, user, conversation, ttl_s=ttl_s):
+        await clear_tokens(redis, user, conversation)
+
+
 __all__ = [
     "FORGET_TOKEN_MARGIN_S",
     "FORGOTTEN_LUA",
@@ -182,5 +197,6 @@ __all__ = [
     "clear_tokens",
     "forget_token_ttl_s",
     "mark_forgotten",
+    "refuse_earlier_writes",
     "token_of",
 ]

@@ -24,6 +24,7 @@ from rich.text import Text
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.settings import MemorySettings, load_settings
+from litellm_memory_hook.store.forgets import forget_token_ttl_s
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
     conversation_scope,
@@ -354,7 +355,13 @@ def import_command(
             with progress_bar("lines", len(lines)) as update:
                 store = progress_store(redis, proxy_config.settings.retention_s, len(lines), update)
                 if fresh:
-                    await delete_conversation(store, who)
+                    await delete_conversation(
+                        store,
+                        who,
+                        token_ttl_s=forget_token_ttl_s(
+                            proxy_config.settings.write_buffer_max_age_s
+                        ),
+                    )
                 result = await import_lines(
                     store,
                     who,

@@ -12,12 +12,21 @@ from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.proxy.identity import Identity
+from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store.forgets import forget_token_ttl_s, refuse_earlier_writes
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
 from litellm_memory_hook.store.retention import trim_oldest
 from litellm_memory_hook.tools.datasets import History, HistoryLine, SkippedLine
 
 BATCH_TURNS = 250
+
+
+#: how long the forget token of a fresh import is kept (the default outage buffer's age limit
+#: plus the margin: :func:`~litellm_memory_hook.store.forgets.forget_token_ttl_s`).
+DEFAULT_TOKEN_TTL_S = forget_token_ttl_s(
+    MemorySettings.model_fields["write_buffer_max_age_s"].default
+)
 
 
 @dataclass(frozen=True)
@@ -58,12 +67,18 @@ def importable(history: History) -> tuple[list[HistoryLine], tuple[SkippedLine, 
     return lines, history.skipped + blank
 
 
-async def delete_conversation(store: MemoryStore, who: Identity) -> None:
-    """Remove every key of a conversation and its entry in the user index.
+async def delete_conversation(
+    store: MemoryStore, who: Identity, *, token_ttl_s: int = DEFAULT_TOKEN_TTL_S
+) -> None:
+    """Remove every key of a conversation and its entry in the user index (``import
+    --fresh``), after a forget token for it (:func:`~litellm_memory_hook.store.forgets.
+    refuse_earlier_writes`, kept ``token_ttl_s``): a request that read the conversation before
+    writes nothing into the imported one.
 
     Raises:
         StoreError: Redis failed.
     """
+    await refuse_earlier_writes(store.redis, who.keys.user_keys, who.keys, ttl_s=token_ttl_s)
     try:
         await store.redis.delete(*who.keys.all())
         await store.redis.srem(who.keys.user_keys.index, who.keys.index_member)
