@@ -635,3 +635,21 @@ def test_deleting_or_editing_an_exchange_keeps_the_store_equal_to_the_client(
     plan = plan_turn([*client, _user("new question")], state, now_ms=NOW)
     assert plan is not None
     assert _apply(state, plan) == [*kept, "new question"]
+
+
+def test_a_system_note_between_new_user_messages_keeps_the_stored_history() -> None:
+    """README: a request with no assistant message in it is a new turn, not a history: its
+    messages are stored after what the store holds. A client that sends only new messages with
+    a system note between two of them (a user message, the app's note, the next user message)
+    must still get the stored history, and both user messages must be stored."""
+    state = _state(("user", "My cat is called Miso."), ("assistant", "Nice name!"))
+    note = {"role": "system", "content": "Keep it short."}
+    plan = plan_turn(
+        [_user("I got a new job today."), note, _user("What is my cat called?")],
+        state,
+        now_ms=NOW,
+    )
+    assert plan is not None
+    shown = [m["content"] for m in plan.history]
+    assert shown[:2] == ["My cat is called Miso.", "Nice name!"]  # the stored conversation
+    assert [t.text for t in plan.pending] == ["I got a new job today.", "What is my cat called?"]
