@@ -653,3 +653,39 @@ def test_a_system_note_between_new_user_messages_keeps_the_stored_history() -> N
     shown = [m["content"] for m in plan.history]
     assert shown[:2] == ["My cat is called Miso.", "Nice name!"]  # the stored conversation
     assert [t.text for t in plan.pending] == ["I got a new job today.", "What is my cat called?"]
+
+
+def test_an_empty_tool_result_is_stored_and_later_requests_rewrite_nothing() -> None:
+    """An agent's tool result with empty content (a command that printed nothing) is half of
+    its tool group. It was never stored (an empty message is not worth storing), so the store
+    held the call without its result, and every later request of the whole-history client,
+    whose history shows the result, differed from the store there: each request replaced
+    every stored turn after it and stored them again (new seqs, recall index and extraction
+    churn, up to the whole stored tail read, on every request)."""
+    call = {"id": "call_A", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+    ask = _user("make a folder called x please")
+    call_msg = {"role": "assistant", "content": None, "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "call_A", "content": ""}
+    old = NOW - 600_000
+    state = ConversationState(
+        meta={"seq": "2"},
+        tail=[
+            Turn(role="user", text=ask["content"], ts_ms=old, seq=1),
+            Turn(role="assistant", text="", ts_ms=old, seq=2, tool_calls=(call,)),
+        ],
+    )
+    sent = plan_turn([ask, call_msg, result], state, now_ms=NOW)
+    assert sent is not None
+    # what the store holds after that request: its pending turns, then the model's answer
+    tail = [
+        *state.tail,
+        *(dc_replace(t, seq=3 + i, ts_ms=old) for i, t in enumerate(sent.pending)),
+        Turn(role="assistant", text="Done, x exists.", ts_ms=old, seq=3 + len(sent.pending)),
+    ]
+    after = ConversationState(meta={"seq": str(len(tail))}, tail=tail)
+    history = [ask, call_msg, result, _assistant("Done, x exists."), _user("thanks, list it")]
+    nxt = plan_turn(history, after, now_ms=NOW + 60_000)
+    assert nxt is not None
+    assert [t.seq for t in nxt.replace] == []  # nothing the client shows is rewritten
+    assert [t.text for t in nxt.pending] == ["thanks, list it"]
+    assert [t.role for t in sent.pending] == ["tool"]  # the result is stored with its call
