@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core.indexing import indexed
+from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn, plan_with_buffered
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
@@ -689,3 +690,26 @@ def test_an_empty_tool_result_is_stored_and_later_requests_rewrite_nothing() -> 
     assert [t.seq for t in nxt.replace] == []  # nothing the client shows is rewritten
     assert [t.text for t in nxt.pending] == ["thanks, list it"]
     assert [t.role for t in sent.pending] == ["tool"]  # the result is stored with its call
+
+
+def test_the_same_words_from_another_speaker_are_not_a_regenerate() -> None:
+    """A group chat behind a new-message-only client (a chat or mesh bot: every user message
+    carries its speaker's ``name``): Bob saying what Alice said a minute ago is a new message,
+    not a regenerate. Taken for one, Alice's reply was replaced by the answer to Bob, Alice's
+    message left the window and Bob's was never stored."""
+    alice = {"role": "user", "name": "Alice", "content": "Good morning everyone!"}
+    said = message_to_turn(alice, ts_ms=NOW - 60_000)
+    assert said is not None
+    state = ConversationState(
+        meta={"seq": "2"},
+        tail=[
+            dc_replace(said, seq=1),
+            Turn(role="assistant", text="Morning, Alice!", ts_ms=NOW - 59_000, seq=2),
+        ],
+    )
+    bob = {"role": "user", "name": "Bob", "content": "Good morning everyone!"}
+    plan = plan_turn([bob], state, now_ms=NOW)
+    assert plan is not None
+    assert not plan.regenerate and plan.replace == ()
+    assert [(t.name, t.text) for t in plan.pending] == [("Bob", "Good morning everyone!")]
+    assert [m["content"] for m in plan.history] == ["Good morning everyone!", "Morning, Alice!"]
