@@ -739,3 +739,33 @@ async def test_a_write_retried_after_its_schedule_failed_still_schedules(
     assert calls == [False, True] and hook.counters["duplicate_writes_skipped"] == 1
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
     assert await any_redis.zscore(due_key(prefix), keys.ref) is not None
+
+
+async def test_replayed_messages_never_pass_anthropics_four_cache_breakpoints(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A client that sends only its new message, marked for Anthropic's prompt cache
+    (``cache_control`` on its text part), sends one breakpoint per request, which Anthropic
+    accepts. The stored messages are replayed with every field, their old breakpoints too:
+    from the fifth request on the rebuilt request holds more than the 4 blocks with
+    ``cache_control`` Anthropic (and Bedrock Claude) allow, and every request is a 400."""
+    hook = make_hook(fake_redis, prefix)
+    said = [
+        "My cat is called Miso.",
+        "I moved to Pune last month.",
+        "My sister's name is Seema.",
+        "I work night shifts as a nurse.",
+        "What do you remember about me?",
+    ]
+    for i, text in enumerate(said):
+        data = chat_request(call_id=f"cc{i}")
+        data["messages"] = [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}],
+            }
+        ]
+        out = await _chat(hook, data, "Noted.")
+        marks = json.dumps(out["messages"]).count('"cache_control"')
+        assert marks <= 4, f"request {i + 1} holds {marks} cache_control blocks"
+    assert hook.counters["rebuilt"] == len(said)
