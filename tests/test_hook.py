@@ -769,3 +769,23 @@ async def test_replayed_messages_never_pass_anthropics_four_cache_breakpoints(
         marks = json.dumps(out["messages"]).count('"cache_control"')
         assert marks <= 4, f"request {i + 1} holds {marks} cache_control blocks"
     assert hook.counters["rebuilt"] == len(said)
+
+
+async def test_a_lone_surrogate_in_the_new_message_is_not_a_precall_error(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A JavaScript client that cuts a string inside an emoji sends a lone surrogate
+    (``JSON.stringify`` writes it as ``"\\ud83d"``; the proxy decodes it to one). The rebuild
+    succeeds, then signing the write record fails (orjson refuses the surrogate, the json
+    fallback cannot encode it): a pre-call error after ``data["messages"]`` was replaced, so
+    the model gets the memory but the turn is silently never stored. Either the request goes
+    as sent, or it is rebuilt and its record written."""
+    hook = make_hook(fake_redis, prefix)
+    text = json.loads('"I loved the beach trip \\ud83d"')
+    data = chat_request(text)
+    original = json.loads(json.dumps(data["messages"]))
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None
+    assert hook.counters["precall_errors"] == 0
+    rebuilt = out["messages"] != with_rules(original, "You are Mira.")
+    assert not rebuilt or METADATA_KEY in out["metadata"]
