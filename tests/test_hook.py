@@ -789,3 +789,45 @@ async def test_a_lone_surrogate_in_the_new_message_is_not_a_precall_error(
     assert hook.counters["precall_errors"] == 0
     rebuilt = out["messages"] != with_rules(original, "You are Mira.")
     assert not rebuilt or METADATA_KEY in out["metadata"]
+
+
+async def test_a_large_tool_call_reply_keeps_its_calls_for_the_results_sent_alone(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A tool-call reply whose stored form passes 64,000 characters as JSON (a long answer, its
+    reasoning and a file written by the call: each field within its own bound) was stored as
+    role, text and name only: its ``tool_calls`` were dropped from the replayed message. The
+    agent, sending only the result, then had no call put before it: the result went as an
+    orphan ``tool`` message (a 400 from OpenAI and Anthropic alike)."""
+    from litellm.types.utils import ModelResponse
+
+    hook = make_hook(fake_redis, prefix)
+    reply = {
+        "role": "assistant",
+        "content": "Here is the module, with notes. " + "n" * 31_000,
+        "reasoning_content": "r" * 6000,
+        "tool_calls": [
+            {
+                "id": "call_W",
+                "type": "function",
+                "function": {
+                    "name": "write_file",
+                    "arguments": json.dumps({"path": "a.py", "text": "x" * 40_000}),
+                },
+            }
+        ],
+    }
+    first = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("Write the module a.py for me, please."), "acompletion"
+    )
+    response = ModelResponse(
+        id="r1", choices=[{"index": 0, "message": reply, "finish_reason": "tool_calls"}]
+    )
+    await hook.async_post_call_success_hook(first, Auth(), response)
+    data = chat_request(call_id="call-2")
+    data["messages"] = [{"role": "tool", "tool_call_id": "call_W", "content": "written"}]
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None
+    body = out["messages"][1:]
+    assert [m["role"] for m in body[-2:]] == ["assistant", "tool"]
+    assert [c["id"] for c in body[-2]["tool_calls"]] == ["call_W"]
