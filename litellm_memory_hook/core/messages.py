@@ -223,7 +223,9 @@ def split_request(messages: Sequence[dict[str, Any]]) -> SplitRequest:
     whose nearest earlier message other than system / developer ones is a user message is a
     prefill (roleplay frontends end every request with one, some with their instructions
     between the user message and it); system / developer messages after the conversation, before
-    or after a prefill, stay where they are, in the new turn.
+    or after a prefill, stay where they are, in the new turn. With no assistant message (but a
+    prefill) there is no earlier history: every message after the lead is new (a user message,
+    the app's note, the next user message).
     """
     lead_end = 0
     while lead_end < len(messages) and is_system(messages[lead_end]):
@@ -247,6 +249,8 @@ def split_request(messages: Sequence[dict[str, Any]]) -> SplitRequest:
         and rest[cut - 1].get("tool_calls")
     ):
         cut -= 1
+    if not any(m.get("role") == "assistant" for m in rest[:end]):
+        cut = 0  # no assistant message at all: all of it is new (a note between messages)
     new = rest[cut:]
     prefill = None if prefill_at is None else prefill_at - cut
     return SplitRequest(tuple(messages[:lead_end]), tuple(rest[:cut]), tuple(new), prefill)
