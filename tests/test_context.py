@@ -713,3 +713,31 @@ def test_the_same_words_from_another_speaker_are_not_a_regenerate() -> None:
     assert not plan.regenerate and plan.replace == ()
     assert [(t.name, t.text) for t in plan.pending] == [("Bob", "Good morning everyone!")]
     assert [m["content"] for m in plan.history] == ["Good morning everyone!", "Morning, Alice!"]
+
+
+def test_a_blank_reply_the_client_keeps_rewrites_nothing() -> None:
+    """A blank assistant reply (a model that answered nothing) is never stored, but a
+    whole-history client keeps it in its history: aligned on it, the client and the store
+    parted there and every later request replaced and stored again the turns after it."""
+    state = _state(
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "second question"),
+        ("user", "are you there?"),
+        ("assistant", "yes, sorry"),
+        ts=NOW - 600_000,
+    )
+    history = [
+        _user("first question"),
+        _assistant("first answer"),
+        _user("second question"),
+        _assistant(""),
+        _user("are you there?"),
+        _assistant("yes, sorry"),
+        _user("ok, third question"),
+    ]
+    plan = plan_turn(history, state, now_ms=NOW)
+    assert plan is not None
+    assert plan.replace == ()
+    assert [t.text for t in plan.pending] == ["ok, third question"]
+    assert [m["content"] for m in plan.history] == [m["content"] for m in history[:-1]]

@@ -362,14 +362,29 @@ def _storable_content(content: Any, max_chars: int) -> Any:
     return parts
 
 
+def is_stored(message: dict[str, Any]) -> bool:
+    """Whether :func:`message_to_turn` stores the message (a conversation message that is not
+    blank, or a tool call or result); a blank reply a client keeps in its history is not."""
+    role = message.get("role")
+    if role not in _CONVERSATION_ROLES:
+        return False
+    if role == "tool" or not is_blank(content_text(message.get("content"))):
+        return True
+    return role == "assistant" and any(
+        isinstance(c, dict) and c.get("id") for c in message.get("tool_calls") or ()
+    )
+
+
 def message_to_turn(
     message: dict[str, Any], *, ts_ms: int, call_id: str = "", max_chars: int = 32_000
 ) -> Turn | None:
     """The turn stored for a client or model message; ``None`` when nothing is worth storing.
 
     Empty or invisible text (``""``, ``"   "``, ``"\\u200b"``) is never stored, unless the
-    message carries ``tool_calls`` (case C26). Text longer than ``max_chars`` keeps its end. The
-    message itself, every field kept, goes into :attr:`Turn.msg` (:func:`storable_message`).
+    message carries ``tool_calls`` or is a tool result (case C26: a command that printed nothing
+    is half of its tool group; it is replayed as the client sent it). Text longer than
+    ``max_chars`` keeps its end. The message itself, every field kept, goes into
+    :attr:`Turn.msg` (:func:`storable_message`).
     """
     role = message.get("role")
     if role not in _CONVERSATION_ROLES:
@@ -381,7 +396,7 @@ def message_to_turn(
     if role != "assistant":
         tool_calls = ()
     if is_blank(text):
-        if not tool_calls:
+        if not tool_calls and role != "tool":
             return None
         text = ""
     name = message.get("name")

@@ -31,6 +31,7 @@ from litellm_memory_hook.core.messages import (
     clean_messages,
     content_text,
     is_blank,
+    is_stored,
     keep_head,
     keep_tail,
     messages_to_turns,
@@ -243,7 +244,9 @@ def plan_turn(
     split = split_request(messages)
     new_convo = split.new_conversation
     new = tuple(split.new)
-    client_history = [m for m in split.earlier if m.get("role") in ("user", "assistant", "tool")]
+    # what the store can hold of the client's history: a blank reply it keeps is never stored,
+    # so aligning on it would part the two there and rewrite the store on every request
+    client_history = [m for m in split.earlier if is_stored(m)]
     call = None if client_history else _answered_call(new_convo, state.tail)
     if call is not None:  # tool results sent alone: the stored call they answer goes first
         new_convo, new = (call, *new_convo), (call, *new)
