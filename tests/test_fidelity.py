@@ -56,8 +56,9 @@ def test_ordinary_messages_are_not_side_requests(text: str) -> None:
 
 
 def test_storable_message_keeps_fields_and_bounds_sizes() -> None:
-    """Every field is kept; base64 media becomes a placeholder part; a URL image stays; long
-    names and fields are cut; the argument is not changed (C25, issue 9 item 5)."""
+    """Every field is kept but the client's per-request cache_control marks; base64 media
+    becomes a placeholder part; a URL image stays; long names and fields are cut; the argument
+    is not changed (C25, issue 9 item 5)."""
     message: dict[str, Any] = {
         "role": "user",
         "name": "n" * 100_000,
@@ -73,7 +74,7 @@ def test_storable_message_keeps_fields_and_bounds_sizes() -> None:
     stored = storable_message(message)
     assert json.dumps(message) == before
     assert len(stored["name"]) <= 128
-    assert stored["content"][0] == message["content"][0]
+    assert stored["content"][0] == {"type": "text", "text": "look"}
     assert stored["content"][1] == {"type": "text", "text": "[image]"}
     assert stored["content"][2] == message["content"][2]
     assert stored["content"][3] == {"type": "text", "text": "[audio]"}

@@ -263,6 +263,11 @@ def _before_systems(messages: Sequence[dict[str, Any]], end: int) -> int:
     return end
 
 
+#: fields a client places for one request only, never stored with a message or its parts:
+#: Anthropic takes at most 4 ``cache_control`` breakpoints, and a client marking each new message
+#: would pass that once its stored messages were replayed with their old marks.
+PER_REQUEST_KEYS: frozenset[str] = frozenset({"cache_control"})
+
 #: longest string kept in any field of a stored message other than its text (characters).
 MAX_FIELD_CHARS = 8000
 #: longest stored message as JSON (characters); a larger one keeps only role, text and name.
@@ -312,14 +317,18 @@ def storable_message(message: dict[str, Any], *, max_chars: int = 32_000) -> dic
     inline (a ``data:`` URL, base64 ``data``) becomes a text placeholder such as
     ``{"type": "text", "text": "[image]"}`` (case C25: base64 is never stored), a media part by
     URL is kept; ``name`` is cut to ``MAX_NAME_CHARS``; every other string (tool arguments,
-    reasoning, unknown keys) to ``MAX_FIELD_CHARS``; when the whole message is still longer
-    than ``MAX_STORED_MESSAGE_CHARS`` as JSON, only ``role``, the text and ``name`` are kept.
+    reasoning, unknown keys) to ``MAX_FIELD_CHARS``; :data:`PER_REQUEST_KEYS` are left out
+    (of the message and of its parts); when the whole message is still longer than
+    ``MAX_STORED_MESSAGE_CHARS`` as JSON, only ``role``, the end of the text, ``name``,
+    ``tool_calls`` and ``tool_call_id`` are kept.
 
     Returns:
         A new JSON-ready dict (the argument is not changed).
     """
     stored: dict[str, Any] = {}
     for key, value in message.items():
+        if key in PER_REQUEST_KEYS:
+            continue
         if key == "content":
             stored[key] = _storable_content(value, max_chars)
         elif key == "name":
@@ -332,12 +341,14 @@ def storable_message(message: dict[str, Any], *, max_chars: int = 32_000) -> dic
             stored[str(key)[:128]] = _bounded(value, MAX_FIELD_CHARS)
     size = len(json.dumps(stored, ensure_ascii=False, default=str))
     if size > MAX_STORED_MESSAGE_CHARS:
+        # what a tool group needs stays: the calls and the id a result answers
         small: dict[str, Any] = {
             "role": message.get("role"),
             "content": keep_tail(content_text(message.get("content")), max_chars // 4) or None,
         }
-        if isinstance(message.get("name"), str):
-            small["name"] = message["name"][:MAX_NAME_CHARS]
+        for key in ("name", "tool_calls", "tool_call_id"):
+            if key in stored:
+                small[key] = stored[key]
         return small
     return stored
 
@@ -349,6 +360,8 @@ def _storable_content(content: Any, max_chars: int) -> Any:
         return _bounded(content, MAX_FIELD_CHARS)
     parts: list[Any] = []
     for part in content:
+        if isinstance(part, dict) and PER_REQUEST_KEYS.intersection(part):
+            part = {k: v for k, v in part.items() if k not in PER_REQUEST_KEYS}
         if not isinstance(part, dict):
             parts.append(_bounded(part, MAX_FIELD_CHARS))
         elif part.get("type") in TEXT_PART_TYPES and isinstance(part.get("text"), str):
