@@ -624,8 +624,9 @@ def _repeated_turn(
 ) -> tuple[int, list[Turn]] | None:
     """A regenerate or a retry: (index in ``tail`` of the repeated user turn, turns to replace).
 
-    ``None`` when the new message is not the last stored user message again (same text and, for
-    a list of parts, the same parts: two different photos are two messages). With no complete
+    ``None`` when the new message is not the last stored user message again (same text, same
+    ``name``, and, for a list of parts, the same parts: two different photos are two messages,
+    and Bob saying what Alice said is Bob's message). With no complete
     reply after that user turn (a stream the client cut, a failed call) it is a retry: the
     partial reply, if any, is replaced and the user turn is not stored twice. With a complete
     reply it is a regenerate when the request says so (``metadata.memory_regenerate``), or when
@@ -640,8 +641,8 @@ def _repeated_turn(
     if last_user is None:
         return None
     stored = tail[last_user]
-    if (stored.text, stored.fp) != (repeated.text, repeated.fp):
-        return None
+    if (stored.text, stored.fp, stored.name) != (repeated.text, repeated.fp, repeated.name):
+        return None  # other words, other parts, or another speaker (a group chat)
     reply = list(tail[last_user + 1 :])
     complete = [t for t in reply if not t.partial]
     if not complete or explicit:
