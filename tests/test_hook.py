@@ -778,8 +778,8 @@ async def test_a_lone_surrogate_in_the_new_message_is_not_a_precall_error(
     (``JSON.stringify`` writes it as ``"\\ud83d"``; the proxy decodes it to one). The rebuild
     succeeds, then signing the write record fails (orjson refuses the surrogate, the json
     fallback cannot encode it): a pre-call error after ``data["messages"]`` was replaced, so
-    the model gets the memory but the turn is silently never stored. Either the request goes
-    as sent, or it is rebuilt and its record written."""
+    the model got the memory but the turn was silently never stored. The request goes as sent
+    (with the alias's rules), and is counted."""
     hook = make_hook(fake_redis, prefix)
     text = json.loads('"I loved the beach trip \\ud83d"')
     data = chat_request(text)
@@ -787,8 +787,9 @@ async def test_a_lone_surrogate_in_the_new_message_is_not_a_precall_error(
     out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
     assert out is not None
     assert hook.counters["precall_errors"] == 0
-    rebuilt = out["messages"] != with_rules(original, "You are Mira.")
-    assert not rebuilt or METADATA_KEY in out["metadata"]
+    assert out["messages"] == with_rules(original, "You are Mira.")  # as sent, with the rules
+    assert METADATA_KEY not in out.get("metadata", {})
+    assert hook.counters["surrogate_passthrough"] == 1
 
 
 async def test_a_large_tool_call_reply_keeps_its_calls_for_the_results_sent_alone(

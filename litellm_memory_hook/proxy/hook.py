@@ -59,7 +59,7 @@ from redis.exceptions import ResponseError
 from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
-from litellm_memory_hook.core.messages import is_valid_request, message_to_turn
+from litellm_memory_hook.core.messages import is_valid_request, lone_surrogate, message_to_turn
 from litellm_memory_hook.core.models import ConversationState, Turn, copy_json
 from litellm_memory_hook.core.plan import plan_with_buffered
 from litellm_memory_hook.core.side_requests import side_request_pattern
@@ -503,6 +503,13 @@ class MemoryHook(CustomLogger):
         rules = alias.system_prompt.strip()
         if mode == "off":
             self.counters["mode_off"] += 1
+            data["messages"] = with_rules(data.get("messages"), rules)
+            return
+        if lone_surrogate(data.get("messages")) is not None:
+            # a JavaScript client cut a string inside an emoji: no UTF-8 text, so nothing of it
+            # could be stored; the request goes as sent, with the alias's rules
+            self.counters["surrogate_passthrough"] += 1
+            logger.info("memory hook: a message holds a lone surrogate; no memory, not stored")
             data["messages"] = with_rules(data.get("messages"), rules)
             return
         side = side_request_pattern(data.get("messages"), settings.side_patterns)

@@ -18,7 +18,8 @@ global one, so LiteLLM's own Prometheus integration and a second hook in tests s
   ``memory`` (rebuilt from memory), ``no_user``, ``mode_off``, ``no_new_turn``,
   ``rejected_no_user``, ``rejected_controls``, ``extraction_call``, ``side_request`` (a title or
   tag request of the app, passed through), ``invalid`` (messages the hook cannot rebuild,
-  passed through), ``fail_open_error``, ``fail_open_config``, ``fail_open_breaker``;
+  passed through), ``invalid_text`` (a lone surrogate: no UTF-8 text, passed through with the
+  alias's rules), ``fail_open_error``, ``fail_open_config``, ``fail_open_breaker``;
 * ``litellm_memory_fail_open_total{reason}`` (counter): requests passed through unchanged because
   memory failed: ``error``, ``config``, ``breaker`` (Redis failed a moment ago);
 * ``litellm_memory_redis_errors_total{source}`` (counter): Redis failures seen by the ``hook``
@@ -91,6 +92,7 @@ REQUEST_OUTCOMES: Mapping[str, str] = {
     "extraction_calls_passed": "extraction_call",
     "side_requests": "side_request",
     "invalid_passthrough": "invalid",
+    "surrogate_passthrough": "invalid_text",
     "rejected_controls": "rejected_controls",
     "precall_errors": "fail_open_error",
     "config_errors": "fail_open_config",
