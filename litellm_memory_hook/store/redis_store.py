@@ -493,23 +493,32 @@ return out
 #: 200-character turns: 0.48 ms of Redis time for a scan of 500 that finds nothing, 1.4 ms at
 #: 1,000 (``SLOWLOG``); it runs only for a tool step whose stored tail holds no user message.
 QUESTION_SCAN_TURNS = 500
+#: most bytes of turns :data:`LAST_QUESTION` looks at: an agent's tool turns are up to ~64 KB
+#: each as stored, and the script's time grows with the bytes it copies (about 2-3 ms a MB
+#: here): the question of a task whose steps are that large is found ~15 large steps back.
+QUESTION_SCAN_BYTES = 1_000_000
 
 LAST_QUESTION = """
 -- The newest user turn stored before a seq: the question an agent's tool steps work on, when it
 -- is older than the tail a request reads. Read-only; pages of 64 members, newest first.
 -- KEYS[1] turns zset (member '{"seq":<n>,"role":"<role>",...}', score = seq)
 -- ARGV[1] only turns with a lower seq are looked at
--- ARGV[2] most turns looked at
--- Returns the member, or false when none is found within ARGV[2] turns.
-local top, left = '(' .. ARGV[1], tonumber(ARGV[2])
-while left > 0 do
-  local page = redis.call('ZREVRANGEBYSCORE', KEYS[1], top, '-inf', 'LIMIT', 0, math.min(64, left))
+-- ARGV[2] most turns looked at, ARGV[3] most bytes of turns looked at (an agent's tool turns
+-- are tens of KB each: copying them is what the script's time grows with)
+-- Returns the member, or false when none is found within ARGV[2] turns and ARGV[3] bytes.
+local top, left, bytes = '(' .. ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local page_size = 16
+while left > 0 and bytes > 0 do
+  local page = redis.call(
+    'ZREVRANGEBYSCORE', KEYS[1], top, '-inf', 'LIMIT', 0, math.min(page_size, left))
   if #page == 0 then return false end
   for _, member in ipairs(page) do
     if string.find(member, '^{"seq":%d+,"role":"user"') then return member end
+    bytes = bytes - #member
   end
   left = left - #page
   top = '(' .. string.match(page[#page], '^{"seq":(%d+)')
+  page_size = 64
 end
 return false
 """
@@ -951,14 +960,15 @@ class MemoryStore:
 
     async def last_question(self, keys: ConversationKeys, before_seq: int) -> Turn | None:
         """The newest stored user turn with a seq below ``before_seq`` (``LAST_QUESTION``,
-        at most ``QUESTION_SCAN_TURNS`` turns looked at); ``None`` when there is none.
+        at most ``QUESTION_SCAN_TURNS`` turns and ``QUESTION_SCAN_BYTES`` looked at); ``None``
+        when there is none within them.
 
         Raises:
             StoreError: Redis failed.
         """
         try:
             member = await self._last_question(
-                keys=[keys.turns], args=[before_seq, QUESTION_SCAN_TURNS]
+                keys=[keys.turns], args=[before_seq, QUESTION_SCAN_TURNS, QUESTION_SCAN_BYTES]
             )
         except RedisError as exc:
             raise StoreError(f"read the last question of {keys.ref}: {exc}") from exc
