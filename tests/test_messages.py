@@ -129,3 +129,17 @@ def test_a_user_part_the_proxy_rejects_makes_the_request_invalid() -> None:
     assert not is_valid_request(
         [{"role": "user", "content": "hi"}, {"role": "user", "content": [foreign]}], types
     )
+
+
+def test_reasoning_counts_in_the_window_budget() -> None:
+    """The reasoning a replayed message carries goes to the model with it, so it counts in the
+    window's characters (review: up to 8,000 characters a message were left out, and the
+    window could be many times recent_chars)."""
+    from litellm_memory_hook.core.messages import message_chars
+
+    plain = {"role": "assistant", "content": "Done."}
+    assert message_chars(plain) == 5
+    thought = {**plain, "reasoning_content": "r" * 8000}
+    assert message_chars(thought) == 8005
+    blocks = {**plain, "thinking_blocks": [{"type": "thinking", "thinking": "t" * 300}, "x"]}
+    assert message_chars(blocks) == 305

@@ -158,12 +158,20 @@ def clean_messages(raw: object) -> list[dict[str, Any]]:
 
 
 def message_chars(message: dict[str, Any]) -> int:
-    """Characters a message costs in the window: its text plus its tool-call arguments."""
+    """Characters a message costs in the window: its text, its tool-call names and arguments,
+    and the reasoning it carries (``reasoning_content``, the text of ``thinking_blocks``),
+    which goes to the model with it."""
     total = len(content_text(message.get("content")))
     for call in message.get("tool_calls") or ():
         if isinstance(call, dict):
             function = call.get("function") or {}
             total += len(str(function.get("name", ""))) + len(str(function.get("arguments", "")))
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str):
+        total += len(reasoning)
+    for block in message.get("thinking_blocks") or ():
+        if isinstance(block, dict) and isinstance(block.get("thinking"), str):
+            total += len(block["thinking"])
     return total
 
 
