@@ -245,3 +245,37 @@ async def test_the_lease_outlasts_the_longest_job(any_redis: aioredis.Redis, pre
     assert (await job).status == "committed"
     assert due is not None and due >= time.time() * 1000 + 140_000
     assert ttl_ms > 140_000
+
+
+async def test_a_job_past_a_long_tool_loop_reads_the_messages_after_it(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A job reads at most MAX_TURNS_PER_JOB turns after the cursor. When they are all an
+    agent's tool steps (nothing a person said), the job moves the cursor past them without a
+    model call, but it says nothing of the turns beyond them (``more``): its end takes the
+    conversation out of the due set, and the user's message after the loop waits for the next
+    message or the sweep, where a job that read lines runs again at once."""
+    from litellm_memory_hook.extraction.worker import MAX_TURNS_PER_JOB
+
+    hook = make_hook(any_redis, prefix)
+    await _talk(hook, 1, memory_flush=True)
+    await _worker(any_redis, prefix, ScriptedModel([_reply(["Has a garden."])])).run_due()
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    steps: list[Turn] = []
+    for i in range(MAX_TURNS_PER_JOB // 2):
+        call = {"id": f"t{i}", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        steps.append(Turn(role="assistant", text="", ts_ms=5000 + 2 * i, tool_calls=(call,)))
+        steps.append(Turn(role="tool", text="a.txt", ts_ms=5001 + 2 * i, tool_call_id=f"t{i}"))
+    steps.append(Turn(role="user", text="I moved to Berlin last week.", ts_ms=9000))
+    steps.append(Turn(role="assistant", text="How is Berlin?", ts_ms=9001))
+    store = MemoryStore(any_redis, ttl_s=3600)
+    assert (await store.append(keys, indexed_chain(steps), call_id="agent-loop")).written
+    await any_redis.zadd(due_key(prefix), {keys.ref: 0})  # due by quiet
+
+    model = ScriptedModel([_reply(["Has a garden.", "Lives in Berlin."])])
+    worker = _worker(any_redis, prefix, model)
+    statuses = []
+    for _ in range(3):
+        statuses += [o.status for o in await worker.run_due()]
+    assert len(model.calls) == 1, statuses
+    assert await _memories(any_redis, prefix) == ["Has a garden.", "Lives in Berlin."]
