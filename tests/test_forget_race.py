@@ -425,3 +425,27 @@ async def test_a_write_read_after_a_forget_is_stored_when_the_forget_token_expir
     )
     assert not result.forgotten
     assert await _texts(any_redis, keys) == ["said after the forget"]
+
+
+async def test_a_forget_on_a_full_redis_refuses_a_write_read_before_it_in_a_hash_without_n(
+    any_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forgets hash written by the previous version has no field ``n`` (only a write or a
+    forget since the upgrade adds it). A whole-user forget on a full Redis cannot set its token
+    and deletes the tokens instead (clear_tokens, now HDEL of every field but ``n``): the hash
+    is left empty, so Redis deletes it, and FORGOTTEN_LUA takes the missing hash for an expiry.
+    A request that read the user before the forget then stores its turn after it, where the
+    previous version refused it."""
+    hook = make_hook(any_redis, prefix)
+    await _post(hook, await _pre(hook, "My PIN is 4512.", "c0"), "Noted.")
+    user = _target(hook).conversation.user_keys
+    await any_redis.hdel(user.forgets, "n")  # as the previous version left it
+    running = await _pre(hook, "And my password is hunter2.", "c1")
+
+    async def full(*args: Any, **kwargs: Any) -> bool:
+        return False  # a full Redis (maxmemory, noeviction) refuses the new token
+
+    monkeypatch.setattr("litellm_memory_hook.memory_api.mark_forgotten", full)
+    await MemoryAPI(any_redis, hook.settings).forget(_target(hook), whole_user=True)
+    await _post(hook, running, "I will remember that.")
+    assert await _texts(any_redis, _target(hook).conversation) == []
