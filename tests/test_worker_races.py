@@ -279,3 +279,35 @@ async def test_a_job_past_a_long_tool_loop_reads_the_messages_after_it(
         statuses += [o.status for o in await worker.run_due()]
     assert len(model.calls) == 1, statuses
     assert await _memories(any_redis, prefix) == ["Has a garden.", "Lives in Berlin."]
+
+
+async def test_one_alias_with_a_bad_memory_block_does_not_stop_the_sweep(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """The sweep now looks up each conversation's alias (to leave aliases without extraction
+    alone). The proxy's lookup (MemoryHook.alias_config) and the CLI worker's raise ConfigError
+    for an alias whose ``model_info.memory`` block became invalid (a typo in an edit of the
+    config): the sweep then raises at that alias's first conversation, and no conversation of
+    any other alias is scheduled again, at every sweep. Before, each such job failed on its
+    own."""
+    hook = make_hook(real_redis, prefix)
+    await _talk(hook, 1)  # alias demo, user u-A
+    data = chat_request("I grow tomatoes.", model="tiny", user="u-B", call_id="t1")
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None
+    await hook.async_post_call_success_hook(out, Auth(), model_response("Nice."))
+    await real_redis.delete(due_key(prefix))  # the schedules were lost (an outage)
+
+    def lookup(name: str) -> Any:
+        broken = {"memory": {"enabled": True, "recent_chars": 5}}  # invalid now
+        return parse_alias_config(broken if name == "tiny" else ALIASES.get(name))
+
+    worker = ExtractionWorker(
+        real_redis,
+        MemorySettings(key_prefix=prefix, extraction_sweep_s=60),
+        ScriptedModel(),
+        alias_lookup=lookup,
+    )
+    assert await worker.sweep() >= 1
+    demo = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    assert await real_redis.zscore(due_key(prefix), demo.ref) is not None
