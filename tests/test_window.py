@@ -333,3 +333,16 @@ def test_over_long_input_text_part_is_cut_without_an_empty_part() -> None:
     assert len(text_parts) == 1 and text_parts[0]["text"].endswith("the question?")
     assert all(p.get("text", "x") for p in message["content"])
     assert message["content"][-1]["type"] == "image_url"
+
+
+def test_a_last_reply_over_the_budget_by_its_reasoning_keeps_the_window_in_budget() -> None:
+    """The budget now counts a message's reasoning, so a last reply that carries 8,000
+    characters of ``reasoning_content`` is over a 1,000-character budget and takes the path of
+    a reply "over the budget that keeps its end": but only its text is cut, its reasoning goes
+    whole, and the window is still many times the budget (what the change meant to end)."""
+    history = [
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "Four.", "reasoning_content": "r" * 8000},
+    ]
+    window = build_window(history, NEW, max_chars=1000, max_messages=40)
+    assert sum(message_chars(m) for m in window) <= 1000, [message_chars(m) for m in window]
