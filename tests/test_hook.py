@@ -832,3 +832,19 @@ async def test_a_large_tool_call_reply_keeps_its_calls_for_the_results_sent_alon
     body = out["messages"][1:]
     assert [m["role"] for m in body[-2:]] == ["assistant", "tool"]
     assert [c["id"] for c in body[-2]["tool_calls"]] == ["call_W"]
+
+
+async def test_a_required_alias_answers_400_without_user_also_for_a_lone_surrogate(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """The lone-surrogate pass-through runs before the user id is looked at: a request to an
+    alias flagged ``required`` that sends no user id, and whose message holds a lone surrogate,
+    now goes to the model without memory instead of the 400 the alias promises (README: such
+    requests get HTTP 400 instead of a pass-through). It did get the 400 before."""
+    hook = make_hook(fake_redis, prefix)
+    text = json.loads('"I loved the beach trip \\ud83d"')
+    with pytest.raises(HTTPException) as info:
+        await hook.async_pre_call_hook(
+            Auth(), None, chat_request(text, model="strict", user=""), "acompletion"
+        )
+    assert info.value.status_code == 400
