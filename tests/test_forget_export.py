@@ -857,3 +857,19 @@ def test_a_turn_body_is_bounded_without_being_cut() -> None:
     bounded = bound_turn(big.turn, TurnLimits())
     stored = json.loads('{"seq":5,' + bounded.body_json())
     assert len(stored["text"]) == TurnLimits().text_chars and stored["msg"]["role"] == "user"
+
+
+def test_cli_forget_of_a_whole_user_needs_no_alias(cli_env: Path, key_prefix: str) -> None:
+    """README (Forget and export, for HTTP and the CLI alike): a whole user is forgotten
+    "whatever the alias (`model` is needed only with a conversation, so a user is forgotten
+    after their alias left the config)". The HTTP route got that; ``litellm-memory forget``
+    still resolves ``--model`` (default ``demo``) as a memory-enabled alias of the config, so
+    once that alias is gone, forgetting the user fails."""
+    populate_now(key_prefix)
+    raw = yaml.safe_load(cli_env.read_text(encoding="utf-8"))
+    raw["model_list"] = [m for m in raw["model_list"] if m["model_name"] != "demo"]
+    cli_env.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    forgot = run(cli_env, "forget", "--user", "alice", "--yes")
+    assert forgot.exit_code == 0, forgot.output
+    user = UserKeys.for_ids(key_prefix, "master", "alice")
+    assert sync_keys_left(key_prefix, user.hash_tag) == [user.forgets.encode()]
