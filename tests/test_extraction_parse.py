@@ -584,3 +584,17 @@ def test_a_valid_json_reply_with_a_code_fence_inside_a_string_is_accepted() -> N
         "User's lucky numbers are [3, 7]",
     )
     assert result.summary == "They talked about notes."
+
+
+def test_an_array_decoded_after_repair_is_passed_over_like_any_other() -> None:
+    """_scan skips the starts inside an array it decoded ("its items are not values of their
+    own"), so prose quoting an array of objects before the reply's object is passed over. When
+    that array needed a repair (a trailing comma), the skip is set to one character past its
+    start: the objects inside it are tried next, and the first of them is returned as "the
+    first complete object", so the reply is rejected for its shape; without the comma the same
+    reply is accepted."""
+    clean = 'Lines [{"line": 1}, {"line": 2}]: {"memories": ["Prefers tea"], "summary": "x"}'
+    assert parse_extraction(clean).memories == ("Prefers tea",)
+    comma = 'Lines [{"line": 1}, {"line": 2},]: {"memories": ["Prefers tea"], "summary": "x"}'
+    assert find_json(comma) == {"memories": ["Prefers tea"], "summary": "x"}
+    assert parse_extraction(comma).memories == ("Prefers tea",)
