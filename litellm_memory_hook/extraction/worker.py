@@ -12,7 +12,8 @@ otherwise gives up; the conversation stays due and runs again.
 
 Any number of workers (in-proxy tasks and ``litellm-memory worker`` processes) share one Redis:
 a conversation's lease (:class:`ExtractionQueue`) lets one job run at a time, and a worker killed
-mid-job loses its lease after ``extraction_lease_s``. A periodic sweep (SCAN, never KEYS)
+mid-job loses its lease after ``extraction_lease_s`` (at least two model calls' timeouts plus
+30 s: :func:`lease_s`). A periodic sweep (SCAN, never KEYS)
 schedules conversations whose cursor lags behind their last message (a schedule lost in an
 outage).
 
@@ -37,7 +38,13 @@ from redis.exceptions import RedisError
 
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.selection import select_items
-from litellm_memory_hook.errors import ExtractionError, InvalidIdError, MemoryHookError, StoreError
+from litellm_memory_hook.errors import (
+    ConfigError,
+    ExtractionError,
+    InvalidIdError,
+    MemoryHookError,
+    StoreError,
+)
 from litellm_memory_hook.extraction.client import ExtractionModel
 from litellm_memory_hook.extraction.parse import (
     ExtractionResult,
@@ -381,7 +388,9 @@ class ExtractionWorker:
         if not batch:
             # nothing a person said (a tool step, cut replies): the cursor moves past it, and
             # the model is not asked (it would rewrite the memories from no lines)
-            return await self._skip(keys, memory, state.version, cursor, through, token)
+            return await self._skip(
+                keys, memory, state.version, cursor, through, token, more=last_seq > through
+            )
         lines_text = " ".join(t.text for t in batch if t.role == "user")
         shown_texts = set(
             select_items(
@@ -454,7 +463,11 @@ class ExtractionWorker:
         name = (
             alias_name.decode("utf-8", "replace") if isinstance(alias_name, bytes) else alias_name
         )
-        alias = self.alias_lookup(name)
+        try:
+            alias = self.alias_lookup(name)
+        except ConfigError as exc:  # one alias's bad block must not stop the sweep of the others
+            logger.warning("memory worker: sweep skips alias %r: %s", name, exc)
+            return False
         return alias is not None and alias.extraction
 
     def _write_under_way(self, meta: dict[str, str]) -> bool:
@@ -472,8 +485,11 @@ class ExtractionWorker:
         cursor: int,
         through: int,
         token: str,
+        *,
+        more: bool,
     ) -> JobOutcome:
-        """Move the cursor past turns with nothing to extract; memories and summary stay."""
+        """Move the cursor past turns with nothing to extract; memories and summary stay.
+        ``more``: turns after ``through`` wait (the job runs again at once)."""
         commit = ExtractionCommit(
             read_version=version,
             read_cursor=cursor,
@@ -485,7 +501,7 @@ class ExtractionWorker:
         )
         if await self.memsets.commit_extraction(keys, memory, commit, now_ms=_now_ms()):
             await self.queue.count(jobs_nothing_new=1)
-            return JobOutcome("nothing_new")
+            return JobOutcome("nothing_new", more=more)
         await self.queue.count(jobs_conflict=1)
         return JobOutcome("conflict")
 

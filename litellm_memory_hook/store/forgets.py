@@ -18,9 +18,10 @@ across proxy processes, the CLI and the worker, since the comparison is in Redis
 A full Redis (``maxmemory`` under ``noeviction``) refuses the new token, but not deletes: the
 forget then deletes the tokens instead (:func:`clear_tokens`), which refuses every write that
 read one. The field ``n`` (set with the first token, never deleted by a forget) tells such a
-clearing from the hash's expiry: a write that read a token and finds no hash at all is no
-forget's (the hash outlives any write's wait while it matters, and a write whose request
-straddled its expiry is stored).
+clearing from the hash's expiry: a write that read only forget tokens (``f:``) and finds no
+hash at all is no forget's (the hash a forget leaves outlives any write's wait, and a request
+that straddled its expiry is stored); one that read a write's token (``w:``) is refused, as a
+hash written before ``n`` existed and cleared on a full Redis is gone too.
 
 A request that could not read Redis carries ``@<epoch ms>``, when it started: its
 write is refused when a forget token was set at or after that time (the clocks of the proxy
@@ -34,6 +35,7 @@ longest a write may wait); a write's TTL refresh makes it live as long as the us
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Sequence
@@ -59,9 +61,6 @@ FORGOTTEN_LUA = """
 local function forgotten(key, field, token)
   if token == '' then return false end
   local now = redis.call('HMGET', key, 'u', field)
-  -- A hash that is gone expired: a forget leaves it (its field n at least) for longer than any
-  -- write may wait, and clears tokens with HDEL only. What was read is then no forget.
-  if not now[1] and not now[2] and redis.call('EXISTS', key) == 0 then return false end
   if string.sub(token, 1, 1) == '@' then
     local since = tonumber(string.sub(token, 2)) or 0
     for i = 1, 2 do
@@ -73,6 +72,16 @@ local function forgotten(key, field, token)
   local slash = string.find(token, '/', 1, true)
   if not slash then return false end
   local read = {string.sub(token, 1, slash - 1), string.sub(token, slash + 1)}
+  -- A hash that is gone, where only forget tokens (f:) were read, expired: the hash a forget
+  -- leaves lives longer than any write may wait, and a clearing keeps its field n. (A hash
+  -- written before n existed, cleared on a full Redis, is gone too: what read w: is refused.)
+  if not now[1] and not now[2] and redis.call('EXISTS', key) == 0 then
+    local only_forgets = read[1] ~= '' or read[2] ~= ''
+    for i = 1, 2 do
+      if read[i] ~= '' and string.sub(read[i], 1, 2) ~= 'f:' then only_forgets = false end
+    end
+    if only_forgets then return false end
+  end
   for i = 1, 2 do
     local is = now[i] or ''
     if is ~= read[i] and not (read[i] == '' and string.sub(is, 1, 2) == 'w:') then
@@ -165,6 +174,8 @@ async def clear_tokens(
         StoreError: Redis failed.
     """
     try:
+        with contextlib.suppress(OutOfMemoryError):  # a hash written before n existed
+            await redis.hsetnx(user.forgets, "n", "1")
         if conversation is None:
             fields = [f for f in await redis.hkeys(user.forgets) if f not in (b"n", "n")]
             if fields:
