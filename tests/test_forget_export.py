@@ -552,7 +552,8 @@ async def test_http_forget_one_conversation_and_errors(
     http: httpx.AsyncClient, hook: MemoryHook, client: aioredis.Redis
 ) -> None:
     """DELETE /users/{user}?conversation=C forgets that conversation only; an unknown model is
-    a 400, an export of an unknown conversation a 404; user ids with a slash work."""
+    a 400 with a conversation (and not used without one), an export of an unknown conversation
+    a 404; user ids with a slash work."""
     keys = target(hook, tenant="team-a", conversation="c1").conversation
     await client.hset(keys.meta, mapping={"seq": 1, "conversation": "c1"})
     await client.sadd(keys.user_keys.index, "c:c1")
@@ -561,8 +562,13 @@ async def test_http_forget_one_conversation_and_errors(
     assert answer.status_code == 200, answer.text
     assert answer.json()["conversation"] == "c1" and answer.json()["conversations"] == 1
     assert await client.exists(keys.meta) == 0
-    bad = await http.delete("/memory/v1/users/alice", params={"model": "gpt-unknown"})
+    bad = await http.delete(
+        "/memory/v1/users/alice", params={"model": "gpt-unknown", "conversation": "c1"}
+    )
     assert bad.status_code == 400 and "gpt-unknown" in bad.json()["detail"]
+    # a whole user is forgotten whatever the alias: a model that left the config is not used
+    gone = await http.delete("/memory/v1/users/alice", params={"model": "gpt-unknown"})
+    assert gone.status_code == 200, gone.text
     missing = await http.get(
         "/memory/v1/export", params={"user": "alice", "model": "demo", "conversation": "zz"}
     )

@@ -110,8 +110,10 @@ def _verbatim_units(messages: Sequence[Message]) -> list[list[Message]]:
 
 def _cut_to(message: Message, room: int, cuts: dict[int, int]) -> Message:
     """A stored message with its text cut to its last ``room`` characters (grapheme-safe),
-    recorded in ``cuts``."""
-    cut = {**message, "content": keep_tail(content_text(message.get("content")), room)}
+    recorded in ``cuts``; the reasoning it carries (which counts in the budget too) is left
+    out, as a cut reply's reasoning no longer goes with its text."""
+    cut = {k: v for k, v in message.items() if k not in ("reasoning_content", "thinking_blocks")}
+    cut["content"] = keep_tail(content_text(message.get("content")), room)
     cuts[id(cut)] = id(message)
     return cut
 

@@ -505,13 +505,6 @@ class MemoryHook(CustomLogger):
             self.counters["mode_off"] += 1
             data["messages"] = with_rules(data.get("messages"), rules)
             return
-        if lone_surrogate(data.get("messages")) is not None:
-            # a JavaScript client cut a string inside an emoji: no UTF-8 text, so nothing of it
-            # could be stored; the request goes as sent, with the alias's rules
-            self.counters["surrogate_passthrough"] += 1
-            logger.info("memory hook: a message holds a lone surrogate; no memory, not stored")
-            data["messages"] = with_rules(data.get("messages"), rules)
-            return
         side = side_request_pattern(data.get("messages"), settings.side_patterns)
         if side is not None:
             self.counters["side_requests"] += 1
@@ -538,6 +531,13 @@ class MemoryHook(CustomLogger):
                 )
             self.counters["no_user_passthrough"] += 1
             logger.info("memory hook: no usable user id for %r; passing through", data.get("model"))
+            data["messages"] = with_rules(data.get("messages"), rules)
+            return
+        if lone_surrogate(data.get("messages")) is not None:
+            # a JavaScript client cut a string inside an emoji: no UTF-8 text, so nothing of it
+            # could be stored; the request goes as sent, with the alias's rules
+            self.counters["surrogate_passthrough"] += 1
+            logger.info("memory hook: a message holds a lone surrogate; no memory, not stored")
             data["messages"] = with_rules(data.get("messages"), rules)
             return
         options = ContextOptions.for_alias(

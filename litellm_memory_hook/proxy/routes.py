@@ -232,7 +232,7 @@ ModelQuery = Annotated[str, Query(description="A memory-enabled model alias, e.g
 ForgetModelQuery = Annotated[
     str | None,
     Query(
-        description="A memory-enabled model alias, e.g. demo; needed with 'conversation' only "
+        description="A memory-enabled model alias, e.g. demo; used with 'conversation' only "
         "(a whole user is forgotten whatever the alias)."
     ),
 ]
@@ -562,7 +562,7 @@ async def forget(
     other conversations stay). Idempotent."""
     with _answers(hook):
         whole_user = not (conversation and conversation.strip())
-        if whole_user and not (model and model.strip()):
+        if whole_user:  # whatever the alias: ``model`` is not used (it may have left the config)
             target = resolve_user(hook.settings, tenant=tenant_from_auth(auth), user=user)
         else:
             target = _target(hook, auth, user, model or "", conversation)

@@ -56,6 +56,7 @@ from litellm_memory_hook.memory_api import (
     MemoryAPI,
     MemoryTarget,
     resolve_target,
+    resolve_user,
 )
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
@@ -455,14 +456,23 @@ def forget_command(
 ) -> None:
     """Forget a user: delete their conversations, summaries, recall index and memories.
 
-    Without --conversation: everything of the user in the tenant, whatever the alias.
+    Without --conversation: everything of the user in the tenant, whatever the alias (--model
+    is not used).
 
-    With --conversation: that conversation only (shared memories stay).
+    With --conversation: that conversation only (shared memories stay), named with --model.
 
     Example: litellm-memory forget --user alice --yes
     """
     proxy_config = load_config(config)
-    target = _target(proxy_config, user=user, model=model, tenant=tenant, conversation=conversation)
+    if conversation:
+        target = _target(
+            proxy_config, user=user, model=model, tenant=tenant, conversation=conversation
+        )
+    else:  # the whole user, whatever the alias: --model is not needed (it may have left)
+        try:
+            target = resolve_user(proxy_config.settings, tenant=tenant, user=user)
+        except MemoryHookError as exc:
+            raise fail(str(exc)) from exc
     what = _who(target, conversation)
     if not yes:
         if not sys.stdin.isatty():
