@@ -460,10 +460,10 @@ async def test_a_write_read_before_a_fresh_import_leaves_the_imported_turns(
 async def test_importing_a_file_longer_than_max_stored_messages_again_writes_nothing(
     store: MemoryStore, prefix: str
 ) -> None:
-    """import_lines deletes the oldest turns past ``max_messages`` after writing. Importing the
-    same file again (documented: "writes only its new lines") then takes the trimmed lines for
-    new ones: they are written again after the newest lines, and the trim deletes the newest
-    lines the first import kept, so the conversation ends with its oldest lines last."""
+    """With ``max_messages``, only the file's newest lines are imported. Before, all were
+    written and the oldest then trimmed: importing the same file again (documented: "writes
+    only its new lines") took the trimmed lines for new ones, wrote them after the newest, and
+    the trim deleted the newest lines the first import kept."""
     who = _who(prefix)
     lines = [
         HistoryLine(role="user" if i % 2 == 0 else "assistant", text=f"line {i}", ts_ms=1000 + i)
@@ -471,7 +471,7 @@ async def test_importing_a_file_longer_than_max_stored_messages_again_writes_not
     ]
     first = await import_lines(store, who, lines, max_messages=50)
     kept = [t.text for t in await store.all_turns(who.keys)]
-    assert first.turns == 60 and kept == [f"line {i}" for i in range(10, 60)]
+    assert first.turns == 50 and kept == [f"line {i}" for i in range(10, 60)]
     again = await import_lines(store, who, lines, max_messages=50)
     assert [t.text for t in await store.all_turns(who.keys)] == kept
     assert again.turns == 0

@@ -124,6 +124,31 @@ def _decode_from(text: str, start: int) -> tuple[bool, object, int, str]:
     return True, value, end, ""
 
 
+def _closing(text: str, start: int) -> int:
+    """The index after the bracket that closes the one at ``start`` (strings and their escapes
+    skipped); the end of the text when it is not closed."""
+    depth = 0
+    in_string = escaped = False
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return len(text)
+
+
 def _scan(text: str, errors: list[str]) -> tuple[bool, object]:
     """The first complete JSON object in ``text``, else its first complete array, trying each
     ``{``/``[`` in turn; a start inside an array already decoded is not tried (its items are
@@ -152,7 +177,7 @@ def _scan(text: str, errors: list[str]) -> tuple[bool, object]:
                 repaired = _REPAIR_TOKEN.sub(_repair_token, rest)
                 if repaired != rest:
                     found, value, _, _ = _decode_from(repaired, 0)
-                    end = start + 1  # where the repaired value ends here is not known
+                    end = _closing(text, start)  # the repaired text's offsets differ
         if not found:
             continue
         if isinstance(value, dict):

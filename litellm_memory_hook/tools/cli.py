@@ -387,15 +387,20 @@ def import_command(
     if result.turns == 0 and lines:
         console.print(f"nothing new: these lines are already in {who.keys.turns}")
         return
+    _print_import(result, who, proxy_config.settings.max_stored_messages)
+
+
+def _print_import(result: Any, who: Any, max_messages: int) -> None:
+    """What an import of a history file wrote, and what the bound on stored messages took."""
     console.print(
         f"imported {result.turns} turns (seq {result.first_seq}-{result.last_seq}) into "
         f"{who.keys.turns}"
     )
+    bound = f"to keep max_stored_messages ({max_messages})"
+    if result.left_out:
+        console.print(f"left out the file's {result.left_out} oldest lines {bound}")
     if result.trimmed:
-        console.print(
-            f"deleted the {result.trimmed} oldest turns to keep max_stored_messages "
-            f"({proxy_config.settings.max_stored_messages})"
-        )
+        console.print(f"deleted the {result.trimmed} oldest turns {bound}")
 
 
 @app.command("replay")

@@ -38,6 +38,8 @@ class ImportResult:
     first_seq: int
     last_seq: int
     trimmed: int = 0
+    #: the file's oldest lines left out to keep ``max_stored_messages``
+    left_out: int = 0
 
 
 def line_to_turn(line: HistoryLine, max_chars: int = 32_000) -> Turn | None:
@@ -148,13 +150,19 @@ async def import_lines(
     importing a file again into the same conversation, or the same file with lines appended,
     writes only its new lines, after the stored ones; an import that failed part-way resumes
     where it stopped. ``turns`` of the result counts the turns this call wrote. With
-    ``max_messages`` (``max_stored_messages``), the oldest turns past it are deleted after the
-    write (:func:`~litellm_memory_hook.store.retention.trim_oldest`), as a chat request's write
-    does: an import longer than the bound keeps its newest lines.
+    ``max_messages`` (``max_stored_messages``), only the file's newest ``max_messages`` lines
+    are imported, and the oldest stored turns past the bound are deleted after the write
+    (:func:`~litellm_memory_hook.store.retention.trim_oldest`), as a chat request's write does.
 
     Raises:
         StoreError: Redis failed (lines before the failing batch stay written).
     """
+    left_out = 0
+    if max_messages is not None and len(lines) > max_messages:
+        # only the newest lines a conversation may hold: matched and written alike, so that
+        # importing the same file again still writes nothing (trimmed lines are not "new")
+        left_out = len(lines) - max_messages
+        lines = lines[-max_messages:]
     turns = unstored_turns(lines, await store.all_turns(who.keys), max_chars=max_chars)
     first = last = written = 0
     meta = {**who.meta_fields(), "created_ms": str(now_ms())}
@@ -177,7 +185,9 @@ async def import_lines(
         await store.touch_user_index(who.keys, who.memory)
         if max_messages is not None:
             trimmed = await trim_oldest(store, who.keys, max_messages)
-    return ImportResult(turns=written, first_seq=first, last_seq=last, trimmed=trimmed)
+    return ImportResult(
+        turns=written, first_seq=first, last_seq=last, trimmed=trimmed, left_out=left_out
+    )
 
 
 async def schedule_import(queue: ExtractionQueue, who: Identity, result: ImportResult) -> bool:
