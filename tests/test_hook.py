@@ -848,3 +848,40 @@ async def test_a_required_alias_answers_400_without_user_also_for_a_lone_surroga
             Auth(), None, chat_request(text, model="strict", user=""), "acompletion"
         )
     assert info.value.status_code == 400
+
+
+async def test_a_reply_holding_a_lone_surrogate_still_stores_the_turn(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A model reply that holds a lone surrogate (a provider's JSON ``"\\ud83d"``, decoded by
+    the OpenAI client to one): the write fails to encode it for Redis, in a task nobody awaits
+    ("Task exception was never retrieved"), so the user's turn and the reply are both lost,
+    uncounted. The user's turn is stored, and the failure is counted, not raised in a task."""
+    data = await hook.async_pre_call_hook(Auth(), None, chat_request(), "acompletion")
+    assert data is not None
+    reply = json.loads('"Miso is a lovely name \\ud83d"')
+    assert await hook.async_post_call_success_hook(data, Auth(), model_response(reply)) is None
+    await hook.drain()
+    stored = await _turns(any_redis, prefix)
+    assert [t["role"] for t in stored][:1] == ["user"]
+    assert stored[0]["text"] == "My cat is called Miso."
+
+
+async def test_a_streamed_reply_holding_a_lone_surrogate_still_stores_the_turn(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """The same for a stream (seen through the proxy: LiteLLM ends the stream with an error
+    chunk, the hook's write task dies with UnicodeEncodeError and nothing is stored)."""
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request(call_id="s-sur"), "acompletion"
+    )
+    assert data is not None
+    chunks = [_chunk("Miso"), _chunk(json.loads('" is \\ud83d"'))]
+    seen = [
+        c async for c in hook.async_post_call_streaming_iterator_hook(Auth(), _stream(chunks), data)
+    ]
+    assert seen == chunks
+    await hook.drain()
+    stored = await _turns(any_redis, prefix)
+    assert [t["role"] for t in stored][:1] == ["user"]
+    assert stored[0]["text"] == "My cat is called Miso."
