@@ -593,3 +593,44 @@ async def test_a_date_finds_lines_imported_after_newer_chat(
     question = f"the garden plan of {named:%d %B %Y}?"
     _, prepared = await _ask(store, keys, memory, question, RecallOptions(mode="fixed", k=1))
     assert [t.text for t in prepared.recalled] == [texts[1]]
+
+
+async def test_a_date_lifts_its_line_in_an_import_whose_times_are_out_of_order(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """``import`` takes a jsonl whose ``ts`` are out of file order (a merged or re-sorted log,
+    or an undated first line before dated ones) and stores the turns in file order with those
+    times, so the turns' times are not sorted; the date step's binary search over them then
+    misses the day asked for. The line said on the named day is recalled as it is when the
+    same lines come in time order."""
+    from litellm_memory_hook.proxy.identity import Identity
+    from litellm_memory_hook.tools.datasets import HistoryLine
+    from litellm_memory_hook.tools.importer import import_lines
+
+    store = MemoryStore(any_redis, ttl_s=3600)
+    texts = [f"we talked about the garden plan {i}" for i in range(10)]
+    asked_at = T0 + 40 * DAY_MS
+
+    async def recalled(conversation: str, order: list[int]) -> list[str]:
+        keys = ConversationKeys.for_ids(prefix, "master", "u-A", conversation)
+        memory = keys.user_keys.memory_set(user_scope("demo"))
+        who = Identity("master", "u-A", conversation, "demo", keys, memory, "demo")
+        lines = [HistoryLine("user", texts[i], T0 + i * DAY_MS) for i in order]
+        lines += [
+            HistoryLine("user", text, T0 + 20 * DAY_MS + k * 60_000)
+            for k, text in enumerate(FILLER)
+        ]
+        await import_lines(store, who, lines)
+        prepared = await prepare(
+            store,
+            keys,
+            memory,
+            [{"role": "user", "content": "the garden plan on 2023-05-07?"}],  # T0 + 6 days
+            ContextOptions(recall=RecallOptions(mode="fixed", k=1), timezone="UTC"),
+            now_ms=asked_at,
+        )
+        assert prepared is not None
+        return [t.text for t in prepared.recalled]
+
+    assert await recalled("in-order", list(range(10))) == [texts[6]]
+    assert await recalled("shuffled", [7, 2, 9, 0, 5, 3, 8, 1, 6, 4]) == [texts[6]]
