@@ -383,6 +383,17 @@ def _storable_content(content: Any, max_chars: int) -> Any:
     return parts
 
 
+def _without_surrogates(value: Any) -> Any:
+    """A decoded JSON value with every surrogate code point replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
 def is_stored(message: dict[str, Any]) -> bool:
     """Whether :func:`message_to_turn` stores the message (a conversation message that is not
     blank, or a tool call or result); a blank reply a client keeps in its history is not."""
@@ -410,6 +421,11 @@ def message_to_turn(
     role = message.get("role")
     if role not in _CONVERSATION_ROLES:
         return None
+    if lone_surrogate(message) is not None:
+        # a model's reply cut inside an emoji (a provider's "\\ud83d"): no UTF-8 text can hold
+        # it, so it is stored with U+FFFD in its place (a client's request holding one is
+        # passed through before it gets here)
+        message = _without_surrogates(message)
     text = content_text(message.get("content"))
     tool_calls = tuple(
         c for c in (message.get("tool_calls") or ()) if isinstance(c, dict) and c.get("id")

@@ -983,7 +983,17 @@ class MemoryHook(CustomLogger):
         self._redis_down_until = 0.0
 
     def _spawn(self, coroutine: Any) -> None:
-        task = asyncio.ensure_future(coroutine)
+        """Run a post-call write in the background: kept referenced, its failure counted and
+        logged (``postcall_errors``), never left as "Task exception was never retrieved"."""
+
+        async def guarded() -> None:
+            try:
+                await coroutine
+            except Exception:
+                self.counters["postcall_errors"] += 1
+                logger.exception("memory hook: a background write failed")
+
+        task = asyncio.ensure_future(guarded())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
