@@ -475,3 +475,31 @@ async def test_importing_a_file_longer_than_max_stored_messages_again_writes_not
     again = await import_lines(store, who, lines, max_messages=50)
     assert [t.text for t in await store.all_turns(who.keys)] == kept
     assert again.turns == 0
+
+
+def test_undated_lines_before_the_first_dated_one_come_before_it(tmp_path: Path) -> None:
+    """An undated line before dated ones ends a second before the first dated line (fresh-user
+    run: it took the reading time, years after the dated lines, and the stored times were out
+    of order, which defeats the date lookup)."""
+    path = tmp_path / "mix.jsonl"
+    dated = 1_704_412_800_000  # 2024-01-05
+    _write_jsonl(
+        path,
+        [_msg("user", "hello"), _msg("assistant", "hi"), _msg("user", "on the 5th", ts=dated)],
+    )
+    lines = load_jsonl(path).lines
+    assert [line.ts_ms for line in lines] == [dated - 2000, dated - 1000, dated]
+    assert [line.dated for line in lines] == [False, False, True]
+
+
+async def test_a_file_whose_times_go_back_is_stored_in_time_order(
+    store: MemoryStore, prefix: str
+) -> None:
+    """A merged or re-sorted log is written in time order (a stable sort), as the binary search
+    of a date over the stored times needs."""
+    who = _who(prefix)
+    lines = [HistoryLine("user", f"line {i}", 1000 * t) for i, t in enumerate([5, 2, 9, 2, 7])]
+    await import_lines(store, who, lines)
+    stored = await store.all_turns(who.keys)
+    assert [t.ts_ms for t in stored] == [2000, 2000, 5000, 7000, 9000]
+    assert [t.text for t in stored] == ["line 1", "line 3", "line 0", "line 4", "line 2"]

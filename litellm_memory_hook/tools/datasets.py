@@ -33,7 +33,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -415,7 +415,8 @@ def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
     without text (content empty, missing or only white space; an assistant message with only
     tool calls) are left out and listed in ``skipped``. A missing ``ts`` continues one second
     after the previous line; the first line without one starts at ``start_ms`` (default: one
-    second per line before now, so an undated file ends now). Lines without ``ts`` have
+    second per line before now, so an undated file ends now), or, before the file's first dated
+    line, a second apart up to a second before it. Lines without ``ts`` have
     ``dated=False``: their time depends on when and where in the file they are read.
 
     Raises:
@@ -458,4 +459,15 @@ def load_jsonl(path: Path, *, start_ms: int | None = None) -> History:
         )
     if problems:
         raise _refuse(path, problems)
-    return History(sample_id=path.stem, lines=tuple(lines), skipped=tuple(skipped))
+    return History(sample_id=path.stem, lines=_date_leading(lines), skipped=tuple(skipped))
+
+
+def _date_leading(lines: list[HistoryLine]) -> tuple[HistoryLine, ...]:
+    """Undated lines before the file's first dated one end a second before it, a second apart
+    (they would otherwise take the reading time, after every dated line)."""
+    first = next((i for i, line in enumerate(lines) if line.dated), None)
+    if not first:  # none dated, or the first line is
+        return tuple(lines)
+    at = lines[first].ts_ms
+    moved = [replace(line, ts_ms=at - 1000 * (first - i)) for i, line in enumerate(lines[:first])]
+    return (*moved, *lines[first:])

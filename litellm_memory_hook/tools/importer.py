@@ -145,7 +145,9 @@ async def import_lines(
     The caller schedules extraction over the imported lines (:func:`schedule_import`): the
     worker works through the backlog in jobs of ``extraction_lines_chars`` each.
 
-    Lines already stored are skipped (matched as :func:`unstored_turns` says: dated lines on
+    Lines are written in time order (a stable sort: a file whose times go back, a merged log, is
+    put in order; lines of one time stay as written), as the date lookup needs. Lines already
+    stored are skipped (matched as :func:`unstored_turns` says: dated lines on
     role, timestamp and text; undated ones on role and text, each stored turn counting once), so
     importing a file again into the same conversation, or the same file with lines appended,
     writes only its new lines, after the stored ones; an import that failed part-way resumes
@@ -157,6 +159,9 @@ async def import_lines(
     Raises:
         StoreError: Redis failed (lines before the failing batch stay written).
     """
+    # stored in time order: a date is found by a binary search over the stored times, which a
+    # merged or re-sorted log would defeat (a stable sort keeps lines of one time as written)
+    lines = sorted(lines, key=lambda line: line.ts_ms)
     left_out = 0
     if max_messages is not None and len(lines) > max_messages:
         # only the newest lines a conversation may hold: matched and written alike, so that
