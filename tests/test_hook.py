@@ -885,3 +885,23 @@ async def test_a_streamed_reply_holding_a_lone_surrogate_still_stores_the_turn(
     stored = await _turns(any_redis, prefix)
     assert [t["role"] for t in stored][:1] == ["user"]
     assert stored[0]["text"] == "My cat is called Miso."
+
+
+async def test_a_prefilled_reply_is_stored_with_the_prefills_name(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A roleplay frontend's prefill names its speaker: the stored reply (the prefill, then the
+    model's continuation) keeps that name, so it is replayed and recalled as the Narrator's
+    (fresh-user run: it was stored without it)."""
+    data = chat_request("Describe the castle.")
+    data["messages"] = [
+        {"role": "user", "name": "Sam", "content": "Describe the castle."},
+        {"role": "assistant", "name": "Narrator", "content": "The castle stood"},
+    ]
+    await _chat(hook, data, " on a hill.")
+    await hook.drain()
+    stored = await _turns(any_redis, prefix)
+    assert [(t["role"], t.get("name"), t["text"]) for t in stored] == [
+        ("user", "Sam", "Describe the castle."),
+        ("assistant", "Narrator", "The castle stood on a hill."),
+    ]

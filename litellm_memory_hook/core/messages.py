@@ -218,6 +218,14 @@ class SplitRequest:
             return ""
         return content_text(self.new[self.prefill].get("content"))
 
+    @property
+    def prefill_name(self) -> str:
+        """The ``name`` of the assistant prefill (a roleplay frontend's speaker; "" without)."""
+        if self.prefill is None:
+            return ""
+        name = self.new[self.prefill].get("name")
+        return name if isinstance(name, str) else ""
+
 
 def is_system(message: dict[str, Any]) -> bool:
     """True for a ``system`` or ``developer`` message (``developer`` counts as system)."""

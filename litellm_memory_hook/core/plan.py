@@ -132,6 +132,7 @@ class TurnPlan:
     lead: tuple[Message, ...] = ()
     verbatim: bool = False
     prefill: str = ""
+    prefill_name: str = ""
     store: bool = True
 
     @property
@@ -260,7 +261,11 @@ def plan_turn(
     new_turns = messages_to_turns(
         new_convo, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars
     )
-    common: dict[str, Any] = {"lead": split.lead, "prefill": split.prefill_text}
+    common: dict[str, Any] = {
+        "lead": split.lead,
+        "prefill": split.prefill_text,
+        "prefill_name": split.prefill_name,
+    }
 
     if state.last_seq == 0:
         seed = messages_to_turns(

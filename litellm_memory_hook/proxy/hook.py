@@ -724,6 +724,7 @@ class MemoryHook(CustomLogger):
             "previous": prepared.plan.previous_text,
             "seeded": prepared.plan.seeded,
             "prefill": prepared.plan.prefill,
+            "prefill_name": prepared.plan.prefill_name,
             "cursor": prepared.cursor,
             "forgets": prepared.forget_token,
             "hook_ms": round(elapsed_ms, 3),
@@ -881,7 +882,7 @@ class MemoryHook(CustomLogger):
         reply = item.reply
         prefill = str(item.record.get("prefill") or "")
         if reply is not None and prefill:
-            reply = _with_prefill(reply, prefill)
+            reply = _with_prefill(reply, prefill, str(item.record.get("prefill_name") or ""))
         if reply is not None:
             reply_turn = message_to_turn(
                 reply,
@@ -1043,9 +1044,12 @@ def _header_from_data(data: Any) -> bool:
     return isinstance(data, dict) and bool(request_headers(data).get(DEBUG_HEADER))
 
 
-def _with_prefill(reply: dict[str, Any], prefill: str) -> dict[str, Any]:
+def _with_prefill(reply: dict[str, Any], prefill: str, name: str = "") -> dict[str, Any]:
     """The reply a prefilled request stored: the prefill, then the model's continuation (a
-    reply that already starts with the prefill is kept as it is)."""
+    reply that already starts with the prefill is kept as it is), with the prefill's ``name``
+    (the speaker a roleplay frontend wrote) unless the reply has its own."""
+    if name and not reply.get("name"):
+        reply = {**reply, "name": name}
     content = reply.get("content")
     text = content if isinstance(content, str) else ""
     if text.startswith(prefill):
