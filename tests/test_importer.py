@@ -503,3 +503,26 @@ async def test_a_file_whose_times_go_back_is_stored_in_time_order(
     stored = await store.all_turns(who.keys)
     assert [t.ts_ms for t in stored] == [2000, 2000, 5000, 7000, 9000]
     assert [t.text for t in stored] == ["line 1", "line 3", "line 0", "line 4", "line 2"]
+
+
+async def test_undated_replies_keep_their_place_between_lines_of_one_minute(
+    store: MemoryStore, prefix: str, tmp_path: Path
+) -> None:
+    """README: lines are sorted only where "a file whose times go back" (lines of one time stay
+    as written). A log dated to the minute, its replies undated, never goes back; but an
+    undated reply takes its previous line's time plus a second, so the sort puts the next
+    question of the same minute before it: the stored conversation no longer reads in order
+    (it did before the sort)."""
+    path = tmp_path / "minutes.jsonl"
+    _write_jsonl(
+        path,
+        [
+            _msg("user", "hi", ts="2024-01-05T10:00"),
+            _msg("assistant", "hello, how are you?"),
+            _msg("user", "fine, and you?", ts="2024-01-05T10:00"),
+            _msg("assistant", "great"),
+        ],
+    )
+    await import_lines(store, _who(prefix), load_jsonl(path).lines)
+    stored = await store.all_turns(_who(prefix).keys)
+    assert [t.text for t in stored] == ["hi", "hello, how are you?", "fine, and you?", "great"]
