@@ -526,3 +526,23 @@ async def test_undated_replies_keep_their_place_between_lines_of_one_minute(
     await import_lines(store, _who(prefix), load_jsonl(path).lines)
     stored = await store.all_turns(_who(prefix).keys)
     assert [t.text for t in stored] == ["hi", "hello, how are you?", "fine, and you?", "great"]
+
+
+async def test_reimporting_a_bounded_file_after_newer_turns_writes_nothing(
+    store: MemoryStore, prefix: str
+) -> None:
+    """An import with ``max_messages`` matches only the file's newest lines, so that importing
+    the same file again writes nothing. Once newer turns came after the import (a chat, a
+    second file) and the bound trimmed the file's oldest lines, importing the file again takes
+    those trimmed lines for new ones: they are written after the newest turns and the trim then
+    deletes the file's lines that were still stored (and, the next time, the newer turns)."""
+    who = _who(prefix)
+    lines = [HistoryLine("user", f"line {i}", 1000 * (i + 1)) for i in range(5)]
+    await import_lines(store, who, lines, max_messages=5)
+    newer = [HistoryLine("user", f"newer {i}", 100_000 + 1000 * i) for i in range(2)]
+    await import_lines(store, who, newer, max_messages=5)
+    kept = [t.text for t in await store.all_turns(who.keys)]
+    assert kept == ["line 2", "line 3", "line 4", "newer 0", "newer 1"]
+    again = await import_lines(store, who, lines, max_messages=5)
+    assert [t.text for t in await store.all_turns(who.keys)] == kept
+    assert again.turns == 0
