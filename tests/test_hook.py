@@ -905,3 +905,24 @@ async def test_a_prefilled_reply_is_stored_with_the_prefills_name(
         ("user", "Sam", "Describe the castle."),
         ("assistant", "Narrator", "The castle stood on a hill."),
     ]
+
+
+async def test_a_prefill_without_text_still_names_the_stored_reply(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A roleplay frontend that names the speaker with an empty prefill (``{"role":
+    "assistant", "name": "Narrator", "content": ""}``) is a prefill too (split_request), and its
+    name is recorded, but the name is applied only inside ``if prefill:`` (the prefill's text):
+    the reply is stored as a nameless assistant's."""
+    data = chat_request("Describe the castle.")
+    data["messages"] = [
+        {"role": "user", "name": "Sam", "content": "Describe the castle."},
+        {"role": "assistant", "name": "Narrator", "content": ""},
+    ]
+    await _chat(hook, data, "The castle stood on a hill.")
+    await hook.drain()
+    stored = await _turns(any_redis, prefix)
+    assert [(t["role"], t.get("name"), t["text"]) for t in stored] == [
+        ("user", "Sam", "Describe the castle."),
+        ("assistant", "Narrator", "The castle stood on a hill."),
+    ]
