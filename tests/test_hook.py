@@ -926,3 +926,32 @@ async def test_a_prefill_without_text_still_names_the_stored_reply(
         ("user", "Sam", "Describe the castle."),
         ("assistant", "Narrator", "The castle stood on a hill."),
     ]
+
+
+async def test_an_emoji_split_across_stream_chunks_is_stored_whole(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A provider that cuts a string inside an emoji (README: writes ``"\\ud83d"``) sends the
+    rest, ``"\\ude00"``, in the next chunk: each chunk holds a lone surrogate, but the
+    assembled reply holds a valid pair, which the client shows as one emoji. message_to_turn
+    replaces every surrogate code point with U+FFFD, so the stored reply (replayed to the model,
+    exported) reads "Miso ��" where the user saw "Miso 😀"."""
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request(call_id="s-pair"), "acompletion"
+    )
+    assert data is not None
+    chunks = [
+        _chunk("Miso "),
+        _chunk(json.loads('"\\ud83d"')),
+        _chunk(json.loads('"\\ude00"')),
+    ]
+    seen = [
+        c async for c in hook.async_post_call_streaming_iterator_hook(Auth(), _stream(chunks), data)
+    ]
+    assert seen == chunks
+    await hook.drain()
+    stored = await _turns(any_redis, prefix)
+    assert [(t["role"], t["text"]) for t in stored] == [
+        ("user", "My cat is called Miso."),
+        ("assistant", "Miso \U0001f600"),
+    ]
