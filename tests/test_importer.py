@@ -546,3 +546,13 @@ async def test_reimporting_a_bounded_file_after_newer_turns_writes_nothing(
     again = await import_lines(store, who, lines, max_messages=5)
     assert [t.text for t in await store.all_turns(who.keys)] == kept
     assert again.turns == 0
+
+
+def test_undated_lines_before_a_first_line_dated_1970_stay_in_range(tmp_path: Path) -> None:
+    """README: a line's time "must lie between 1970-01-01 and 3000-01-01 UTC" (``"ts": -5``
+    refuses the file). An undated line before a first dated line at the epoch (``"ts": 0``,
+    accepted) is moved a second before it, to a time no ``ts`` may hold."""
+    path = tmp_path / "epoch.jsonl"
+    _write_jsonl(path, [_msg("user", "hello"), _msg("user", "at the epoch", ts=0)])
+    lines = load_jsonl(path).lines
+    assert all(line.ts_ms >= 0 for line in lines), [line.ts_ms for line in lines]
