@@ -538,6 +538,7 @@ async def test_a_forget_also_drops_this_proxys_buffered_writes(
     ).status_code == 200
     one = {"model": "demo", "conversation": "trip"}
     assert (await client.delete("/memory/v1/users/alice", params=one)).status_code == 200
-    ref = target(hook).conversation.ref
-    assert calls[0] == (hook.settings.key_prefix, ref, True)
+    user_ref = target(hook).conversation.ref.rsplit(":", 1)[0]  # tenant:user
+    assert calls[0][0] == hook.settings.key_prefix and calls[0][2] is True
+    assert calls[0][1].rsplit(":", 1)[0] == user_ref
     assert calls[1][2] is False and calls[1][1].endswith(":trip")
