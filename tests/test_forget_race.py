@@ -449,3 +449,27 @@ async def test_a_forget_on_a_full_redis_refuses_a_write_read_before_it_in_a_hash
     await MemoryAPI(any_redis, hook.settings).forget(_target(hook), whole_user=True)
     await _post(hook, running, "I will remember that.")
     assert await _texts(any_redis, _target(hook).conversation) == []
+
+
+async def test_a_write_that_read_a_writes_token_is_refused_when_the_hash_is_gone(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A forgets hash written before the field n existed, cleared by a forget on a full Redis,
+    is gone: a write that read a write's tokens (w:) is refused, as a forget's; one that read
+    only a forget's token (f:) takes it for the hash's expiry and is stored."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    memory = keys.user_keys.memory_set("ns:demo")
+    forgets = keys.user_keys.forgets
+    turn = [Turn(role="user", text="said before the forget", ts_ms=1)]
+    await any_redis.hset(forgets, mapping={"u": "w:old", "c:demo": "w:old"})  # no n
+    await any_redis.delete(forgets)  # cleared: the hash is gone
+    read_w = await store.append(
+        keys, indexed_chain(turn), call_id="w1", memory=memory, forget_token="w:old/w:old"
+    )
+    assert read_w.forgotten
+    read_f = await store.append(
+        keys, indexed_chain(turn), call_id="f1", memory=memory, forget_token="f:1-ab/"
+    )
+    assert not read_f.forgotten
+    assert await _texts(any_redis, keys) == ["said before the forget"]

@@ -865,6 +865,8 @@ async def test_a_reply_holding_a_lone_surrogate_still_stores_the_turn(
     stored = await _turns(any_redis, prefix)
     assert [t["role"] for t in stored][:1] == ["user"]
     assert stored[0]["text"] == "My cat is called Miso."
+    assert stored[1]["text"] == "Miso is a lovely name \ufffd"  # the lone surrogate replaced
+    assert hook.counters["postcall_errors"] == 0
 
 
 async def test_a_streamed_reply_holding_a_lone_surrogate_still_stores_the_turn(
@@ -955,3 +957,15 @@ async def test_an_emoji_split_across_stream_chunks_is_stored_whole(
         ("user", "My cat is called Miso."),
         ("assistant", "Miso \U0001f600"),
     ]
+
+
+async def test_a_background_write_that_fails_is_counted(hook: MemoryHook) -> None:
+    """A background write that raises is counted (postcall_errors) and logged, not left as
+    "Task exception was never retrieved" (fresh-user run: a failed write died unseen)."""
+
+    async def failing() -> None:
+        raise RuntimeError("boom")
+
+    hook._spawn(failing())
+    await hook.drain()
+    assert hook.counters["postcall_errors"] == 1

@@ -392,9 +392,10 @@ def _storable_content(content: Any, max_chars: int) -> Any:
 
 
 def _without_surrogates(value: Any) -> Any:
-    """A decoded JSON value with every surrogate code point replaced by U+FFFD."""
+    """A decoded JSON value whose surrogate pairs are joined into their characters (an emoji a
+    stream cut across two chunks) and whose lone surrogates are replaced by U+FFFD."""
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if isinstance(value, list):
         return [_without_surrogates(v) for v in value]
     if isinstance(value, dict):
@@ -431,8 +432,8 @@ def message_to_turn(
         return None
     if lone_surrogate(message) is not None:
         # a model's reply cut inside an emoji (a provider's "\\ud83d"): no UTF-8 text can hold
-        # it, so it is stored with U+FFFD in its place (a client's request holding one is
-        # passed through before it gets here)
+        # it, so it is stored with U+FFFD in its place, and a pair cut across stream chunks as
+        # its character (a client's request holding one is passed through before it gets here)
         message = _without_surrogates(message)
     text = content_text(message.get("content"))
     tool_calls = tuple(

@@ -117,6 +117,8 @@ class TurnPlan:
         verbatim: ``history`` is the client's own and reaches the model as sent.
         prefill: the assistant prefill the client ended with ("" without one); the stored reply
             is the prefill followed by the model's continuation.
+        prefill_name: the prefill's ``name`` (a roleplay frontend's speaker; "" without), which
+            the stored reply takes.
         store: False when nothing of the request may be stored: it would replace turns that
             wait in the outage buffer (:func:`plan_with_buffered`).
     """

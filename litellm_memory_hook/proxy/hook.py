@@ -881,8 +881,9 @@ class MemoryHook(CustomLogger):
         turns = [_turn_from_dict(t) for t in item.record.get("pending") or ()]
         reply = item.reply
         prefill = str(item.record.get("prefill") or "")
-        if reply is not None and prefill:
-            reply = _with_prefill(reply, prefill, str(item.record.get("prefill_name") or ""))
+        prefill_name = str(item.record.get("prefill_name") or "")
+        if reply is not None and (prefill or prefill_name):
+            reply = _with_prefill(reply, prefill, prefill_name)
         if reply is not None:
             reply_turn = message_to_turn(
                 reply,

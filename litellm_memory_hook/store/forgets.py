@@ -174,8 +174,9 @@ async def clear_tokens(
         StoreError: Redis failed.
     """
     try:
-        with contextlib.suppress(OutOfMemoryError):  # a hash written before n existed
-            await redis.hsetnx(user.forgets, "n", "1")
+        if await redis.exists(user.forgets):  # never a new key without a TTL
+            with contextlib.suppress(OutOfMemoryError):  # a hash written before n existed
+                await redis.hsetnx(user.forgets, "n", "1")
         if conversation is None:
             fields = [f for f in await redis.hkeys(user.forgets) if f not in (b"n", "n")]
             if fields:

@@ -469,5 +469,7 @@ def _date_leading(lines: list[HistoryLine]) -> tuple[HistoryLine, ...]:
     if not first:  # none dated, or the first line is
         return tuple(lines)
     at = lines[first].ts_ms
-    moved = [replace(line, ts_ms=at - 1000 * (first - i)) for i, line in enumerate(lines[:first])]
+    moved = [
+        replace(line, ts_ms=max(0, at - 1000 * (first - i))) for i, line in enumerate(lines[:first])
+    ]
     return (*moved, *lines[first:])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from redis.exceptions import RedisError
 
@@ -89,7 +90,11 @@ async def delete_conversation(
 
 
 def unstored_turns(
-    lines: Sequence[HistoryLine], stored: Iterable[Turn], *, max_chars: int = 32_000
+    lines: Sequence[HistoryLine],
+    stored: Iterable[Turn],
+    *,
+    max_chars: int = 32_000,
+    trimmed: bool = False,
 ) -> list[Turn]:
     """The turns of ``lines`` that are not stored yet, in the lines' order.
 
@@ -112,6 +117,9 @@ def unstored_turns(
     again), therefore writes only the lines not stored yet, and an import that failed part-way
     writes the rest. Limit: an undated line also counts as stored when a turn with the same role
     and text reached the conversation some other way (a chat through the proxy, another file).
+
+    ``trimmed`` (the conversation's oldest turns were deleted to keep ``max_stored_messages``):
+    the lines before the first line still stored are not new either.
     """
     exact = Counter((t.role, t.ts_ms, t.text) for t in stored)
     loose = Counter((role, text) for role, _, text in exact.elements())
@@ -129,7 +137,36 @@ def unstored_turns(
         if not dated and loose[turn.role, turn.text] > 0:
             loose[turn.role, turn.text] -= 1
             known[i] = True
-    return [turn for (_, turn), done in zip(candidates, known, strict=True) if not done]
+    turns = [turn for (_, turn), done in zip(candidates, known, strict=True) if not done]
+    if trimmed and True in known:
+        # the conversation's oldest turns were trimmed: the file's lines before the first one
+        # still stored went that way, and are not new
+        first_known = known.index(True)
+        turns = [
+            turn
+            for i, ((_, turn), done) in enumerate(zip(candidates, known, strict=True))
+            if not done and i > first_known
+        ]
+    return turns
+
+
+def in_time_order(lines: Sequence[HistoryLine]) -> list[HistoryLine]:
+    """The lines in time order when their dated times go back (a merged or re-sorted log),
+    else as they are. Only dated lines give the order: an undated line keeps its place after
+    the dated line before it, and takes that line's time (so the stored times never go back);
+    lines of one time stay as written (a stable sort)."""
+    dated = [line.ts_ms for line in lines if line.dated]
+    if all(a <= b for a, b in pairwise(dated)):
+        return list(lines)
+    keyed: list[tuple[int, int, HistoryLine]] = []
+    key = -1
+    for index, line in enumerate(lines):
+        if line.dated:
+            key = line.ts_ms
+        elif key >= 0:
+            line = replace(line, ts_ms=key)
+        keyed.append((key, index, line))
+    return [line for _, _, line in sorted(keyed, key=lambda item: (item[0], item[1]))]
 
 
 async def import_lines(
@@ -145,30 +182,33 @@ async def import_lines(
     The caller schedules extraction over the imported lines (:func:`schedule_import`): the
     worker works through the backlog in jobs of ``extraction_lines_chars`` each.
 
-    Lines are written in time order (a stable sort: a file whose times go back, a merged log, is
-    put in order; lines of one time stay as written), as the date lookup needs. Lines already
-    stored are skipped (matched as :func:`unstored_turns` says: dated lines on
-    role, timestamp and text; undated ones on role and text, each stored turn counting once), so
-    importing a file again into the same conversation, or the same file with lines appended,
-    writes only its new lines, after the stored ones; an import that failed part-way resumes
-    where it stopped. ``turns`` of the result counts the turns this call wrote. With
-    ``max_messages`` (``max_stored_messages``), only the file's newest ``max_messages`` lines
-    are imported, and the oldest stored turns past the bound are deleted after the write
+    Lines are written in time order (:func:`in_time_order`: a file whose dated times go back, a
+    merged log, is put in order), as the date lookup needs. Lines already stored are skipped
+    (matched as :func:`unstored_turns` says: dated lines on role, timestamp and text; undated
+    ones on role and text, each stored turn counting once), so importing a file again into the
+    same conversation, or the same file with lines appended, writes only its new lines, after
+    the stored ones; an import that failed part-way resumes where it stopped. ``turns`` of the
+    result counts the turns this call wrote. With ``max_messages`` (``max_stored_messages``),
+    only the file's newest ``max_messages`` lines are imported, lines before the first one
+    still stored in a conversation trimmed earlier are not new, and the oldest stored turns
+    past the bound are deleted after the write
     (:func:`~litellm_memory_hook.store.retention.trim_oldest`), as a chat request's write does.
 
     Raises:
         StoreError: Redis failed (lines before the failing batch stay written).
     """
     # stored in time order: a date is found by a binary search over the stored times, which a
-    # merged or re-sorted log would defeat (a stable sort keeps lines of one time as written)
-    lines = sorted(lines, key=lambda line: line.ts_ms)
+    # merged or re-sorted log would defeat
+    lines = in_time_order(lines)
     left_out = 0
     if max_messages is not None and len(lines) > max_messages:
         # only the newest lines a conversation may hold: matched and written alike, so that
         # importing the same file again still writes nothing (trimmed lines are not "new")
         left_out = len(lines) - max_messages
         lines = lines[-max_messages:]
-    turns = unstored_turns(lines, await store.all_turns(who.keys), max_chars=max_chars)
+    stored = await store.all_turns(who.keys)
+    trimmed_before = max_messages is not None and bool(stored) and stored[0].seq > 1
+    turns = unstored_turns(lines, stored, max_chars=max_chars, trimmed=trimmed_before)
     first = last = written = 0
     meta = {**who.meta_fields(), "created_ms": str(now_ms())}
     state, _ = await store.load(who.keys, who.memory, tail=1)
