@@ -7,6 +7,8 @@ import json
 from dataclasses import replace as dc_replace
 from typing import Any
 
+import pytest
+
 from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn
@@ -67,3 +69,32 @@ async def test_first_request_of_a_long_history_recalls_its_own_older_lines(
     assert "Seema lives in Pune" in sent, (
         "the client's own older line reached neither window nor recall"
     )
+
+
+async def test_a_seeding_request_ranks_only_its_newest_older_lines(
+    fake_redis: Any, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Indexing a seeding request's own older messages costs ~0.08 ms each on the request path:
+    only the newest UNSTORED_RECALL_MAX of those the window leaves out are ranked (a
+    10,000-message first request took 0.7 s more without the bound)."""
+    from litellm_memory_hook.proxy import context
+
+    store = MemoryStore(fake_redis, ttl_s=3600)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c2")
+    memory = keys.user_keys.memory_set(user_scope("demo"))
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "My sister Seema lives in Pune near the river"},
+        {"role": "assistant", "content": "Nice."},
+    ]
+    for i in range(30):
+        history.append({"role": "user", "content": f"filler chat number {i} about the weather"})
+        history.append({"role": "assistant", "content": f"ok {i}"})
+    history.append({"role": "user", "content": "Where does Seema live?"})
+    monkeypatch.setattr(context, "UNSTORED_RECALL_MAX", 4)
+    prepared = await prepare(store, keys, memory, history, ContextOptions(), now_ms=NOW)
+    assert prepared is not None
+    assert "Seema lives in Pune" not in json.dumps(prepared.messages)  # too old to be ranked
+    monkeypatch.setattr(context, "UNSTORED_RECALL_MAX", 200)
+    prepared = await prepare(store, keys, memory, history, ContextOptions(), now_ms=NOW)
+    assert prepared is not None
+    assert "Seema lives in Pune" in json.dumps(prepared.messages)

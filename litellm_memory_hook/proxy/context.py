@@ -224,6 +224,12 @@ async def prepare(
     )
 
 
+#: most of a seeding request's own older messages ranked for recall (the newest of them):
+#: indexing them here costs ~0.08 ms a message on the request path (measured on this project's
+#: machine: +740 ms for a 10,000-message first request without a bound, 25-50 ms with it).
+UNSTORED_RECALL_MAX = 200
+
+
 def _unstored(
     plan: TurnPlan,
     kept: Sequence[int],
@@ -232,18 +238,21 @@ def _unstored(
     max_chars: int,
 ) -> list[Turn]:
     """The client's history messages the window left out while the store holds nothing yet (a
-    whole-history client's first request, or its first after a forget): this request seeds
-    them, and until then only recall can bring their lines back."""
+    whole-history client's first request, or its first after a forget), the newest
+    :data:`UNSTORED_RECALL_MAX` of them: this request seeds them, and until then only recall
+    can bring their lines back."""
     if state.last_seq or not plan.history:
         return []
     window = set(kept)
-    out = []
-    for index, message in enumerate(plan.history):
+    out: list[Turn] = []
+    for index in range(len(plan.history) - 1, -1, -1):
+        if len(out) >= UNSTORED_RECALL_MAX:
+            break
         if index not in window:
-            turn = message_to_turn(message, ts_ms=now_ms, max_chars=max_chars)
+            turn = message_to_turn(plan.history[index], ts_ms=now_ms, max_chars=max_chars)
             if turn is not None:
                 out.append(turn)
-    return out
+    return out[::-1]
 
 
 def _fit(plan: TurnPlan, options: ContextOptions) -> Window:
