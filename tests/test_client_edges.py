@@ -55,14 +55,7 @@ async def test_first_request_of_a_long_history_recalls_its_own_older_lines(
     store = MemoryStore(fake_redis, ttl_s=3600)
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
     memory = keys.user_keys.memory_set(user_scope("demo"))
-    history: list[dict[str, Any]] = [
-        {"role": "user", "content": "My sister Seema lives in Pune near the river"},
-        {"role": "assistant", "content": "Nice."},
-    ]
-    for i in range(30):
-        history.append({"role": "user", "content": f"filler chat number {i} about the weather"})
-        history.append({"role": "assistant", "content": f"ok {i}"})
-    history.append({"role": "user", "content": "Where does Seema live?"})
+    history = _seema_history()
     prepared = await prepare(store, keys, memory, history, ContextOptions(), now_ms=NOW)
     assert prepared is not None
     sent = json.dumps(prepared.messages)
@@ -82,14 +75,7 @@ async def test_a_seeding_request_ranks_only_its_newest_older_lines(
     store = MemoryStore(fake_redis, ttl_s=3600)
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c2")
     memory = keys.user_keys.memory_set(user_scope("demo"))
-    history: list[dict[str, Any]] = [
-        {"role": "user", "content": "My sister Seema lives in Pune near the river"},
-        {"role": "assistant", "content": "Nice."},
-    ]
-    for i in range(30):
-        history.append({"role": "user", "content": f"filler chat number {i} about the weather"})
-        history.append({"role": "assistant", "content": f"ok {i}"})
-    history.append({"role": "user", "content": "Where does Seema live?"})
+    history = _seema_history()
     monkeypatch.setattr(context, "UNSTORED_RECALL_MAX", 4)
     prepared = await prepare(store, keys, memory, history, ContextOptions(), now_ms=NOW)
     assert prepared is not None
@@ -98,3 +84,16 @@ async def test_a_seeding_request_ranks_only_its_newest_older_lines(
     prepared = await prepare(store, keys, memory, history, ContextOptions(), now_ms=NOW)
     assert prepared is not None
     assert "Seema lives in Pune" in json.dumps(prepared.messages)
+
+
+def _seema_history() -> list[dict[str, Any]]:
+    """A whole history whose first line (Seema's town) is 62 messages before the question."""
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "My sister Seema lives in Pune near the river"},
+        {"role": "assistant", "content": "Nice."},
+    ]
+    for i in range(30):
+        history.append({"role": "user", "content": f"filler chat number {i} about the weather"})
+        history.append({"role": "assistant", "content": f"ok {i}"})
+    history.append({"role": "user", "content": "Where does Seema live?"})
+    return history
