@@ -61,7 +61,6 @@ from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store import transfer
 from litellm_memory_hook.store.forgets import (
-    clear_tokens,
     forget_token_ttl_s,
     mark_forgotten,
     refuse_earlier_writes,
@@ -566,9 +565,7 @@ class MemoryAPI:
         marked = await mark_forgotten(self.redis, user, scope, ttl_s=ttl_s)
         result = await self._delete_target(target, whole_user=whole_user)
         if not marked:
-            if not await mark_forgotten(self.redis, user, scope, ttl_s=ttl_s):
-                logger.info("memory forget: Redis is full; %s's tokens deleted", user.hash_tag)
-                await clear_tokens(self.redis, user, scope)
+            await refuse_earlier_writes(self.redis, user, scope, ttl_s=ttl_s)
             await self._delete_target(target, whole_user=whole_user)
         return result
 

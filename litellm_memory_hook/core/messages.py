@@ -427,14 +427,16 @@ def message_to_turn(
     ``max_chars`` keeps its end. The message itself, every field kept, goes into
     :attr:`Turn.msg` (:func:`storable_message`).
     """
-    role = message.get("role")
-    if role not in _CONVERSATION_ROLES:
+    if message.get("role") not in _CONVERSATION_ROLES:
         return None
     if lone_surrogate(message) is not None:
         # a model's reply cut inside an emoji (a provider's "\\ud83d"): no UTF-8 text can hold
         # it, so it is stored with U+FFFD in its place, and a pair cut across stream chunks as
         # its character (a client's request holding one is passed through before it gets here)
         message = _without_surrogates(message)
+    if not is_stored(message):
+        return None
+    role = message.get("role")
     text = content_text(message.get("content"))
     tool_calls = tuple(
         c for c in (message.get("tool_calls") or ()) if isinstance(c, dict) and c.get("id")
@@ -442,8 +444,6 @@ def message_to_turn(
     if role != "assistant":
         tool_calls = ()
     if is_blank(text):
-        if not tool_calls and role != "tool":
-            return None
         text = ""
     name = message.get("name")
     content = message.get("content")

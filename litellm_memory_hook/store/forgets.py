@@ -36,6 +36,7 @@ longest a write may wait); a write's TTL refresh makes it live as long as the us
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import time
 from collections.abc import Sequence
@@ -45,6 +46,8 @@ from redis.exceptions import OutOfMemoryError, RedisError
 
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.keys import FORGET_USER_FIELD, ConversationKeys, UserKeys
+
+logger = logging.getLogger("litellm_memory_hook")
 
 #: how long a forget token outlives the outage buffer's age limit (seconds): requests still
 #: running when the forget came (a long stream) are covered too.
@@ -190,15 +193,17 @@ async def clear_tokens(
 async def refuse_earlier_writes(
     redis: aioredis.Redis, user: UserKeys, conversation: ConversationKeys | None, *, ttl_s: int
 ) -> None:
-    """Before keys are deleted and written anew (``import --fresh``): writes whose read came
-    before are refused, as after a forget: a new token (:func:`mark_forgotten`), or on a full
-    Redis the tokens deleted (:func:`clear_tokens`). Without it, a regenerate read before a
-    fresh import replaces "its" old reply's seq, which an imported turn now holds.
+    """Before keys are deleted (a forget's second pass) or deleted and written anew (``import
+    --fresh``): writes whose read came before are refused, as after a forget: a new token
+    (:func:`mark_forgotten`), or on a full Redis the tokens deleted (:func:`clear_tokens`).
+    Without it, a regenerate read before a fresh import replaces "its" old reply's seq, which
+    an imported turn now holds.
 
     Raises:
         StoreError: Redis failed.
     """
     if not await mark_forgotten(redis, user, conversation, ttl_s=ttl_s):
+        logger.info("memory forget: Redis is full; %s's tokens deleted", user.hash_tag)
         await clear_tokens(redis, user, conversation)
 
 

@@ -137,17 +137,14 @@ def unstored_turns(
         if not dated and loose[turn.role, turn.text] > 0:
             loose[turn.role, turn.text] -= 1
             known[i] = True
-    turns = [turn for (_, turn), done in zip(candidates, known, strict=True) if not done]
-    if trimmed and True in known:
-        # the conversation's oldest turns were trimmed: the file's lines before the first one
-        # still stored went that way, and are not new
-        first_known = known.index(True)
-        turns = [
-            turn
-            for i, ((_, turn), done) in enumerate(zip(candidates, known, strict=True))
-            if not done and i > first_known
-        ]
-    return turns
+    # the conversation's oldest turns were trimmed: the file's lines before the first one still
+    # stored went that way, and are not new
+    start = known.index(True) if trimmed and True in known else 0
+    return [
+        turn
+        for i, ((_, turn), done) in enumerate(zip(candidates, known, strict=True))
+        if not done and i >= start
+    ]
 
 
 def in_time_order(lines: Sequence[HistoryLine]) -> list[HistoryLine]:
