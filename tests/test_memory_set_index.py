@@ -56,30 +56,7 @@ async def test_an_import_without_seq_does_not_reuse_the_imported_seqs(
     their seqs 1..2, then sets meta ``seq`` to "0": the next chat message gets seq 1 again, so
     two turns share a score in the sorted set (and the extraction cursor cannot tell them
     apart)."""
-    document = ExportDocument.parse(
-        {
-            "format": "litellm-memory-export",
-            "version": 1,
-            "exported_ms": 1,
-            "key_prefix": "mem",
-            "tenant": "master",
-            "user": "u-A",
-            "conversations": [
-                {
-                    "id": "demo",
-                    "key": "demo",
-                    "alias": "demo",
-                    "namespace": "demo",
-                    "memory_set": "ns:demo",
-                    "meta": {"tenant": "master", "user": "u-A"},
-                    "turns": [
-                        {"seq": 1, "role": "user", "text": "My cat is Miso.", "ts": 1000},
-                        {"seq": 2, "role": "assistant", "text": "Cute!", "ts": 1001},
-                    ],
-                }
-            ],
-        }
-    )
+    document = ExportDocument.parse(_export_of_two_turns(1, 1000))
     hook = make_hook(real_redis, prefix)
     await MemoryAPI(real_redis, hook.settings).import_export(document, tenant="master", user="u-A")
     out = await hook.async_pre_call_hook(
@@ -171,29 +148,7 @@ async def test_an_import_with_seqs_over_the_index_limit_is_refused_whole(
     (review: recall pointed at lines that do not exist). Such a document is refused, naming the
     limit, before anything is written; a conversation ``seq`` over it fails validation."""
     base = 1_700_000_000_000  # epoch ms, > 2**32
-    data: dict[str, Any] = {
-        "format": "litellm-memory-export",
-        "version": 1,
-        "exported_ms": 1,
-        "key_prefix": "mem",
-        "tenant": "master",
-        "user": "u-A",
-        "conversations": [
-            {
-                "id": "demo",
-                "key": "demo",
-                "alias": "demo",
-                "namespace": "demo",
-                "memory_set": "ns:demo",
-                "meta": {"tenant": "master", "user": "u-A"},
-                "seq": base + 1,
-                "turns": [
-                    {"seq": base, "role": "user", "text": "My cat is Miso.", "ts": base},
-                    {"seq": base + 1, "role": "assistant", "text": "Cute!", "ts": base + 1},
-                ],
-            }
-        ],
-    }
+    data = _export_of_two_turns(base, base, seq=base + 1)
     conversation = data["conversations"][0]
     settings = MemorySettings(key_prefix=prefix)
     with pytest.raises(MemoryInputError, match="over 4294967295"):
@@ -238,3 +193,32 @@ async def test_a_write_read_before_a_fresh_import_of_an_export_is_refused(
     )
     assert result.forgotten
     assert [t.text for t in await store.all_turns(keys)] == [question.text, "Stripes."]
+
+
+def _export_of_two_turns(first: int, ts: int, **conversation: Any) -> dict[str, Any]:
+    """An export of u-A's demo conversation holding two turns, at seqs ``first`` and
+    ``first + 1`` and times ``ts`` and ``ts + 1``, with ``conversation`` fields added."""
+    turns = [
+        {"seq": first, "role": "user", "text": "My cat is Miso.", "ts": ts},
+        {"seq": first + 1, "role": "assistant", "text": "Cute!", "ts": ts + 1},
+    ]
+    return {
+        "format": "litellm-memory-export",
+        "version": 1,
+        "exported_ms": 1,
+        "key_prefix": "mem",
+        "tenant": "master",
+        "user": "u-A",
+        "conversations": [
+            {
+                "id": "demo",
+                "key": "demo",
+                "alias": "demo",
+                "namespace": "demo",
+                "memory_set": "ns:demo",
+                "meta": {"tenant": "master", "user": "u-A"},
+                **conversation,
+                "turns": turns,
+            }
+        ],
+    }
