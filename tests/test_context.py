@@ -741,3 +741,55 @@ def test_a_blank_reply_the_client_keeps_rewrites_nothing() -> None:
     assert plan.replace == ()
     assert [t.text for t in plan.pending] == ["ok, third question"]
     assert [m["content"] for m in plan.history] == [m["content"] for m in history[:-1]]
+
+
+#: a JavaScript client's text cut inside an emoji (``JSON.stringify`` writes ``"\ud83d"``; the
+#: proxy's JSON decoding gives a lone surrogate, which no UTF-8 text can hold).
+BEACH = json.loads('"I loved the beach trip \\ud83d"')
+
+
+def test_a_lone_surrogate_in_an_older_message_rewrites_nothing() -> None:
+    """A whole-history client sends a message holding a lone surrogate again on every request;
+    its stored turn holds U+FFFD there (message_to_turn). Compared as sent, the two differed:
+    the planner took it for an edit and replaced the stored turns from it on with the client's
+    (stored again, under new seqs) on every later request. Planned in its stored form, it
+    matches its stored turn; the model still gets the client's message as sent."""
+    state = _state(
+        ("user", "My cat is called Miso."),
+        ("assistant", "Nice name!"),
+        ("user", "I loved the beach trip \ufffd"),
+        ("assistant", "Sounds fun!"),
+        ts=NOW - 600_000,
+    )
+    history = [
+        _user("My cat is called Miso."),
+        _assistant("Nice name!"),
+        _user(BEACH),
+        _assistant("Sounds fun!"),
+        _user("What did I love?"),
+    ]
+    plan = plan_turn(history, state, now_ms=NOW)
+    assert plan is not None and plan.verbatim
+    assert plan.replace == ()
+    assert [t.text for t in plan.pending] == ["What did I love?"]
+    assert plan.history_seqs == (1, 2, 3, 4)
+    assert plan.history[2] is history[2]  # the client's own message, the lone surrogate kept
+    assert plan.history == tuple(history[:4])
+    assert plan.surrogates == 1
+
+
+def test_a_lone_surrogate_in_the_new_turn_and_its_prefill_is_planned_in_stored_form() -> None:
+    """A new user message and a prefill holding a lone surrogate: the turn to store and the
+    recorded prefill (signed into the request's metadata, then stored before the reply) hold
+    U+FFFD in its place; the new turn reaches the model as the client sent it."""
+    state = _state(("user", "My cat is called Miso."), ("assistant", "Nice name!"))
+    prefill = {"role": "assistant", "name": "Nar\udc00rator", "content": "Once upon a \ud83d"}
+    sent = [_user("My cat is called Miso."), _assistant("Nice name!"), _user(BEACH), prefill]
+    plan = plan_turn(sent, state, now_ms=NOW)
+    assert plan is not None
+    assert [(t.role, t.text) for t in plan.pending] == [("user", "I loved the beach trip \ufffd")]
+    assert (plan.prefill, plan.prefill_name) == ("Once upon a \ufffd", "Nar\ufffdrator")
+    assert plan.new == (sent[2], sent[3])
+    assert plan.new[0] is sent[2] and plan.new[1] is sent[3]
+    assert plan.replace == ()
+    assert plan.surrogates == 2

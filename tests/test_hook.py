@@ -771,25 +771,99 @@ async def test_replayed_messages_never_pass_anthropics_four_cache_breakpoints(
     assert hook.counters["rebuilt"] == len(said)
 
 
-async def test_a_lone_surrogate_in_the_new_message_is_not_a_precall_error(
+#: a JavaScript client's text cut inside an emoji (``JSON.stringify`` writes ``"\\ud83d"``;
+#: JSON decoding gives a lone surrogate, which no UTF-8 text can hold).
+BEACH = json.loads('"I loved the beach trip \\ud83d"')
+
+
+async def test_a_lone_surrogate_in_the_new_message_gets_memory_and_is_stored(
     fake_redis: aioredis.Redis, prefix: str
 ) -> None:
-    """A JavaScript client that cuts a string inside an emoji sends a lone surrogate
-    (``JSON.stringify`` writes it as ``"\\ud83d"``; the proxy decodes it to one). The rebuild
-    succeeds, then signing the write record fails (orjson refuses the surrogate, the json
-    fallback cannot encode it): a pre-call error after ``data["messages"]`` was replaced, so
-    the model got the memory but the turn was silently never stored. The request goes as sent
-    (with the alias's rules), and is counted."""
+    """A request whose new message holds a lone surrogate went to the model without memory
+    and was never stored (and, before that pass-through, signing its record failed). It now
+    gets memory like any other, the message reaching the model as sent (the lone surrogate
+    kept); the turn is stored with U+FFFD in its place, as replies are."""
     hook = make_hook(fake_redis, prefix)
-    text = json.loads('"I loved the beach trip \\ud83d"')
-    data = chat_request(text)
-    original = json.loads(json.dumps(data["messages"]))
-    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
-    assert out is not None
-    assert hook.counters["precall_errors"] == 0
-    assert out["messages"] == with_rules(original, "You are Mira.")  # as sent, with the rules
-    assert METADATA_KEY not in out.get("metadata", {})
-    assert hook.counters["surrogate_passthrough"] == 1
+    await _chat(hook, chat_request(), "Nice name!")
+    out = await _chat(hook, chat_request(BEACH, call_id="call-2"), "Sounds fun!")
+    assert out["messages"][0]["role"] == "system"
+    assert out["messages"][0]["content"].startswith("You are Mira.")
+    assert out["messages"][1:] == [
+        {"role": "user", "content": "My cat is called Miso."},  # memory: the stored turn 1
+        {"role": "assistant", "content": "Nice name!"},
+        {"role": "user", "content": BEACH},  # as sent
+    ]
+    assert out["messages"][-1]["content"][-1] == "\ud83d"
+    await hook.drain()
+    stored = await _turns(fake_redis, prefix)
+    assert [(t["seq"], t["role"], t["text"]) for t in stored] == [
+        (1, "user", "My cat is called Miso."),
+        (2, "assistant", "Nice name!"),
+        (3, "user", "I loved the beach trip \ufffd"),
+        (4, "assistant", "Sounds fun!"),
+    ]
+    assert hook.counters["rebuilt"] == 2
+    assert hook.counters["surrogate_requests"] == 1
+    assert hook.counters["precall_errors"] + hook.counters["postcall_errors"] == 0
+
+
+async def test_a_lone_surrogate_in_an_older_message_never_switches_memory_off(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A whole-history client (most chat UIs) sends turn 2's message, which holds a lone
+    surrogate, again on every later request: any request holding one passed through without
+    memory and unstored, so from turn 2 on the conversation had no memory and nothing more
+    of it was stored. Every request now gets memory, the client's messages reach the model as
+    sent, and each turn is stored once, in order (no rewrite: seqs 1-8)."""
+    said = ["My cat is called Miso.", BEACH, "What did I love?", "And my cat's name?"]
+    replies = ["Nice name!", "Sounds fun!", "The beach trip.", "Miso."]
+    history: list[dict[str, Any]] = []
+    for turn, (text, reply) in enumerate(zip(said, replies, strict=True), 1):
+        history.append({"role": "user", "content": text})
+        data = chat_request(call_id=f"wh-{turn}")
+        data["messages"] = [dict(m) for m in history]
+        out = await _chat(hook, data, reply)
+        assert out["messages"][0]["role"] == "system"
+        assert out["messages"][0]["content"].startswith("You are Mira.")
+        assert "<memory_reminder>" in out["messages"][0]["content"]
+        assert out["messages"][1:] == history  # the client's messages as sent, in order
+        history.append({"role": "assistant", "content": reply})
+        await hook.drain()
+    assert history[2]["content"][-1] == "\ud83d"
+    stored = await _turns(any_redis, prefix)
+    assert [(t["seq"], t["role"], t["text"]) for t in stored] == [
+        (1, "user", "My cat is called Miso."),
+        (2, "assistant", "Nice name!"),
+        (3, "user", "I loved the beach trip \ufffd"),
+        (4, "assistant", "Sounds fun!"),
+        (5, "user", "What did I love?"),
+        (6, "assistant", "The beach trip."),
+        (7, "user", "And my cat's name?"),
+        (8, "assistant", "Miso."),
+    ]
+    assert hook.counters["rebuilt"] == 4
+    assert hook.counters["surrogate_requests"] == 3
+    assert hook.counters["precall_errors"] + hook.counters["postcall_errors"] == 0
+
+
+async def test_a_prefill_holding_a_lone_surrogate_is_stored_once_in_the_reply(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A roleplay frontend's prefill cut inside an emoji, which the model's reply repeats (some
+    providers return the prefill with the continuation): the reply is stored once, the prefill
+    with U+FFFD, not the prefill followed by the whole reply again; the prefill reaches the
+    model as sent."""
+    prefill = {"role": "assistant", "name": "Narrator", "content": "The castle \ud83d"}
+    data = chat_request("Describe the castle.")
+    data["messages"] = [{"role": "user", "content": "Describe the castle."}, dict(prefill)]
+    out = await _chat(hook, data, "The castle \ud83d stood on a hill.")
+    assert out["messages"][-1] == prefill
+    await hook.drain()
+    stored = await _turns(any_redis, prefix)
+    assert [(t["role"], t.get("name"), t["text"]) for t in stored] == [
+        ("user", None, "Describe the castle."),
+        ("assistant", "Narrator", "The castle \ufffd stood on a hill."),
+    ]
 
 
 async def test_a_large_tool_call_reply_keeps_its_calls_for_the_results_sent_alone(

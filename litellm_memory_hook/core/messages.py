@@ -391,15 +391,27 @@ def _storable_content(content: Any, max_chars: int) -> Any:
     return parts
 
 
-def _without_surrogates(value: Any) -> Any:
-    """A decoded JSON value whose surrogate pairs are joined into their characters (an emoji a
-    stream cut across two chunks) and whose lone surrogates are replaced by U+FFFD."""
+def without_surrogates(value: Any) -> Any:
+    """The form of a decoded JSON value that Redis can hold: surrogate pairs joined into their
+    characters (an emoji a stream cut across two chunks), lone surrogates (JSON ``"\\ud83d"``,
+    which no UTF-8 text can hold) replaced by U+FFFD.
+
+    Args:
+        value: a string, or lists and objects (keys included) of them; other values (numbers,
+            ``None``, booleans) are returned as they are.
+
+    Returns:
+        A new value of the same shape (a string is returned as it is when it holds no
+        surrogate); the argument is not changed. Applying it twice gives the same value.
+    """
     if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
         return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if isinstance(value, list):
-        return [_without_surrogates(v) for v in value]
+        return [without_surrogates(v) for v in value]
     if isinstance(value, dict):
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
     return value
 
 
@@ -425,15 +437,17 @@ def message_to_turn(
     message carries ``tool_calls`` or is a tool result (case C26: a command that printed nothing
     is half of its tool group; it is replayed as the client sent it). Text longer than
     ``max_chars`` keeps its end. The message itself, every field kept, goes into
-    :attr:`Turn.msg` (:func:`storable_message`).
+    :attr:`Turn.msg` (:func:`storable_message`). A lone surrogate anywhere in it is stored as
+    U+FFFD (:func:`without_surrogates`).
     """
     if message.get("role") not in _CONVERSATION_ROLES:
         return None
     if lone_surrogate(message) is not None:
-        # a model's reply cut inside an emoji (a provider's "\\ud83d"): no UTF-8 text can hold
-        # it, so it is stored with U+FFFD in its place, and a pair cut across stream chunks as
-        # its character (a client's request holding one is passed through before it gets here)
-        message = _without_surrogates(message)
+        # a reply or a client's message cut inside an emoji (JSON "\\ud83d"): no UTF-8 text
+        # can hold it, so it is stored with U+FFFD in its place, and a pair cut across stream
+        # chunks as its character; the planner aligns a client's messages with stored turns in
+        # this same form (plan.storable_forms)
+        message = without_surrogates(message)
     if not is_stored(message):
         return None
     role = message.get("role")

@@ -15,6 +15,16 @@ for a whole-history client, one whose history does not end with that reply; for 
 client, within ``regenerate_window_s`` of the reply. The new reply then replaces the old one
 instead of storing a duplicate pair.
 
+Text that no UTF-8 can hold (a lone surrogate: a JavaScript client cutting a string inside an
+emoji writes ``"\\ud83d"``) is planned in the form the store holds it, U+FFFD in its place
+(:func:`storable_forms`): such a message gets memory and is stored like any other, and a
+whole-history client that sends it again on every later request aligns with its stored turn.
+The plan's ``lead``, ``history`` and ``new`` are still the client's own messages, the lone
+surrogate included, so the model receives them as sent. (Passing such requests through unstored
+instead switched memory off for the rest of a whole-history conversation, which keeps the
+message in every request; and its turns would have been stored with U+FFFD anyway, by the first
+later request that got memory, as messages the store lacks.)
+
 Also here: the section budgets (:class:`Budget`, :func:`fit_items`) and the operator-rule dedupe.
 """
 
@@ -34,8 +44,10 @@ from litellm_memory_hook.core.messages import (
     is_stored,
     keep_head,
     keep_tail,
+    lone_surrogate,
     messages_to_turns,
     split_request,
+    without_surrogates,
 )
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.prompt import strip_injected
@@ -121,6 +133,9 @@ class TurnPlan:
             the stored reply takes.
         store: False when nothing of the request may be stored: it would replace turns that
             wait in the outage buffer (:func:`plan_with_buffered`).
+        surrogates: how many of the client's messages hold a lone surrogate (planned, and
+            stored, with U+FFFD in its place: :func:`storable_forms`); ``lead``, ``history``
+            and ``new`` hold them as the client sent them.
     """
 
     system_texts: tuple[str, ...]
@@ -136,6 +151,7 @@ class TurnPlan:
     prefill: str = ""
     prefill_name: str = ""
     store: bool = True
+    surrogates: int = 0
 
     @property
     def regenerate(self) -> bool:
@@ -241,7 +257,76 @@ def plan_turn(
         max_stored_chars: longest text stored for one message (characters).
         regenerate: the request says it regenerates the last reply (``_repeated_turn``).
     """
-    messages = clean_messages(raw_messages)
+    messages, as_sent = storable_forms(clean_messages(raw_messages))
+    plan = _plan_turn(
+        messages,
+        state,
+        now_ms=now_ms,
+        call_id=call_id,
+        regenerate_window_s=regenerate_window_s,
+        max_stored_chars=max_stored_chars,
+        regenerate=regenerate,
+    )
+    if plan is None or not as_sent:
+        return plan
+
+    def sent(planned: tuple[Message, ...]) -> tuple[Message, ...]:
+        return tuple(as_sent.get(id(m), m) for m in planned)
+
+    return dc_replace(
+        plan,
+        lead=sent(plan.lead),
+        history=sent(plan.history),
+        new=sent(plan.new),
+        surrogates=len(as_sent),
+    )
+
+
+def storable_forms(messages: list[Message]) -> tuple[list[Message], dict[int, Message]]:
+    """The client's messages in the form the store holds them, for planning; and the
+    messages as sent, by the ``id`` of their stored form, for those that differ.
+
+    A message holding a lone surrogate anywhere (text, ``name``, tool arguments: the text no
+    UTF-8 can hold) becomes a copy with U+FFFD in its place
+    (:func:`~litellm_memory_hook.core.messages.without_surrogates`), which is what
+    :func:`~litellm_memory_hook.core.messages.message_to_turn` stores. Planning on those forms
+    compares a client's history with the stored turns as the store holds them: a whole-history
+    client sending such a message again on every request matches its stored turn (compared as
+    sent, it differed, and every later request rewrote the store from it on, as an edit).
+
+    Args:
+        messages: clean messages (:func:`~litellm_memory_hook.core.messages.clean_messages`).
+
+    Returns:
+        ``(forms, as_sent)``: ``forms`` is ``messages`` (the same list) when no message holds
+        a lone surrogate, else a new list with copies in place of those that do; ``as_sent``
+        maps ``id(copy)`` to the client's message (empty when there is none).
+    """
+    if lone_surrogate(messages) is None:
+        return messages, {}
+    forms: list[Message] = []
+    as_sent: dict[int, Message] = {}
+    for message in messages:
+        if lone_surrogate(message) is None:
+            forms.append(message)
+            continue
+        form = without_surrogates(message)
+        as_sent[id(form)] = message
+        forms.append(form)
+    return forms, as_sent
+
+
+def _plan_turn(
+    messages: list[Message],
+    state: ConversationState,
+    *,
+    now_ms: int,
+    call_id: str,
+    regenerate_window_s: float,
+    max_stored_chars: int,
+    regenerate: bool,
+) -> TurnPlan | None:
+    """:func:`plan_turn` on clean messages in their stored form (:func:`storable_forms`)."""
     if any(m.get("role") == "function" or m.get("function_call") for m in messages):
         return None  # legacy function calling: passed through as sent
     split = split_request(messages)

@@ -14,7 +14,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from litellm_memory_hook.core.assemble import assemble
-from litellm_memory_hook.core.messages import clean_messages, content_text, message_to_turn
+from litellm_memory_hook.core.messages import (
+    clean_messages,
+    content_text,
+    message_to_turn,
+    without_surrogates,
+)
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import (
     Budget,
@@ -189,7 +194,8 @@ async def prepare(
         exclude_from=_exclude_from(plan, window_seqs, state.last_seq),
         timezone=options.timezone,
         in_window=frozenset(
-            (str(m.get("role")), content_text(m.get("content")).strip()) for m in unmatched
+            (str(m.get("role")), without_surrogates(content_text(m.get("content"))).strip())
+            for m in unmatched
         ),
         # such a message may still rank: rank that many more lines, so leaving it out does
         # not leave recall short
@@ -294,9 +300,12 @@ def _asked_first(plan: TurnPlan, question: Turn) -> TurnPlan:
 
 
 def _last_user_text(raw_messages: object) -> str:
+    """The text of the request's last user message ("" without one), a lone surrogate in it
+    as U+FFFD: its words are looked up in Redis (recall), which holds UTF-8 text only."""
     for message in reversed(clean_messages(raw_messages)):
         if message.get("role") == "user":
-            return content_text(message.get("content"))
+            text: str = without_surrogates(content_text(message.get("content")))
+            return text
     return ""
 
 

@@ -59,7 +59,11 @@ from redis.exceptions import ResponseError
 from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
-from litellm_memory_hook.core.messages import is_valid_request, lone_surrogate, message_to_turn
+from litellm_memory_hook.core.messages import (
+    is_valid_request,
+    message_to_turn,
+    without_surrogates,
+)
 from litellm_memory_hook.core.models import ConversationState, Turn, copy_json
 from litellm_memory_hook.core.plan import plan_with_buffered
 from litellm_memory_hook.core.side_requests import side_request_pattern
@@ -533,13 +537,6 @@ class MemoryHook(CustomLogger):
             logger.info("memory hook: no usable user id for %r; passing through", data.get("model"))
             data["messages"] = with_rules(data.get("messages"), rules)
             return
-        if lone_surrogate(data.get("messages")) is not None:
-            # a JavaScript client cut a string inside an emoji: no UTF-8 text, so nothing of it
-            # could be stored; the request goes as sent, with the alias's rules
-            self.counters["surrogate_passthrough"] += 1
-            logger.info("memory hook: a message holds a lone surrogate; no memory, not stored")
-            data["messages"] = with_rules(data.get("messages"), rules)
-            return
         options = ContextOptions.for_alias(
             settings,
             alias,
@@ -710,6 +707,10 @@ class MemoryHook(CustomLogger):
             )
         for layer, chars in prepared.layer_chars.items():
             self.counters[f"chars_{layer}"] += chars
+        if prepared.plan.surrogates:
+            # a client cut a string inside an emoji (JSON "\\ud83d"): its messages reach the
+            # model as sent, and are stored with U+FFFD in its place (plan.storable_forms)
+            self.counters["surrogate_requests"] += 1
         record: dict[str, Any] = {
             "v": 1,
             "prefix": who.keys.prefix,
@@ -1053,7 +1054,9 @@ def _with_prefill(reply: dict[str, Any], prefill: str, name: str = "") -> dict[s
         reply = {**reply, "name": name}
     content = reply.get("content")
     text = content if isinstance(content, str) else ""
-    if text.startswith(prefill):
+    # the recorded prefill is in its stored form (a lone surrogate as U+FFFD), and so is the
+    # stored reply (message_to_turn): a reply that repeats the prefill as sent repeats it
+    if without_surrogates(text).startswith(prefill):
         return reply
     return {**reply, "content": prefill + text}
 

@@ -18,14 +18,15 @@ global one, so LiteLLM's own Prometheus integration and a second hook in tests s
   ``memory`` (rebuilt from memory), ``no_user``, ``mode_off``, ``no_new_turn``,
   ``rejected_no_user``, ``rejected_controls``, ``extraction_call``, ``side_request`` (a title or
   tag request of the app, passed through), ``invalid`` (messages the hook cannot rebuild,
-  passed through), ``invalid_text`` (a lone surrogate: no UTF-8 text, passed through with the
-  alias's rules), ``fail_open_error``, ``fail_open_config``, ``fail_open_breaker``;
+  passed through), ``fail_open_error``, ``fail_open_config``, ``fail_open_breaker``;
 * ``litellm_memory_fail_open_total{reason}`` (counter): requests passed through unchanged because
   memory failed: ``error``, ``config``, ``breaker`` (Redis failed a moment ago);
 * ``litellm_memory_redis_errors_total{source}`` (counter): Redis failures seen by the ``hook``
   (each trips the breaker), the memory ``api`` and the ``metrics`` scrape;
 * ``litellm_memory_hook_events_total{event}`` (counter): every counter of ``hook.counters``
-  (``turns_stored``, ``write_failures``, ``writes_lost``, ``streams_cut`` ...);
+  (``turns_stored``, ``write_failures``, ``writes_lost``, ``streams_cut``,
+  ``surrogate_requests`` (rebuilt requests whose messages hold a lone surrogate, stored with
+  U+FFFD in its place) ...);
 * ``litellm_memory_layer_characters{layer}`` (histogram): characters per layer of each rebuilt
   request (``rules`` ... ``reminder``, and ``window``);
 * ``litellm_memory_hook_duration_milliseconds`` (histogram): the pre-call hook's time;
@@ -92,7 +93,6 @@ REQUEST_OUTCOMES: Mapping[str, str] = {
     "extraction_calls_passed": "extraction_call",
     "side_requests": "side_request",
     "invalid_passthrough": "invalid",
-    "surrogate_passthrough": "invalid_text",
     "rejected_controls": "rejected_controls",
     "precall_errors": "fail_open_error",
     "config_errors": "fail_open_config",
