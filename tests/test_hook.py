@@ -846,6 +846,36 @@ async def test_a_lone_surrogate_in_an_older_message_never_switches_memory_off(
     assert hook.counters["precall_errors"] + hook.counters["postcall_errors"] == 0
 
 
+async def test_a_history_seeded_with_a_lone_surrogate_is_matched_by_the_next_request(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A whole-history client's first request with memory (an empty store) whose history holds
+    a lone surrogate seeds the store with U+FFFD there; its next request matches those turns
+    (nothing stored again, nothing replaced)."""
+    hook = make_hook(fake_redis, prefix)
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": BEACH},
+        {"role": "assistant", "content": "Sounds fun!"},
+        {"role": "user", "content": "What did I love?"},
+    ]
+    for turn, reply in enumerate(["The beach trip.", "Miso."], 1):
+        data = chat_request(call_id=f"seed-{turn}")
+        data["messages"] = [dict(m) for m in history]
+        out = await _chat(hook, data, reply)
+        assert out["messages"][1:] == history
+        await hook.drain()
+        history += [{"role": "assistant", "content": reply}, {"role": "user", "content": "Ok."}]
+    stored = await _turns(fake_redis, prefix)
+    assert [(t["seq"], t["text"]) for t in stored] == [
+        (1, "I loved the beach trip \ufffd"),
+        (2, "Sounds fun!"),
+        (3, "What did I love?"),
+        (4, "The beach trip."),
+        (5, "Ok."),
+        (6, "Miso."),
+    ]
+
+
 async def test_a_prefill_holding_a_lone_surrogate_is_stored_once_in_the_reply(
     hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
 ) -> None:
