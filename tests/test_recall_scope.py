@@ -30,7 +30,7 @@ from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.proxy.recall_step import RecallOptions
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
-from litellm_memory_hook.store.redis_store import MemoryStore
+from litellm_memory_hook.store.redis_store import DateSeqs, MemoryStore
 
 from .conftest import Auth, model_response
 
@@ -315,44 +315,98 @@ async def test_date_lifts_the_lines_of_that_day(any_redis: aioredis.Redis, prefi
     assert nothing.recalled == []
 
 
+async def _spans_of(
+    times: list[int], spans: list[tuple[int, int]], *, cap: int = 1024, legacy: bool = False
+) -> list[DateSeqs]:
+    """The date spans a fakeredis store finds in one request's turns said at ``times`` (seq
+    1, 2, ... in that order); ``legacy``: the time index deleted (a conversation stored before
+    it existed)."""
+    import fakeredis
+
+    client = fakeredis.FakeAsyncRedis(decode_responses=False)
+    store = MemoryStore(client, ttl_s=60, postings_cap=cap)
+    keys = ConversationKeys.for_ids("p", "t", "u", "c")
+    turns = [Turn(role="user", text=f"w{i}", ts_ms=t) for i, t in enumerate(times)]
+    await store.append(keys, indexed_chain(turns))
+    if legacy:
+        await client.delete(keys.times)
+    _, postings = await store.load(
+        keys, keys.user_keys.memory_set("ns:x"), tail=1, date_spans=spans
+    )
+    await client.aclose()
+    return postings.spans
+
+
+def _seqs(found: DateSeqs) -> list[int]:
+    return [int(seq) for seq in recall.date_postings(found.runs)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=40),
+    st.integers(min_value=-5, max_value=60),
+    st.integers(min_value=0, max_value=30),
+    st.integers(min_value=1, max_value=8),
+)
+def test_seq_spans_match_a_scan(times: list[int], start: int, width: int, cap: int) -> None:
+    """The span script finds, through the time index, the turns a scan of the timestamps finds,
+    whatever order the times are stored in: their number, and the latest (by time) ``cap`` of
+    them as runs of consecutive seqs."""
+    import asyncio
+
+    [found] = asyncio.run(_spans_of(times, [(start, start + width)], cap=cap))
+    inside = [seq for seq, t in enumerate(times, 1) if start <= t < start + width]
+    assert found.df == len(inside)
+    got = _seqs(found)
+    assert got == sorted(set(got)) and set(got) <= set(inside)
+    assert len(got) == min(cap, len(inside))
+    left_out = set(inside) - set(got)
+    if got and left_out:
+        assert min(times[s - 1] for s in got) >= max(times[s - 1] for s in left_out)
+    # runs are maximal: consecutive seqs never split into two runs
+    assert all(a[1] < b[0] for a, b in zip(found.runs, found.runs[1:], strict=False))
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=40),
     st.integers(min_value=-5, max_value=60),
     st.integers(min_value=0, max_value=30),
 )
-def test_seq_spans_match_a_scan(gaps: list[int], start: int, width: int) -> None:
-    """The span script's binary search finds the same seqs as a scan of the timestamps."""
+def test_seq_spans_without_a_time_index_binary_search(
+    gaps: list[int], start: int, width: int
+) -> None:
+    """A conversation stored before the time index existed (no ``times`` key): the span script
+    binary-searches the turns' times, as it did before, and finds the seqs of a scan when the
+    times are in seq order."""
     import asyncio
 
-    import fakeredis
-
-    async def run() -> tuple[int, int]:
-        client = fakeredis.FakeAsyncRedis(decode_responses=False)
-        store = MemoryStore(client, ttl_s=60)
-        keys = ConversationKeys.for_ids("p", "t", "u", "c")
-        times, now = [], 0
-        for gap in gaps:
-            now += gap
-            times.append(now)
-        turns = [Turn(role="user", text=f"w{i}", ts_ms=t) for i, t in enumerate(times)]
-        await store.append(keys, indexed_chain(turns))
-        _, postings = await store.load(
-            keys, keys.user_keys.memory_set("ns:x"), tail=1, date_spans=[(start, start + width)]
-        )
-        await client.aclose()
-        return postings.spans[0]
-
-    first, end = asyncio.run(run())
     times, now = [], 0
     for gap in gaps:
         now += gap
         times.append(now)
-    inside = [i + 1 for i, t in enumerate(times) if start <= t < start + width]
-    if inside:
-        assert list(range(first, end)) == inside
-    else:
-        assert first == end
+    [found] = asyncio.run(_spans_of(times, [(start, start + width)], legacy=True))
+    inside = [seq for seq, t in enumerate(times, 1) if start <= t < start + width]
+    assert _seqs(found) == inside
+    assert found.df == len(inside)
+
+
+async def test_seq_spans_exact_runs_of_out_of_order_times() -> None:
+    """Exact replies: turns said at minutes 10, 11, 12, then 1, 2 (imported after), then 13;
+    a span of minutes 0-3 finds seqs 4-5, one of minutes 11-14 finds 2, 3 and 6 as two runs,
+    and with cap 2 only the latest two by time (3 and 6). Without the index (a conversation
+    stored before it existed) the binary search over the times gives what it gave before the
+    index: seqs 1-5 for minutes 0-3, not the imported 4-5 alone."""
+    minute = 60_000
+    times = [10 * minute, 11 * minute, 12 * minute, 1 * minute, 2 * minute, 13 * minute]
+    spans = [(0, 3 * minute), (11 * minute, 14 * minute), (20 * minute, 30 * minute)]
+    assert await _spans_of(times, spans) == [
+        DateSeqs(2, ((4, 6),)),
+        DateSeqs(3, ((2, 4), (6, 7))),
+        DateSeqs(0, ()),
+    ]
+    assert (await _spans_of(times, spans[1:2], cap=2)) == [DateSeqs(3, ((3, 4), (6, 7)))]
+    assert (await _spans_of(times, spans[:1], legacy=True)) == [DateSeqs(5, ((1, 6),))]
 
 
 # -- date labels --------------------------------------------------------------------------------
@@ -561,22 +615,17 @@ async def test_span_script_reloaded_after_a_flush(fake_redis: aioredis.Redis, pr
     keys, memory = await _chat(store, prefix, "c1", ["a b c", "d e f"], step_ms=DAY_MS)
     await fake_redis.script_flush()
     _, postings = await store.load(keys, memory, tail=1, date_spans=[(T0, T0 + DAY_MS)])
-    assert postings.spans == [(1, 2)]
+    assert postings.spans == [DateSeqs(1, ((1, 2),))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limitation (README): date spans are found by binary search on stored times, "
-    "which an import of older lines after newer chat leaves out of order",
-)
 async def test_a_date_finds_lines_imported_after_newer_chat(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
     """An import appends its lines, with their real (older) times, after the turns a user has
-    already said through the proxy (tools/importer.py). SEQ_SPANS assumes the turns are in time
-    order and binary-searches their times: here the search walks into the newer chat before the
-    import and finds no turn of the named day, so the date lifts nothing and the newest line
-    that shares the words is recalled instead of the one said that day."""
+    already said through the proxy (tools/importer.py), so the stored times are not in seq
+    order. The date is found through the time index (SEQ_SPANS), not a binary search over the
+    times (which walked into the newer chat and lifted nothing): the line said on the named day
+    is recalled, not the newest line that shares the words."""
     from litellm_memory_hook.proxy.identity import Identity
     from litellm_memory_hook.tools.datasets import HistoryLine
     from litellm_memory_hook.tools.importer import import_lines

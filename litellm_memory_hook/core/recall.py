@@ -1014,12 +1014,16 @@ def fill_budget(
     return chosen
 
 
-def date_postings(first_seq: int, end_seq: int, cap: int) -> npt.NDArray[np.int64]:
-    """The postings of a date term: the seqs of the lines in its span (the store finds
-    ``first_seq`` and ``end_seq`` by time), the newest ``cap`` of them.
+def date_postings(runs: Sequence[tuple[int, int]]) -> npt.NDArray[np.int64]:
+    """The postings of a date term: the seqs of the lines in its span, as the store found them
+    by time (runs of consecutive seqs, ``(first, end)`` with ``end`` excluded, ascending and
+    disjoint: :class:`~litellm_memory_hook.store.redis_store.DateSeqs`; the store already keeps
+    at most its postings cap of them).
 
     Returns:
-        ``seq`` in ``[max(first_seq, end_seq - cap), end_seq)``, ascending; empty if none.
+        The seqs of every run, ascending; empty if none.
     """
-    start = max(first_seq, end_seq - cap, 0)
-    return np.arange(start, max(end_seq, start), dtype=np.int64)
+    parts = [np.arange(first, end, dtype=np.int64) for first, end in runs if end > first]
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(parts)

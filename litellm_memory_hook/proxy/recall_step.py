@@ -36,7 +36,7 @@ from litellm_memory_hook.core.prompt import EarlierLine, earlier_line_chars
 from litellm_memory_hook.errors import InvalidIdError
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, key_id
-from litellm_memory_hook.store.redis_store import POSTINGS_CAP, MemoryStore, Postings
+from litellm_memory_hook.store.redis_store import MemoryStore, Postings
 
 RecallMode = Literal["budget", "fixed"]
 RecallScope = Literal["conversation", "user"]
@@ -146,10 +146,10 @@ def _collection(
 ) -> recall.Collection:
     seqs: dict[str, Sequence[int] | npt.NDArray[Any]] = dict(postings.seqs)
     df: dict[str, int] = dict(postings.df)
-    for date, (first, end) in zip(query.dates, postings.spans, strict=False):
-        if end > first:
-            seqs[date.term] = recall.date_postings(first, end, POSTINGS_CAP)
-            df[date.term] = end - first
+    for date, found in zip(query.dates, postings.spans, strict=False):
+        if found.df > 0 and found.runs:
+            seqs[date.term] = recall.date_postings(found.runs)
+            df[date.term] = found.df
     return recall.Collection(seqs, df, postings.n_docs, exclude_from)
 
 

@@ -9,6 +9,9 @@ and every script or transaction stays inside one slot (DESIGN.md section 4, issu
     mem:{t:u}:c:<c>:turns      zset   score = seq, member = JSON turn
     mem:{t:u}:c:<c>:calls      hash   litellm_call_id -> seq of the stored reply (idempotency)
     mem:{t:u}:c:<c>:postings   hash   recall index: term -> packed df + newest postings
+    mem:{t:u}:c:<c>:times      zset   time index: score = the turn's ts (epoch ms), member = seq
+                                      (dates find their turns in any stored order; absent in
+                                      a conversation written before it existed)
     mem:{t:u}:c:<c>:lease      string the extraction job's lease (worker id), with an expiry
 
     mem:{t:u}:<s>:pinned       hash   pinned memories, id -> text as the user typed it
@@ -62,7 +65,7 @@ PLACEHOLDER_IDS = frozenset(
 FORGET_USER_FIELD = "u"
 
 #: suffixes of a conversation's keys and of a memory set's keys (for TTL refresh and deletion).
-CONVERSATION_SUFFIXES = ("meta", "turns", "calls", "postings", "lease")
+CONVERSATION_SUFFIXES = ("meta", "turns", "calls", "postings", "times", "lease")
 MEMORY_SUFFIXES = ("pinned", "memories", "tombs", "mstate")
 
 
@@ -261,13 +264,20 @@ class ConversationKeys:
         return self._key("postings")
 
     @property
+    def times(self) -> str:
+        """Sorted set: the time index, score = a stored turn's ``ts`` (epoch ms), member = its
+        seq (decimal). Kept by the same scripts that write and delete the turns, and only while
+        it holds every stored turn (:data:`~litellm_memory_hook.store.redis_store.SEQ_SPANS`)."""
+        return self._key("times")
+
+    @property
     def lease(self) -> str:
         """String: the id of the worker running this conversation's extraction job (expires)."""
         return self._key("lease")
 
     def all(self) -> tuple[str, ...]:
         """Every per-conversation key (not the memory set), for TTL refresh and deletion."""
-        return (self.meta, self.turns, self.calls, self.postings, self.lease)
+        return (self.meta, self.turns, self.calls, self.postings, self.times, self.lease)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,22 @@ big-endian uint32s: the term's document frequency, then the seqs of the newest m
 it, ascending, at most ``postings_cap`` of them (DESIGN.md section 6: reading only the newest
 postings keeps the cost of a request flat as the conversation grows). ``meta.idx_n`` counts the
 indexed messages (the N of the IDF formula).
+
+The time index is the ``times`` sorted set of a conversation: score = a stored turn's ``ts``
+(epoch ms), member = its seq. The scripts that store and remove turns keep it in the same script
+(same slot, same TTL), so a date the user names finds the turns said then whatever order their
+times were stored in (an import of older lines after newer chat, a write an outage buffer held
+back): :data:`SEQ_SPANS`, O(log n + postings_cap) per date. It costs ~96 bytes of Redis memory a
+turn (measured: 9.6 MB at 100,000 turns). A conversation stored before the index existed has no
+``times`` key; its writes add none (an index missing older turns would hide them), and its dates
+are found as before, by a binary search over the turns' times, right while they are in seq
+order. It gets an index once it holds no turn again (forgotten, imported ``--fresh``, every
+turn deleted). The same fallback is taken whenever the index does not hold every stored turn
+(its size is compared with the turns' on every read, and by every write, which then adds
+nothing to it): turns an older version of the package writes during a rolling upgrade send the
+conversation back to the binary search, except a reply such a version regenerates (it removes
+one turn the index holds and adds one it lacks, so the sizes still match): that reply is then
+missing from the index, and a date does not find it.
 """
 
 from __future__ import annotations
@@ -142,17 +158,31 @@ local function remove_postings(postings, term, seqs)
   if df <= 0 then redis.call('HDEL', postings, term)
   else redis.call('HSET', postings, term, enc(df) .. list) end
 end
+-- The time index, KEYS[6] (score = a turn's ts, member = its seq): kept only while it holds
+-- every stored turn, i.e. has as many members as the turns zset KEYS[2] (both 0 in a new
+-- conversation). A conversation stored before the index existed has none, and its writes add
+-- none (SEQ_SPANS then binary-searches the turns' own times, as before the index), until it is
+-- empty again. Turns leave the index wherever they leave KEYS[2].
+local function times_kept()
+  return redis.call('ZCARD', KEYS[6]) == redis.call('ZCARD', KEYS[2])
+end
+-- The ts of a turn body, as written ('"ts":' cannot occur inside a JSON string: its quotes are
+-- escaped, so the first match is the turn's own field); '0' when it has none.
+local function body_ts(body)
+  return string.match(body, '"ts":(%-?%d+)') or '0'
+end
 -- Remove listed turns, reading ARGV from position i: the number of turns, then for each its
 -- seq and 1 when it is indexed (has terms); then the number of terms, then for each the term,
 -- a count k and k seqs of listed turns holding it. Only turns still stored are removed, and
--- only they leave the index (KEYS[1] meta, KEYS[2] turns, KEYS[4] postings). Returns the next
--- position and the number of turns removed.
+-- only they leave the index (KEYS[1] meta, KEYS[2] turns, KEYS[4] postings, KEYS[6] times).
+-- Returns the next position and the number of turns removed.
 local function remove_turns(i)
   local removed, gone = 0, {}
   local n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
     local seq = tonumber(ARGV[i])
     if redis.call('ZREMRANGEBYSCORE', KEYS[2], seq, seq) > 0 then
+      redis.call('ZREM', KEYS[6], ARGV[i])
       removed = removed + 1
       gone[seq] = true
       if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
@@ -194,10 +224,11 @@ end
 
 APPEND_TURNS = (
     """
--- Append turns to a conversation, idempotently on call_id, updating the recall index.
+-- Append turns to a conversation, idempotently on call_id, updating the recall index and the
+-- time index.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
--- KEYS[5] the user's forgets hash (store/forgets.py)
--- KEYS[6..] (optional) the user's index set, then the keys of the conversation's memory set
+-- KEYS[5] the user's forgets hash (store/forgets.py), KEYS[6] times zset (the time index)
+-- KEYS[7..] (optional) the user's index set, then the keys of the conversation's memory set
 -- ARGV[1] call_id ("" = no idempotency check)
 -- ARGV[2] TTL in seconds, set on every key (KEYS) that exists
 -- ARGV[3] now, epoch ms (meta.updated_ms)
@@ -211,7 +242,7 @@ APPEND_TURNS = (
 --   (a client's own history seeding a new conversation: concurrent first requests seed it once)
 -- then: number of new turns; for each: body (turn JSON without "{"), 1 when indexed
 -- then: their terms, as index_turns reads them (positions in the new turns)
--- then (with KEYS[6]): number of members, then the members added to the user's index set
+-- then (with KEYS[7]): number of members, then the members added to the user's index set
 -- Returns {1, first_seq, last_seq, cursor} when written, {0, seq, seq, cursor} when call_id was
 -- already stored, {-1, 0, 0, 0} when a forget came after the request's read (nothing written);
 -- cursor is meta.cursor, the seq extraction has reached (the post-call hook decides whether
@@ -234,6 +265,7 @@ for _ = 1, tonumber(ARGV[8]) do
   i = i + 2
 end
 i = remove_turns(i)
+local timed = times_kept()
 local n_seed = tonumber(ARGV[i]); i = i + 1
 local n_new = tonumber(ARGV[i]); i = i + 1
 local skip_seed = n_seed > 0 and tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') > 0
@@ -244,6 +276,7 @@ for j = 1, n_new do
     if first == 0 then first = last end
     seqs[j] = last
     redis.call('ZADD', KEYS[2], last, '{"seq":' .. last .. ',' .. ARGV[i])
+    if timed then redis.call('ZADD', KEYS[6], body_ts(ARGV[i]), last) end
     if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   end
   i = i + 2
@@ -251,9 +284,9 @@ end
 i = index_turns(i, seqs, tonumber(ARGV[4]))
 if call_id ~= '' and last > 0 then redis.call('HSET', KEYS[3], call_id, last) end
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[3])
-if #KEYS >= 6 then
+if #KEYS >= 7 then
   local n_members = tonumber(ARGV[i])
-  if n_members > 0 then redis.call('SADD', KEYS[6], unpack(ARGV, i + 1, i + n_members)) end
+  if n_members > 0 then redis.call('SADD', KEYS[7], unpack(ARGV, i + 1, i + n_members)) end
 end
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
 return {1, first, last, cursor()}
@@ -262,9 +295,9 @@ return {1, first, last, cursor()}
 
 DELETE_TURNS = (
     """
--- Delete stored turns of a conversation by seq, with their recall-index entries.
+-- Delete stored turns of a conversation by seq, with their recall-index and time-index entries.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
--- KEYS[5] the user's forgets hash (store/forgets.py)
+-- KEYS[5] the user's forgets hash (store/forgets.py), KEYS[6] times zset (the time index)
 -- ARGV[1] TTL in seconds, set on every key of the conversation that exists
 -- ARGV[2] the conversation's forgets field, ARGV[3] the forget token the deleting request read
 -- ('' = not checked: a delete asked for now)
@@ -278,7 +311,7 @@ DELETE_TURNS = (
     + """
 if forgotten(KEYS[5], ARGV[2], ARGV[3]) then return -1 end
 local _, removed = remove_turns(4)
-for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
+for _, k in ipairs({1, 2, 3, 4, 6}) do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
 return removed
 """
 )
@@ -288,8 +321,9 @@ BEGIN_WRITE = (
 -- Start a write too large for one script (issue 9 item 7): decide, reserve and mark; the turns
 -- follow in bounded batches (WRITE_TURNS), so no script holds Redis for long.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
--- KEYS[5] the user's forgets hash (store/forgets.py), KEYS[6] the user's index set: the
--- conversation joins it here, so a forget of the whole user finds it between batches
+-- KEYS[5] the user's forgets hash (store/forgets.py), KEYS[6] times zset (the time index)
+-- KEYS[7] the user's index set: the conversation joins it here, so a forget of the whole user
+-- finds it between batches
 -- ARGV[1] call_id ("" = no idempotency check)
 -- ARGV[2] progress field of meta ("writing:<call id or token>")
 -- ARGV[3] TTL in seconds, ARGV[4] now, epoch ms
@@ -325,7 +359,7 @@ if call_id ~= '' then
   end
 end
 own_tokens(KEYS[5], ARGV[5], ARGV[7])
-redis.call('SADD', KEYS[6], ARGV[5])
+redis.call('SADD', KEYS[7], ARGV[5])
 local i = 9
 for _ = 1, tonumber(ARGV[8]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
@@ -355,6 +389,7 @@ WRITE_TURNS = (
     """
 -- One batch of a write begun by BEGIN_WRITE: turns with their reserved seqs, and their index.
 -- KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls hash, KEYS[4] postings hash
+-- KEYS[6] times zset (the time index)
 -- ARGV[1] progress field, ARGV[2] TTL in seconds, ARGV[3] now, epoch ms, ARGV[4] postings cap
 -- ARGV[5] index of the first turn of this batch, ARGV[6] index after its last turn
 -- ARGV[7] 1 when this batch ends the write (the progress field is deleted)
@@ -376,10 +411,12 @@ if not progress then return 0 end
 local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)')
 if tonumber(nxt) ~= tonumber(ARGV[5]) then return 0 end
 local i, seqs = 11, {}
+local timed = times_kept()
 for j = 1, tonumber(ARGV[10]) do
   local seq = tonumber(ARGV[i])
   seqs[j] = seq
   redis.call('ZADD', KEYS[2], seq, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
+  if timed then redis.call('ZADD', KEYS[6], body_ts(ARGV[i + 1]), ARGV[i]) end
   if ARGV[i + 2] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   i = i + 3
 end
@@ -396,14 +433,59 @@ return 1
 
 
 SEQ_SPANS = """
--- The seqs of the turns said within spans of time, by binary search on the turns' timestamps
--- (turns are stored in time order; a conversation seeded with one request time is flat there).
--- Read-only; its cost is O(log n) per span, flat in the length of the conversation.
+-- The turns said within spans of time: for each span, how many there are and the seqs of the
+-- latest (by time) ARGV[1] of them. Read-only.
 -- KEYS[1] turns zset (member '{"seq":<n>,...,"ts":<epoch ms>,...}', score = seq)
--- ARGV pairs: start ms, end ms (end excluded)
--- Returns for each pair: the seq of the first turn at or after start, and of the first turn at
--- or after end (the last seq + 1 when there is none): the span's turns are [first, end).
+-- KEYS[2] times zset, the time index (score = a turn's ts, member = its seq)
+-- ARGV[1] most seqs returned per span (the postings cap), then pairs: start ms, end ms (end
+-- excluded)
+-- With the time index (it holds every stored turn: as many members as KEYS[1]) a span's turns
+-- are found whatever order their times were stored in (an import of older lines after newer
+-- chat, a write buffered through an outage): ZCOUNT, and ZRANGE BYSCORE of at most ARGV[1]
+-- members, O(log n + ARGV[1]) per span. Without it (a conversation stored before the index
+-- existed) the turns' times are binary-searched by rank, O(log n) per span, which assumes they
+-- are in seq order; the span is then the seqs from the first turn at or after start to the
+-- first at or after end, the newest ARGV[1] of them.
+-- Returns for each span: the number of its turns, the number r of runs, then r pairs first
+-- seq, end seq (excluded): runs of consecutive seqs, ascending, holding the returned seqs.
+local cap = tonumber(ARGV[1])
 local n = redis.call('ZCARD', KEYS[1])
+local out = {}
+if redis.call('ZCARD', KEYS[2]) == n then
+  for i = 2, #ARGV - 1, 2 do
+    local count = redis.call('ZCOUNT', KEYS[2], ARGV[i], '(' .. ARGV[i + 1])
+    out[#out + 1] = count
+    if count == 0 then
+      out[#out + 1] = 0
+    else
+      local found = redis.call('ZRANGE', KEYS[2], '(' .. ARGV[i + 1], ARGV[i], 'BYSCORE', 'REV',
+                               'LIMIT', 0, cap)
+      -- latest first: reversed, they are ascending when the span's times are in seq order
+      -- (the usual case: no sort)
+      local k, seqs, sorted = #found, {}, true
+      for j = 1, k do
+        local seq = tonumber(found[j])
+        seqs[k - j + 1] = seq
+        if j > 1 and seq >= seqs[k - j + 2] then sorted = false end
+      end
+      if not sorted then table.sort(seqs) end
+      local at = #out + 1
+      out[at] = 0
+      local first, last = seqs[1], seqs[1]
+      for j = 2, #seqs + 1 do
+        local seq = seqs[j]
+        if seq ~= last + 1 then
+          out[#out + 1] = first
+          out[#out + 1] = last + 1
+          out[at] = out[at] + 1
+          first = seq
+        end
+        last = seq
+      end
+    end
+  end
+  return out
+end
 local function at(rank)
   local found = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
   -- '"ts":' cannot occur inside a JSON string (its quotes are escaped), so the first match
@@ -423,10 +505,18 @@ local function first_at(t)
   local _, seq = at(lo)
   return seq
 end
-local out = {}
-for i = 1, #ARGV - 1, 2 do
-  out[#out + 1] = first_at(tonumber(ARGV[i]))
-  out[#out + 1] = first_at(tonumber(ARGV[i + 1]))
+for i = 2, #ARGV - 1, 2 do
+  local first = first_at(tonumber(ARGV[i]))
+  local stop = first_at(tonumber(ARGV[i + 1]))
+  if stop > first then
+    out[#out + 1] = stop - first
+    out[#out + 1] = 1
+    out[#out + 1] = math.max(first, stop - cap)
+    out[#out + 1] = stop
+  else
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  end
 end
 return out
 """
@@ -541,12 +631,29 @@ class AppendResult:
     forgotten: bool = False
 
 
+@dataclass(frozen=True)
+class DateSeqs:
+    """The stored turns said within one date span (:data:`SEQ_SPANS`).
+
+    Attributes:
+        df: how many turns the span holds (the date term's document frequency).
+        runs: ``(first seq, end seq)`` pairs, end excluded, ascending and disjoint: the seqs of
+            the span's latest (by time) ``postings_cap`` turns, as runs of consecutive seqs.
+            In a conversation stored before the time index existed, one run from the first turn
+            said at or after the span's start to the first said at or after its end (the
+            newest ``postings_cap`` seqs of it), found by a binary search over the turns' times.
+    """
+
+    df: int = 0
+    runs: tuple[tuple[int, int], ...] = ()
+
+
 @dataclass
 class Postings:
     """The index entries read for one query: term -> (df, newest seqs) and N.
 
     Attributes:
-        spans: for each date span asked, ``(first seq, end seq)`` of the turns said in it.
+        spans: for each date span asked, the turns said in it.
         chats: the user's index members (``c:<conversation>``, ``ns:<namespace>``), when asked
             (``recall_scope: user``).
     """
@@ -554,7 +661,7 @@ class Postings:
     n_docs: int = 0
     df: dict[str, int] = field(default_factory=dict)
     seqs: dict[str, npt.NDArray[np.uint32]] = field(default_factory=dict)
-    spans: list[tuple[int, int]] = field(default_factory=list)
+    spans: list[DateSeqs] = field(default_factory=list)
     chats: list[str] = field(default_factory=list)
 
 
@@ -586,9 +693,17 @@ def _flat(spans: Sequence[tuple[int, int]]) -> list[int]:
     return [int(x) for span in spans for x in span]
 
 
-def _pairs(reply: Sequence[Any]) -> list[tuple[int, int]]:
+def _date_seqs(reply: Sequence[Any]) -> list[DateSeqs]:
+    """Decode a :data:`SEQ_SPANS` reply: per span, the count, the number of runs, the runs."""
     numbers = [int(x) for x in reply]
-    return list(zip(numbers[::2], numbers[1::2], strict=True))
+    out: list[DateSeqs] = []
+    i = 0
+    while i < len(numbers):
+        df, n_runs = numbers[i], numbers[i + 1]
+        flat = numbers[i + 2 : i + 2 + 2 * n_runs]
+        out.append(DateSeqs(df, tuple(zip(flat[::2], flat[1::2], strict=True))))
+        i += 2 + 2 * n_runs
+    return out
 
 
 def _int(value: str | None) -> int:
@@ -704,6 +819,10 @@ class MemoryStore:
             limits=TurnLimits(text_chars=settings.stored_text_chars),
         )
 
+    def _span_args(self, date_spans: Sequence[tuple[int, int]]) -> list[int]:
+        """ARGV of :data:`SEQ_SPANS`: the postings cap, then each span's start and end (ms)."""
+        return [self.postings_cap, *_flat(date_spans)]
+
     async def load(
         self,
         keys: ConversationKeys,
@@ -722,7 +841,10 @@ class MemoryStore:
             tail: how many of the newest turns to read.
             query_terms: recall terms of the new message; their postings are read too.
             date_spans: ``(start ms, end ms)`` of dates the message names; the seqs of the
-                turns said in each are found (``SEQ_SPANS``, by time, O(log n)).
+                turns said in each are found (:data:`SEQ_SPANS`: by the time index, O(log n +
+                postings_cap) per span, whatever order the turns' times are stored in; by a
+                binary search over the turns' times, O(log n), in a conversation stored before
+                the index existed).
             list_chats: also read the user's index (their other conversations).
 
         Returns:
@@ -742,7 +864,9 @@ class MemoryStore:
             if list_chats:
                 pipe.smembers(keys.user_keys.index)
 
-        calls = [(self._spans, keys.turns, _flat(date_spans))] if date_spans else []
+        calls = [(self._spans, (keys.turns, keys.times), self._span_args(date_spans))]
+        if not date_spans:
+            calls = []
         try:
             replies, spans = await self._pipeline(build, calls)
         except RedisError as exc:
@@ -770,20 +894,22 @@ class MemoryStore:
         if list_chats:
             postings.chats = sorted(_text(m) for m in next(rest))
         if date_spans:
-            postings.spans = _pairs(spans[0])
+            postings.spans = _date_seqs(spans[0])
         return state, postings
 
     async def _pipeline(
-        self, build: Callable[[Any], None], calls: Sequence[tuple[Any, str, list[int]]] = ()
+        self,
+        build: Callable[[Any], None],
+        calls: Sequence[tuple[Any, Sequence[str], list[int]]] = (),
     ) -> tuple[list[Any], list[Any]]:
         """A non-transactional pipeline of plain commands, plus calls of registered read
-        scripts (``(script, key, args)``) in the same round trip.
+        scripts (``(script, keys, args)``, the keys in one slot) in the same round trip.
 
         The scripts go into the pipeline by EVALSHA (redis-py's script objects would check that
         their scripts exist before every pipeline, one more round trip); a script the server
         does not know (a restarted or new server) fails alone with NOSCRIPT: the scripts are
         loaded and the pipeline runs again. A Redis Cluster client refuses scripts in
-        pipelines: there they run after it, each by its own call (routed by its key).
+        pipelines: there they run after it, each by its own call (routed by its keys).
 
         Returns:
             The replies of the plain commands, then those of the calls.
@@ -796,8 +922,8 @@ class MemoryStore:
             async with self.redis.pipeline(transaction=False) as pipe:
                 build(pipe)
                 if not cluster:
-                    for script, key, args in calls:
-                        pipe.evalsha(script.sha, 1, key, *args)
+                    for script, names, args in calls:
+                        pipe.evalsha(script.sha, len(names), *names, *args)
                 replies: list[Any] = await pipe.execute(raise_on_error=False)
             errors = [r for r in replies if isinstance(r, Exception)]
             if errors and attempt == 0 and all(isinstance(e, NoScriptError) for e in errors):
@@ -807,7 +933,7 @@ class MemoryStore:
             if errors:
                 raise errors[0]
             if cluster:
-                return replies, [await s(keys=[key], args=args) for s, key, args in calls]
+                return replies, [await s(keys=list(names), args=args) for s, names, args in calls]
             cut = len(replies) - len(calls)
             return replies[:cut], replies[cut:]
         raise AssertionError("unreachable")  # pragma: no cover
@@ -871,8 +997,10 @@ class MemoryStore:
                     pipe.hmget(chat.meta, list(CHAT_META_FIELDS))
                     pipe.hmget(chat.postings, list(query_terms))
 
-            flat = _flat(date_spans)
-            calls = [(self._spans, chat.turns, flat) for chat in chats] if date_spans else []
+            flat = self._span_args(date_spans)
+            calls = [(self._spans, (chat.turns, chat.times), flat) for chat in chats]
+            if not date_spans:
+                calls = []
             replies, spans = await self._pipeline(build, calls)
         except RedisError as exc:
             raise StoreError(f"load chats of {user.hash_tag}: {exc}") from exc
@@ -886,7 +1014,7 @@ class MemoryStore:
             postings = Postings(n_docs=_int(meta.get("idx_n")))
             _add_postings(postings, query_terms, replies[number * 2 + 1])
             if date_spans:
-                postings.spans = _pairs(spans[number])
+                postings.spans = _date_seqs(spans[number])
             out.append(ChatPostings(chat, meta, postings))
         out.sort(key=lambda c: _int(c.meta.get("updated_ms")), reverse=True)
         if dead:
@@ -1090,9 +1218,17 @@ class MemoryStore:
 
     @staticmethod
     def _script_keys(keys: ConversationKeys) -> list[str]:
-        """KEYS[1..5] of every write script: the conversation's meta, turns, calls and postings,
-        and the user's forgets hash (:mod:`litellm_memory_hook.store.forgets`)."""
-        return [keys.meta, keys.turns, keys.calls, keys.postings, keys.user_keys.forgets]
+        """KEYS[1..6] of every write script: the conversation's meta, turns, calls and postings,
+        the user's forgets hash (:mod:`litellm_memory_hook.store.forgets`), the conversation's
+        time index."""
+        return [
+            keys.meta,
+            keys.turns,
+            keys.calls,
+            keys.postings,
+            keys.user_keys.forgets,
+            keys.times,
+        ]
 
     def _fits_one_script(self, items: Sequence[IndexedTurn]) -> bool:
         if len(items) > self.batch_turns:

@@ -391,7 +391,7 @@ async def restore_conversation(
                 pipe.hset(keys.meta, mapping=_fields(meta))
             if dump.calls:
                 pipe.hset(keys.calls, mapping=_fields(dump.calls))
-            for key in (keys.meta, keys.turns, keys.calls, keys.postings):
+            for key in (keys.meta, keys.turns, keys.calls, keys.postings, keys.times):
                 pipe.expire(key, store.ttl_s)
             await pipe.execute()
         async with redis.pipeline(transaction=False) as pipe:

@@ -180,22 +180,25 @@ async def import_lines(
     worker works through the backlog in jobs of ``extraction_lines_chars`` each.
 
     Lines are written in time order (:func:`in_time_order`: a file whose dated times go back, a
-    merged log, is put in order), as the date lookup needs. Lines already stored are skipped
-    (matched as :func:`unstored_turns` says: dated lines on role, timestamp and text; undated
-    ones on role and text, each stored turn counting once), so importing a file again into the
-    same conversation, or the same file with lines appended, writes only its new lines, after
-    the stored ones; an import that failed part-way resumes where it stopped. ``turns`` of the
-    result counts the turns this call wrote. With ``max_messages`` (``max_stored_messages``),
-    only the file's newest ``max_messages`` lines are imported, lines before the first one
-    still stored in a conversation trimmed earlier are not new, and the oldest stored turns
-    past the bound are deleted after the write
+    merged log, is put in order), so that seq order is time order within the import (the recent
+    window and the recalled lines follow seq order). Dates find their lines whatever order the
+    stored times are in (the conversation's time index, :data:`~litellm_memory_hook.store.
+    redis_store.SEQ_SPANS`), older lines imported after newer chat included. Lines already
+    stored are skipped (matched as :func:`unstored_turns` says: dated lines on role, timestamp
+    and text; undated ones on role and text, each stored turn counting once), so importing a
+    file again into the same conversation, or the same file with lines appended, writes only
+    its new lines, after the stored ones; an import that failed part-way resumes where it
+    stopped. ``turns`` of the result counts the turns this call wrote. With ``max_messages``
+    (``max_stored_messages``), only the file's newest ``max_messages`` lines are imported, lines
+    before the first one still stored in a conversation trimmed earlier are not new, and the
+    oldest stored turns past the bound are deleted after the write
     (:func:`~litellm_memory_hook.store.retention.trim_oldest`), as a chat request's write does.
 
     Raises:
         StoreError: Redis failed (lines before the failing batch stay written).
     """
-    # stored in time order: a date is found by a binary search over the stored times, which a
-    # merged or re-sorted log would defeat
+    # stored in time order: seq order is time order within the import (and a conversation
+    # stored before the time index existed still finds dates by a binary search over the times)
     lines = in_time_order(lines)
     left_out = 0
     if max_messages is not None and len(lines) > max_messages:
