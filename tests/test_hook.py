@@ -354,8 +354,9 @@ async def test_every_key_of_many_users_has_a_ttl(real_redis: aioredis.Redis, pre
             continue
         assert 0 < ttl <= 86400, key
     assert kinds["meta"] == kinds["turns"] == kinds["calls"] == kinds["index"] == 300
+    assert kinds["times"] == 300  # the time index
     assert kinds["forgets"] == 300  # the forget tokens live as long as the user's data
-    assert set(kinds) == {"meta", "turns", "calls", "postings", "index", "forgets", "due"}
+    assert set(kinds) == {"meta", "turns", "calls", "postings", "times", "index", "forgets", "due"}
 
 
 async def test_persona_and_custom_instructions_from_metadata(
