@@ -350,8 +350,8 @@ def _seqs(found: DateSeqs) -> list[int]:
 )
 def test_seq_spans_match_a_scan(times: list[int], start: int, width: int, cap: int) -> None:
     """The span script finds, through the time index, the turns a scan of the timestamps finds,
-    whatever order the times are stored in: their number, and the latest (by time) ``cap`` of
-    them as runs of consecutive seqs."""
+    whatever order the times are stored in: their number, and the latest (by time, then by
+    seq) ``cap`` of them as runs of consecutive seqs."""
     import asyncio
 
     [found] = asyncio.run(_spans_of(times, [(start, start + width)], cap=cap))
@@ -362,7 +362,7 @@ def test_seq_spans_match_a_scan(times: list[int], start: int, width: int, cap: i
     assert len(got) == min(cap, len(inside))
     left_out = set(inside) - set(got)
     if got and left_out:
-        assert min(times[s - 1] for s in got) >= max(times[s - 1] for s in left_out)
+        assert min((times[s - 1], s) for s in got) > max((times[s - 1], s) for s in left_out)
     # runs are maximal: consecutive seqs never split into two runs
     assert all(a[1] < b[0] for a, b in zip(found.runs, found.runs[1:], strict=False))
 
@@ -394,7 +394,8 @@ def test_seq_spans_without_a_time_index_binary_search(
 async def test_seq_spans_exact_runs_of_out_of_order_times() -> None:
     """Exact replies: turns said at minutes 10, 11, 12, then 1, 2 (imported after), then 13;
     a span of minutes 0-3 finds seqs 4-5, one of minutes 11-14 finds 2, 3 and 6 as two runs,
-    and with cap 2 only the latest two by time (3 and 6). Without the index (a conversation
+    and with cap 2 only the latest two by time (3 and 6); turns of one time give the newest
+    seqs. Without the index (a conversation
     stored before it existed) the binary search over the times gives what it gave before the
     index: seqs 1-5 for minutes 0-3, not the imported 4-5 alone."""
     minute = 60_000
@@ -406,6 +407,8 @@ async def test_seq_spans_exact_runs_of_out_of_order_times() -> None:
         DateSeqs(0, ()),
     ]
     assert (await _spans_of(times, spans[1:2], cap=2)) == [DateSeqs(3, ((3, 4), (6, 7)))]
+    # one time for every turn (a history seeding a conversation): the newest seqs
+    assert (await _spans_of([minute] * 12, [(0, 2 * minute)], cap=5)) == [DateSeqs(12, ((8, 13),))]
     assert (await _spans_of(times, spans[:1], legacy=True)) == [DateSeqs(5, ((1, 6),))]
 
 

@@ -30,9 +30,10 @@ def _turn(text: str, ts: int, role: str = "user") -> IndexedTurn:
 
 
 async def _index(client: aioredis.Redis, keys: ConversationKeys) -> list[tuple[int, int]]:
-    """The time index as ``(seq, ts)``, by ts."""
+    """The time index as ``(seq, ts)``, by ts (members are seqs as 4 bytes, big-endian)."""
     found = await client.zrange(keys.times, 0, -1, withscores=True)
-    return [(int(member), int(score)) for member, score in found]
+    assert all(len(member) == 4 for member, _ in found)
+    return [(int.from_bytes(member, "big"), int(score)) for member, score in found]
 
 
 async def _spans(
@@ -161,7 +162,7 @@ async def test_an_index_missing_turns_is_not_used(any_redis: aioredis.Redis, pre
     store = MemoryStore(any_redis, ttl_s=3600)
     keys = _keys(prefix)
     await store.append(keys, [_turn(f"w{i}", T0 + i * MINUTE) for i in range(4)])
-    await any_redis.zrem(keys.times, "3")
+    await any_redis.zrem(keys.times, (3).to_bytes(4, "big"))
     await store.append(keys, [_turn("later", T0 + 10 * MINUTE)])
     assert [seq for seq, _ in await _index(any_redis, keys)] == [1, 2, 4]
     assert await _spans(store, keys, [(T0 + 2 * MINUTE, T0 + 11 * MINUTE)]) == [

@@ -9,9 +9,9 @@ and every script or transaction stays inside one slot (DESIGN.md section 4, issu
     mem:{t:u}:c:<c>:turns      zset   score = seq, member = JSON turn
     mem:{t:u}:c:<c>:calls      hash   litellm_call_id -> seq of the stored reply (idempotency)
     mem:{t:u}:c:<c>:postings   hash   recall index: term -> packed df + newest postings
-    mem:{t:u}:c:<c>:times      zset   time index: score = the turn's ts (epoch ms), member = seq
-                                      (dates find their turns in any stored order; absent in
-                                      a conversation written before it existed)
+    mem:{t:u}:c:<c>:times      zset   time index: score = a turn's ts (epoch ms), member = its
+                                      seq (4 bytes, big-endian): dates find their turns in any
+                                      stored order; absent in a conversation stored before it
     mem:{t:u}:c:<c>:lease      string the extraction job's lease (worker id), with an expiry
 
     mem:{t:u}:<s>:pinned       hash   pinned memories, id -> text as the user typed it
@@ -266,8 +266,9 @@ class ConversationKeys:
     @property
     def times(self) -> str:
         """Sorted set: the time index, score = a stored turn's ``ts`` (epoch ms), member = its
-        seq (decimal). Kept by the same scripts that write and delete the turns, and only while
-        it holds every stored turn (:data:`~litellm_memory_hook.store.redis_store.SEQ_SPANS`)."""
+        seq as 4 bytes, big-endian. Kept by the same scripts that write and delete the turns,
+        and only while it holds every stored turn
+        (:data:`~litellm_memory_hook.store.redis_store.SEQ_SPANS`)."""
         return self._key("times")
 
     @property

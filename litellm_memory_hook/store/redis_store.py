@@ -14,21 +14,22 @@ it, ascending, at most ``postings_cap`` of them (DESIGN.md section 6: reading on
 postings keeps the cost of a request flat as the conversation grows). ``meta.idx_n`` counts the
 indexed messages (the N of the IDF formula).
 
-The time index is the ``times`` sorted set of a conversation: score = a stored turn's ``ts``
-(epoch ms), member = its seq. The scripts that store and remove turns keep it in the same script
-(same slot, same TTL), so a date the user names finds the turns said then whatever order their
-times were stored in (an import of older lines after newer chat, a write an outage buffer held
+The time index is the ``times`` sorted set of a conversation: score = a stored turn's ``ts`` (epoch
+ms), member = its seq as 4 bytes, big-endian (as in postings: members of one ts sort by seq, and
+each takes the smallest string allocation). The scripts that store and remove turns keep it in the
+same script (same slot, same TTL), so a date the user names finds the turns said then whatever order
+their times were stored in (an import of older lines after newer chat, a write an outage buffer held
 back): :data:`SEQ_SPANS`, O(log n + postings_cap) per date. It costs ~96 bytes of Redis memory a
 turn (measured: 9.6 MB at 100,000 turns). A conversation stored before the index existed has no
-``times`` key; its writes add none (an index missing older turns would hide them), and its dates
-are found as before, by a binary search over the turns' times, right while they are in seq
-order. It gets an index once it holds no turn again (forgotten, imported ``--fresh``, every
-turn deleted). The same fallback is taken whenever the index does not hold every stored turn
-(its size is compared with the turns' on every read, and by every write, which then adds
-nothing to it): turns an older version of the package writes during a rolling upgrade send the
-conversation back to the binary search, except a reply such a version regenerates (it removes
-one turn the index holds and adds one it lacks, so the sizes still match): that reply is then
-missing from the index, and a date does not find it.
+``times`` key; its writes add none (an index missing older turns would hide them), and its dates are
+found as before, by a binary search over the turns' times, right while they are in seq order. It
+gets an index once it holds no turn again (forgotten, imported ``--fresh``, every turn deleted). The
+same fallback is taken whenever the index does not hold every stored turn (its size is compared with
+the turns' on every read, and by every write, which then adds nothing to it): turns an older version
+of the package writes during a rolling upgrade send the conversation back to the binary search,
+except a reply such a version regenerates (it removes one turn the index holds and adds one it
+lacks, so the sizes still match): that reply is then missing from the index, and a date does not
+find it.
 """
 
 from __future__ import annotations
@@ -158,7 +159,9 @@ local function remove_postings(postings, term, seqs)
   if df <= 0 then redis.call('HDEL', postings, term)
   else redis.call('HSET', postings, term, enc(df) .. list) end
 end
--- The time index, KEYS[6] (score = a turn's ts, member = its seq): kept only while it holds
+-- The time index, KEYS[6] (score = a turn's ts, member = its seq as enc gives it: 4 bytes,
+-- big-endian, so members of one ts sort by seq, and each takes Redis's smallest string
+-- allocation whatever the seq): kept only while it holds
 -- every stored turn, i.e. has as many members as the turns zset KEYS[2] (both 0 in a new
 -- conversation). A conversation stored before the index existed has none, and its writes add
 -- none (SEQ_SPANS then binary-searches the turns' own times, as before the index), until it is
@@ -182,7 +185,7 @@ local function remove_turns(i)
   for _ = 1, n do
     local seq = tonumber(ARGV[i])
     if redis.call('ZREMRANGEBYSCORE', KEYS[2], seq, seq) > 0 then
-      redis.call('ZREM', KEYS[6], ARGV[i])
+      redis.call('ZREM', KEYS[6], enc(seq))
       removed = removed + 1
       gone[seq] = true
       if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
@@ -276,7 +279,7 @@ for j = 1, n_new do
     if first == 0 then first = last end
     seqs[j] = last
     redis.call('ZADD', KEYS[2], last, '{"seq":' .. last .. ',' .. ARGV[i])
-    if timed then redis.call('ZADD', KEYS[6], body_ts(ARGV[i]), last) end
+    if timed then redis.call('ZADD', KEYS[6], body_ts(ARGV[i]), enc(last)) end
     if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   end
   i = i + 2
@@ -416,7 +419,7 @@ for j = 1, tonumber(ARGV[10]) do
   local seq = tonumber(ARGV[i])
   seqs[j] = seq
   redis.call('ZADD', KEYS[2], seq, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
-  if timed then redis.call('ZADD', KEYS[6], body_ts(ARGV[i + 1]), ARGV[i]) end
+  if timed then redis.call('ZADD', KEYS[6], body_ts(ARGV[i + 1]), enc(seq)) end
   if ARGV[i + 2] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   i = i + 3
 end
@@ -436,16 +439,17 @@ SEQ_SPANS = """
 -- The turns said within spans of time: for each span, how many there are and the seqs of the
 -- latest (by time) ARGV[1] of them. Read-only.
 -- KEYS[1] turns zset (member '{"seq":<n>,...,"ts":<epoch ms>,...}', score = seq)
--- KEYS[2] times zset, the time index (score = a turn's ts, member = its seq)
+-- KEYS[2] times zset, the time index (score = a turn's ts, member = its seq: 4 bytes,
+-- big-endian, so that members of one ts sort by seq)
 -- ARGV[1] most seqs returned per span (the postings cap), then pairs: start ms, end ms (end
 -- excluded)
 -- With the time index (it holds every stored turn: as many members as KEYS[1]) a span's turns
 -- are found whatever order their times were stored in (an import of older lines after newer
 -- chat, a write buffered through an outage): ZCOUNT, and ZRANGE BYSCORE of at most ARGV[1]
--- members, O(log n + ARGV[1]) per span. Without it (a conversation stored before the index
--- existed) the turns' times are binary-searched by rank, O(log n) per span, which assumes they
--- are in seq order; the span is then the seqs from the first turn at or after start to the
--- first at or after end, the newest ARGV[1] of them.
+-- members, O(log n + ARGV[1]) per span (of turns of one ts, the newest seqs). Without it (a
+-- conversation stored before the index existed) the turns' times are binary-searched by rank,
+-- O(log n) per span, which assumes they are in seq order; the span is then the seqs from the
+-- first turn at or after start to the first at or after end, the newest ARGV[1] of them.
 -- Returns for each span: the number of its turns, the number r of runs, then r pairs first
 -- seq, end seq (excluded): runs of consecutive seqs, ascending, holding the returned seqs.
 local cap = tonumber(ARGV[1])
@@ -464,7 +468,8 @@ if redis.call('ZCARD', KEYS[2]) == n then
       -- (the usual case: no sort)
       local k, seqs, sorted = #found, {}, true
       for j = 1, k do
-        local seq = tonumber(found[j])
+        local a, b, c, d = string.byte(found[j], 1, 4)
+        local seq = ((a * 256 + b) * 256 + c) * 256 + d
         seqs[k - j + 1] = seq
         if j > 1 and seq >= seqs[k - j + 2] then sorted = false end
       end
