@@ -480,7 +480,7 @@ async def test_importing_a_file_longer_than_max_stored_messages_again_writes_not
 def test_undated_lines_before_the_first_dated_one_come_before_it(tmp_path: Path) -> None:
     """An undated line before dated ones ends a second before the first dated line (fresh-user
     run: it took the reading time, years after the dated lines, and the stored times were out
-    of order, which defeats the date lookup)."""
+    of order)."""
     path = tmp_path / "mix.jsonl"
     dated = 1_704_412_800_000  # 2024-01-05
     _write_jsonl(
@@ -495,8 +495,9 @@ def test_undated_lines_before_the_first_dated_one_come_before_it(tmp_path: Path)
 async def test_a_file_whose_times_go_back_is_stored_in_time_order(
     store: MemoryStore, prefix: str
 ) -> None:
-    """A merged or re-sorted log is written in time order (a stable sort), as the binary search
-    of a date over the stored times needs."""
+    """A merged or re-sorted log is written in time order (a stable sort): seq order is time
+    order within the import (and a conversation stored before the time index existed still
+    finds dates by a binary search over the stored times)."""
     who = _who(prefix)
     lines = [HistoryLine("user", f"line {i}", 1000 * t) for i, t in enumerate([5, 2, 9, 2, 7])]
     await import_lines(store, who, lines)

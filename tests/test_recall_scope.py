@@ -651,10 +651,9 @@ async def test_a_date_lifts_its_line_in_an_import_whose_times_are_out_of_order(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
     """``import`` takes a jsonl whose ``ts`` are out of file order (a merged or re-sorted log,
-    or an undated first line before dated ones) and stores the turns in file order with those
-    times, so the turns' times are not sorted; the date step's binary search over them then
-    misses the day asked for. The line said on the named day is recalled as it is when the
-    same lines come in time order."""
+    or an undated first line before dated ones): the line said on the named day is recalled as
+    it is when the same lines come in time order (the import sorts them, and the time index
+    finds a date in any stored order)."""
     from litellm_memory_hook.proxy.identity import Identity
     from litellm_memory_hook.tools.datasets import HistoryLine
     from litellm_memory_hook.tools.importer import import_lines
