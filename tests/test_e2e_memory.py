@@ -22,6 +22,7 @@ import openai
 import pytest
 
 from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.store.keys import due_key
 
 from . import harness
 
@@ -43,8 +44,26 @@ class MemoryStack(harness.Running):
         return list(self.standin.get("/_standin/extraction_requests").json())
 
     def script_extraction(self, *replies: Any) -> None:
-        """Queue replies for extraction calls."""
+        """Queue replies for extraction calls, once the jobs of earlier steps are done
+        (:meth:`settle`): the stand-in answers extraction calls from one queue, so a late job of
+        an earlier step would take a reply queued for the next one."""
+        self.settle()
         self.standin.post("/_standin/extraction_replies", json=list(replies)).raise_for_status()
+
+    def settle(self, quiet_s: float = 1.5, timeout_s: float = 30.0) -> None:
+        """Wait until no extraction job is due or running: the due set is empty and the stand-in
+        received no extraction call for ``quiet_s`` seconds (more than the 1 s quiet trigger and
+        the 0.2 s poll of this stack)."""
+        deadline = time.monotonic() + timeout_s
+        count, since = len(self.extraction_requests()), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            seen = len(self.extraction_requests())
+            if seen != count:
+                count, since = seen, time.monotonic()
+            elif not self.redis.zcard(due_key(self.prefix)) and time.monotonic() - since >= quiet_s:
+                return
+        pytest.fail(f"extraction jobs still due or running after {timeout_s} s")
 
     def wait_extractions(self, count: int, timeout_s: float = 20.0) -> list[dict[str, Any]]:
         """Wait until the stand-in has received ``count`` extraction calls."""
