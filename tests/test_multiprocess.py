@@ -1,0 +1,140 @@
+"""Several proxy processes on one Redis: a LiteLLM proxy run with ``--num_workers 2`` (two
+uvicorn worker processes behind one port), as production runs it, with the stand-in model and
+the tests' real Redis."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+import redis as sync_redis
+
+from litellm_memory_hook.tools.processes import PROXY_ENV, PROXY_START_S, proxy_command, spawn
+
+from .conftest import real_redis_url
+from .harness import MASTER_KEY, derived_config, free_port, start_standin, stop, wait_http
+from .test_metrics import samples, value
+
+pytestmark = pytest.mark.e2e
+
+WORKERS = 2
+
+
+class TwoWorkers:
+    """A running ``--num_workers 2`` proxy: its URL, key prefix, config and Redis client."""
+
+    def __init__(self, url: str, prefix: str, config: Path, keys: sync_redis.Redis) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.config = config
+        self.keys = keys
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``litellm-memory ARGS --config <the proxy's config>`` on the same Redis."""
+        env = {**os.environ, "REDIS_URL": real_redis_url()}
+        env.pop("LITELLM_MEMORY_REDIS_URL", None)
+        return subprocess.run(
+            [sys.executable, "-m", "litellm_memory_hook", *args, "--config", str(self.config)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoWorkers]:
+    """The stand-in and one proxy with ``--num_workers 2``. The tests of this module run in file
+    order: the first needs a proxy that has served no chat request yet."""
+    folder = tmp_path_factory.mktemp("e2e-workers")
+    standin_port, proxy_port = free_port(), free_port()
+    prefix = "e2w" + uuid.uuid4().hex[:8]
+    standin = start_standin(standin_port, folder / "standin.log")
+    config = derived_config(
+        folder / "config.yaml",
+        standin_port=standin_port,
+        prefix=prefix,
+        memory={"extraction_quiet_s": 1},
+    )
+    log = folder / "proxy.log"
+    command = [*proxy_command(config, proxy_port, "127.0.0.1"), "--num_workers", str(WORKERS)]
+    env = {**os.environ, **PROXY_ENV, "REDIS_URL": real_redis_url()}
+    env.pop("LITELLM_MEMORY_REDIS_URL", None)
+    try:
+        process = spawn(command, log, cwd=folder, env=env)
+        url = f"http://127.0.0.1:{proxy_port}"
+        wait_http(f"{url}/health/liveliness", process, PROXY_START_S, log)
+    except Exception:
+        stop(standin)
+        raise
+    time.sleep(5)  # the second worker process starts after the first answers
+    keys = sync_redis.Redis.from_url(real_redis_url(), decode_responses=True)
+    try:
+        yield TwoWorkers(url, prefix, config, keys)
+    finally:
+        stop(process)
+        stop(standin)
+        for key in keys.scan_iter(match=f"{prefix}:*"):
+            keys.delete(key)
+        keys.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_flushed_import_is_extracted_before_any_chat_request(two_workers: TwoWorkers) -> None:
+    """README: a worker is "a background task inside each proxy", and a flush (CLI or API)
+    makes a conversation due "at once". An imported history flushed from the CLI on a proxy
+    that has served no chat request since it started (a restart, a quiet night) is extracted.
+    (The in-proxy worker started only at a process's first memory chat request, so due jobs
+    waited for chat traffic; fails on the code before the fix.)"""
+    user = "fresh-" + uuid.uuid4().hex[:6]
+    lines = two_workers.config.parent / "history.jsonl"
+    lines.write_text(
+        '{"role": "user", "content": "My dog is called Biscuitron."}\n'
+        '{"role": "assistant", "content": "A fine name."}\n'
+    )
+    imported = two_workers.cli("import", str(lines), "--format", "jsonl", "--user", user)
+    assert imported.returncode == 0, imported.stderr
+    flushed = two_workers.cli("memories", "flush", "--user", user)
+    assert flushed.returncode == 0, flushed.stderr
+    key = f"{two_workers.prefix}:{{master:{user}}}:ns:demo:memories"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not two_workers.keys.hlen(key):
+        time.sleep(0.5)
+    assert "User: My dog is called Biscuitron." in two_workers.keys.hvals(key)
+
+
+def test_metrics_count_the_requests_of_every_worker_process(two_workers: TwoWorkers) -> None:
+    """One scrape target, two worker processes: every scrape of ``/memory/metrics`` counts
+    every memory request the proxy served. (Each process renders its own counters, and a
+    scrape is answered by whichever process accepts the connection, so scrapes alternate
+    between the workers' figures: a Prometheus counter that goes down, rates that are wrong;
+    fails on current code.)"""
+    user = "metrics-" + uuid.uuid4().hex[:6]
+    sent = 16
+    for n in range(sent):  # a new connection each time, so the kernel spreads them
+        with openai.OpenAI(
+            base_url=f"{two_workers.url}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60
+        ) as client:
+            client.chat.completions.create(
+                model="demo", user=user, messages=[{"role": "user", "content": f"line {n}"}]
+            )
+    seen = []
+    for _ in range(8):
+        with httpx.Client(timeout=30) as http:
+            answer = http.get(
+                f"{two_workers.url}/memory/metrics",
+                headers={"Authorization": f"Bearer {MASTER_KEY}"},
+            )
+        assert answer.status_code == 200, answer.text
+        seen.append(value(samples(answer.text), "litellm_memory_requests_total", outcome="memory"))
+    assert seen == [sent] * len(seen)
