@@ -24,6 +24,9 @@ logger = logging.getLogger("litellm_memory_hook")
 
 #: at most this long (seconds) for the hook's shutdown when the proxy stops.
 SHUTDOWN_TIMEOUT_S = 20.0
+#: the in-proxy worker starts once the proxy's router exists, or after this long (seconds).
+WORKER_START_WAIT_S = 60.0
+_start_tasks: set[asyncio.Task[None]] = set()
 _PROXY_MODULE = "litellm.proxy.proxy_server"
 _WRAPPED_MARK = "_litellm_memory_shutdown"
 
@@ -53,6 +56,40 @@ def mount(hook: MemoryHook) -> bool:
     if ui.include_once(app, ui.router):
         logger.info("memory API: inspector %s, preview and metrics mounted", ui.UI_PATH)
     install_shutdown(proxy_server, hook)
+    start_worker_soon(proxy_server, hook)
+    return True
+
+
+def start_worker_soon(proxy_server: object, hook: MemoryHook) -> bool:
+    """Start the hook's in-proxy extraction worker when the proxy has started, not at its
+    first chat request: due jobs (a flush from the CLI, an import, conversations whose quiet
+    time ran out while the proxies restarted) run without waiting for chat traffic.
+
+    LiteLLM loads callbacks inside its startup, on the event loop that serves requests, before
+    it builds the router that extraction calls go through: a task waits for the router (at most
+    :data:`WORKER_START_WAIT_S` seconds) and then starts the worker. Without a running loop
+    (not inside a proxy's startup) nothing is started; the first chat request still does.
+
+    Returns:
+        True when the task was created.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+
+    async def start() -> None:
+        deadline = loop.time() + WORKER_START_WAIT_S
+        while getattr(proxy_server, "llm_router", None) is None and loop.time() < deadline:
+            await asyncio.sleep(0.2)
+        try:
+            hook.ensure_worker()
+        except Exception:  # a bad setting: the first chat request logs and counts it
+            logger.warning("memory hook: the extraction worker did not start", exc_info=True)
+
+    task = loop.create_task(start())
+    _start_tasks.add(task)
+    task.add_done_callback(_start_tasks.discard)
     return True
 
 
