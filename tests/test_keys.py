@@ -105,6 +105,24 @@ def test_global_keys_carry_no_user_tag_and_users_spread_over_slots() -> None:
     assert len(slots) > 150
 
 
+def test_metrics_keys_share_one_slot_apart_from_users() -> None:
+    """The metric snapshots and their index are in one Cluster slot (a scrape reads them with
+    one MGET), start with the prefix (the prefix's SCAN sees them) and carry a tag that is no
+    user's ``{tenant:user}``."""
+    from litellm_memory_hook.store.keys import metrics_index_key, metrics_snapshot_key
+
+    names = [
+        metrics_index_key("mem"),
+        metrics_snapshot_key("mem", "web-1:12:abcdef"),
+        metrics_snapshot_key("mem", "other.host:99999:012345"),
+    ]
+    assert len({key_slot(k.encode()) for k in names}) == 1
+    assert all(k.startswith("mem:{metrics}:") for k in names)
+    user = ConversationKeys.for_ids("mem", "mem", "metrics", "c")
+    assert user.user_keys.hash_tag != "{metrics}"
+    assert metrics_index_key("mem") not in (*user.all(), user.user_keys.index)
+
+
 def test_bad_tags_are_rejected() -> None:
     """A due-set entry that is not t:u:c cannot be turned into keys."""
     with pytest.raises(InvalidIdError):

@@ -4,7 +4,9 @@ real Redis, and through a real LiteLLM proxy with its real key check."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import shutil
 import uuid
 from collections import Counter
@@ -22,8 +24,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_memory_hook.proxy import routes, ui
 from litellm_memory_hook.proxy.hook import MemoryHook
-from litellm_memory_hook.proxy.metrics import LAYERS, HookMetrics, log_event
+from litellm_memory_hook.proxy.metrics import (
+    LAYERS,
+    HookMetrics,
+    MetricsPublisher,
+    Snapshot,
+    log_event,
+)
 from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store.queue import ExtractionQueue
 
 from .conftest import chat_request, make_hook, model_response, real_redis_url
 from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
@@ -40,9 +49,29 @@ def samples(text: str) -> Samples:
     return found
 
 
+def by_process(found: Samples, name: str, **labels: str) -> dict[str, float]:
+    """The samples of one series by their ``process`` label (``""`` for a sample without one):
+    the samples named ``name`` whose other labels are exactly ``labels``."""
+    want = tuple(sorted(labels.items()))
+    out: dict[str, float] = {}
+    for (sample, have), figure in found.items():
+        if sample == name and tuple(kv for kv in have if kv[0] != "process") == want:
+            out[dict(have).get("process", "")] = figure
+    return out
+
+
 def value(found: Samples, name: str, **labels: str) -> float:
-    """One sample's value (KeyError when the scrape lacks it)."""
-    return found[(name, tuple(sorted(labels.items())))]
+    """One series' value, summed over the ``process`` label (per-process series carry it, the
+    Redis figures do not); KeyError when the scrape has no such sample."""
+    per_process = by_process(found, name, **labels)
+    if not per_process:
+        raise KeyError((name, tuple(sorted(labels.items()))))
+    return sum(per_process.values())
+
+
+def processes(found: Samples) -> set[str]:
+    """The ``process`` labels of a scrape."""
+    return {dict(labels)["process"] for _, labels in found if "process" in dict(labels)}
 
 
 def hook_is_wired() -> bool:
@@ -91,13 +120,13 @@ def test_render_counters_observations_and_store_stats(caplog: pytest.LogCaptureF
     assert value(found, "litellm_memory_redis_errors_total", source="hook") == 1
     assert value(found, "litellm_memory_redis_errors_total", source="api") == 2
     assert value(found, "litellm_memory_hook_events_total", event="turns_stored") == 6
-    assert ("litellm_memory_hook_events_total", (("event", "chars_window"),)) not in found
+    assert not by_process(found, "litellm_memory_hook_events_total", event="chars_window")
 
     assert value(found, "litellm_memory_layer_characters_count", layer="window") == 2
     assert value(found, "litellm_memory_layer_characters_sum", layer="window") == 790
     assert value(found, "litellm_memory_layer_characters_bucket", layer="window", le="100.0") == 1
     for layer in LAYERS:  # every layer is there from the start, so dashboards see zeros
-        assert ("litellm_memory_layer_characters_count", (("layer", layer),)) in found
+        assert by_process(found, "litellm_memory_layer_characters_count", layer=layer)
     assert value(found, "litellm_memory_hook_duration_milliseconds_count") == 2
     assert value(found, "litellm_memory_hook_duration_milliseconds_bucket", le="0.5") == 1
     assert value(found, "litellm_memory_recall_hits_total") == 1
@@ -137,6 +166,230 @@ def test_log_event_skips_disabled_levels(caplog: pytest.LogCaptureFixture) -> No
         log_event("quiet", logging.DEBUG, x=1)
         log_event("loud", logging.WARNING, path=Path("/x"))
     assert [r.getMessage() for r in caplog.records] == ['{"event":"memory.loud","path":"/x"}']
+
+
+# -- per-process snapshots in Redis --------------------------------------------------------------
+
+
+def _process_with(rebuilt: int, layer_chars: int = 0) -> HookMetrics:
+    """Metrics of one process that counted ``rebuilt`` requests rebuilt from memory (and
+    observed one with a window of ``layer_chars`` characters when not 0)."""
+    metrics = HookMetrics(Counter(rebuilt=rebuilt, turns_stored=2 * rebuilt))
+    if layer_chars:
+        metrics.observe_rebuild("t:u:c", {"window": layer_chars}, 1.5, recalled=2)
+    return metrics
+
+
+def test_process_ids_are_new_per_instance_and_safe_in_a_key() -> None:
+    """``<host>:<pid>:<random>``: a restarted process (same pid) is a new series; the host part
+    holds no brace, so the key's hash tag stays ``{metrics}``."""
+    first, second = HookMetrics().process, HookMetrics().process
+    assert first != second
+    host, pid, suffix = first.split(":")
+    assert pid == str(os.getpid()) and len(suffix) == 6
+    assert "{" not in host and "}" not in host
+
+
+def test_snapshot_round_trip() -> None:
+    """A snapshot decodes to the same families, types, help and samples; what is not a snapshot
+    of this version decodes to None."""
+    metrics = _process_with(3, layer_chars=700)
+    metrics.own["scrape_store_errors"] = 1
+    snapshot = metrics.snapshot(now_ms=1_700_000_000_000)
+    blob = snapshot.encode()
+    back = Snapshot.decode(blob)
+    assert back is not None
+    assert (back.process, back.at_ms) == (metrics.process, 1_700_000_000_000)
+
+    def shape(families: Any) -> list[Any]:
+        return [
+            (f.name, f.type, f.documentation, [(x.name, x.labels, x.value) for x in f.samples])
+            for f in families
+        ]
+
+    assert shape(back.families) == shape(snapshot.families)
+    names = {f.name for f in back.families}
+    assert {"litellm_memory_requests", "litellm_memory_layer_characters"} <= names
+    assert not any(
+        n.startswith("litellm_memory_extraction") or n.endswith("store_up") for n in names
+    )
+    assert Snapshot.decode(blob.decode()) is not None  # a decode_responses client gives str
+    assert Snapshot.decode(b"not json") is None
+    assert Snapshot.decode(blob.replace(b'"v":1', b'"v":99')) is None
+
+
+@pytest.mark.redis
+async def test_two_processes_are_rendered_with_their_labels(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A scrape answered by either process renders both processes' series, each with its
+    ``process`` label; the Redis figures carry none."""
+    queue = ExtractionQueue(any_redis, prefix)
+    first, second = _process_with(3, layer_chars=700), _process_with(5)
+    assert await first.publish(any_redis, prefix)
+    assert await second.refresh(queue)
+    found = samples(second.render().decode())
+    assert by_process(found, "litellm_memory_requests_total", outcome="memory") == {
+        first.process: 3,
+        second.process: 5,
+    }
+    assert by_process(found, "litellm_memory_hook_events_total", event="turns_stored") == {
+        first.process: 6,
+        second.process: 10,
+    }
+    assert by_process(found, "litellm_memory_layer_characters_count", layer="window") == {
+        first.process: 1,
+        second.process: 0,
+    }
+    assert value(found, "litellm_memory_recalled_lines_total") == 2
+    assert by_process(found, "litellm_memory_store_up") == {"": 1}
+    assert by_process(found, "litellm_memory_extraction_runs_total") == {"": 0}
+
+    # the other way round: the figures are the same (the second published at its scrape)
+    assert await first.refresh(queue)
+    again = samples(first.render().decode())
+    assert by_process(again, "litellm_memory_requests_total", outcome="memory") == {
+        first.process: 3,
+        second.process: 5,
+    }
+
+
+@pytest.mark.redis
+async def test_a_series_never_goes_down_whichever_process_answers(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A scrape renders its process's figures as it published them, so a later scrape answered
+    by another process renders at least as much (never an older snapshot), even when requests
+    were served between the publish and the render."""
+    queue = ExtractionQueue(any_redis, prefix)
+    first, second = _process_with(1), _process_with(0)
+    assert await first.publish(any_redis, prefix)  # the background publish: 1
+    first.counters["rebuilt"] += 4  # 5 requests, not yet published by the background task
+    await first.refresh(queue)
+    mine = samples(first.render().decode())
+    assert by_process(mine, "litellm_memory_requests_total", outcome="memory")[first.process] == 5
+    first.counters["rebuilt"] += 1  # served after the scrape published: the next scrape's
+    again = samples(first.render().decode())
+    assert value(again, "litellm_memory_requests_total", outcome="memory") == 5
+    await second.refresh(queue)
+    theirs = samples(second.render().decode())
+    assert by_process(theirs, "litellm_memory_requests_total", outcome="memory")[first.process] == 5
+
+
+@pytest.mark.redis
+async def test_an_expired_process_is_not_rendered(any_redis: aioredis.Redis, prefix: str) -> None:
+    """A process that stopped publishing is no longer rendered once its snapshot expired, and
+    its index member is dropped by the next publish."""
+    from litellm_memory_hook.store.keys import metrics_index_key, metrics_snapshot_key
+
+    queue = ExtractionQueue(any_redis, prefix)
+    gone, alive = _process_with(3), _process_with(5)
+    assert await gone.publish(any_redis, prefix, ttl_s=0.3)
+    assert 0 < await any_redis.pttl(metrics_snapshot_key(prefix, gone.process)) <= 300
+    await asyncio.sleep(0.6)
+    assert await alive.refresh(queue)
+    found = samples(alive.render().decode())
+    assert by_process(found, "litellm_memory_requests_total", outcome="memory") == {
+        alive.process: 5
+    }
+    members = await any_redis.zrange(metrics_index_key(prefix), 0, -1)
+    assert members == [alive.process.encode()]
+    assert 0 < await any_redis.pttl(metrics_index_key(prefix)) <= 15_000
+
+
+@pytest.mark.redis
+async def test_a_damaged_snapshot_is_skipped(any_redis: aioredis.Redis, prefix: str) -> None:
+    """A snapshot that cannot be read (another version, damaged) leaves that process out."""
+    from litellm_memory_hook.store.keys import metrics_index_key, metrics_snapshot_key
+
+    queue = ExtractionQueue(any_redis, prefix)
+    await any_redis.zadd(metrics_index_key(prefix), {"other:1:abcdef": 1})
+    await any_redis.set(metrics_snapshot_key(prefix, "other:1:abcdef"), b"{broken", px=5000)
+    mine = _process_with(2)
+    assert await mine.refresh(queue)
+    assert processes(samples(mine.render().decode())) == {mine.process}
+
+
+async def test_redis_down_renders_own_figures_and_publish_never_raises(prefix: str) -> None:
+    """Redis not answering: the publisher counts the failure (redis_errors{source="metrics"})
+    and carries on; a scrape renders this process's own series only, labelled."""
+    dead = aioredis.from_url(
+        f"redis://127.0.0.1:{free_port()}/0", socket_timeout=0.2, socket_connect_timeout=0.2
+    )
+    metrics = _process_with(4)
+    metrics.peers = [_process_with(9).snapshot()]  # from an earlier scrape: must be dropped
+    assert await metrics.publish(dead, prefix) is None
+    assert await metrics.refresh(ExtractionQueue(dead, prefix)) is False
+    await dead.aclose()
+    found = samples(metrics.render().decode())
+    assert by_process(found, "litellm_memory_requests_total", outcome="memory") == {
+        metrics.process: 4
+    }
+    assert value(found, "litellm_memory_redis_errors_total", source="metrics") == 2
+    assert value(found, "litellm_memory_store_up") == 0
+
+
+@pytest.mark.redis
+async def test_publisher_publishes_periodically_and_at_stop(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """The background task publishes at once and then every period; stop() publishes the last
+    figures, which stay readable until they expire."""
+    from litellm_memory_hook.store.keys import metrics_snapshot_key
+
+    metrics = _process_with(1)
+    publisher = MetricsPublisher(metrics, real_redis, prefix, period_s=0.1)
+    publisher.start()
+    key = metrics_snapshot_key(prefix, metrics.process)
+    for _ in range(50):
+        if await real_redis.exists(key):
+            break
+        await asyncio.sleep(0.02)
+    first = Snapshot.decode(await real_redis.get(key))
+    assert first is not None and publisher.running
+    await asyncio.sleep(0.25)
+    later = Snapshot.decode(await real_redis.get(key))
+    assert later is not None and later.at_ms > first.at_ms
+    metrics.counters["rebuilt"] = 7
+    await publisher.stop()
+    assert not publisher.running
+    last = Snapshot.decode(await real_redis.get(key))
+    assert last is not None
+    reader = _process_with(0)
+    await reader.refresh(ExtractionQueue(real_redis, prefix))
+    found = samples(reader.render().decode())
+    assert (
+        by_process(found, "litellm_memory_requests_total", outcome="memory")[metrics.process] == 7
+    )
+    assert 0 < await real_redis.pttl(key) <= 300
+
+
+@pytest.mark.redis
+async def test_the_publisher_starts_with_the_proxy_and_stops_at_shutdown(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """mounting.start_worker_soon starts the hook's publisher once the proxy's router exists;
+    hook.shutdown() stops it with a last publish."""
+    from types import SimpleNamespace
+
+    from litellm_memory_hook.proxy import mounting
+    from litellm_memory_hook.store.keys import metrics_snapshot_key
+
+    hook = make_hook(real_redis, prefix)
+    assert mounting.start_worker_soon(SimpleNamespace(llm_router=object()), hook)
+    for _ in range(100):
+        if hook.metrics_publisher is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert hook.metrics_publisher is not None and hook.metrics_publisher.running
+    hook.counters["rebuilt"] = 2
+    await hook.shutdown()
+    assert hook.metrics_publisher is None
+    raw = await real_redis.get(metrics_snapshot_key(prefix, hook.metrics.process))
+    last = Snapshot.decode(raw)
+    assert last is not None
+    requests = next(f for f in last.families if f.name == "litellm_memory_requests")
+    assert {x.labels["outcome"]: x.value for x in requests.samples}["memory"] == 2
 
 
 # -- the route, in-process ----------------------------------------------------------------------
@@ -266,6 +519,8 @@ async def test_scrape_with_redis_down(prefix: str) -> None:
     assert value(found, "litellm_memory_store_up") == 0
     assert value(found, "litellm_memory_redis_errors_total", source="metrics") == 1
     assert not any(name.startswith("litellm_memory_extraction") for name, _ in found)
+    # this process's own figures only, still labelled
+    assert processes(found) == {hook.metrics.process}
 
 
 @pytest.mark.redis

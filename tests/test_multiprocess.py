@@ -22,7 +22,7 @@ from litellm_memory_hook.tools.processes import PROXY_ENV, PROXY_START_S, proxy_
 
 from .conftest import real_redis_url
 from .harness import MASTER_KEY, derived_config, free_port, start_standin, stop, wait_http
-from .test_metrics import samples, value
+from .test_metrics import Samples, by_process, samples, value
 
 pytestmark = pytest.mark.e2e
 
@@ -114,11 +114,13 @@ def test_flushed_import_is_extracted_before_any_chat_request(two_workers: TwoWor
 
 
 def test_metrics_count_the_requests_of_every_worker_process(two_workers: TwoWorkers) -> None:
-    """One scrape target, two worker processes: every scrape of ``/memory/metrics`` counts
-    every memory request the proxy served. (Each process renders its own counters, and a
-    scrape is answered by whichever process accepts the connection, so scrapes alternate
-    between the workers' figures: a Prometheus counter that goes down, rates that are wrong;
-    fails on current code.)"""
+    """One scrape target, two worker processes: once every process has published its snapshot
+    (every METRICS_PUBLISH_S, 5 s), every scrape of ``/memory/metrics``, whichever process
+    answers it, renders both processes' series (label ``process``), and summed over
+    ``process`` they count every memory request the proxy served. (Each process rendered only
+    its own counters, and a scrape is answered by whichever process accepts the connection, so
+    scrapes alternated between the workers' figures: a Prometheus counter that goes down,
+    rates that are wrong; fails on the code before the fix.)"""
     user = "metrics-" + uuid.uuid4().hex[:6]
     sent = 16
     for n in range(sent):  # a new connection each time, so the kernel spreads them
@@ -128,13 +130,26 @@ def test_metrics_count_the_requests_of_every_worker_process(two_workers: TwoWork
             client.chat.completions.create(
                 model="demo", user=user, messages=[{"role": "user", "content": f"line {n}"}]
             )
-    seen = []
-    for _ in range(8):
-        with httpx.Client(timeout=30) as http:
+
+    def scrape() -> Samples:
+        with httpx.Client(timeout=30) as http:  # a new connection each time
             answer = http.get(
                 f"{two_workers.url}/memory/metrics",
                 headers={"Authorization": f"Bearer {MASTER_KEY}"},
             )
         assert answer.status_code == 200, answer.text
-        seen.append(value(samples(answer.text), "litellm_memory_requests_total", outcome="memory"))
+        return samples(answer.text)
+
+    def memory_requests(found: Samples) -> float:
+        return value(found, "litellm_memory_requests_total", outcome="memory")
+
+    deadline = time.monotonic() + 15  # three publish periods
+    while memory_requests(scrape()) != sent and time.monotonic() < deadline:
+        time.sleep(0.5)
+    seen, labels = [], set()
+    for _ in range(8):
+        found = scrape()
+        seen.append(memory_requests(found))
+        labels.add(frozenset(by_process(found, "litellm_memory_requests_total", outcome="memory")))
     assert seen == [sent] * len(seen)
+    assert len(labels) == 1 and len(next(iter(labels))) == WORKERS  # both, in every scrape

@@ -74,7 +74,7 @@ from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
 from litellm_memory_hook.proxy.context import ContextOptions, PreparedRequest, prepare
 from litellm_memory_hook.proxy.identity import Identity, identify, request_headers
-from litellm_memory_hook.proxy.metrics import HookMetrics, log_event
+from litellm_memory_hook.proxy.metrics import HookMetrics, MetricsPublisher, log_event
 from litellm_memory_hook.proxy.write_buffer import PendingWrite, WriteBuffer
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
@@ -356,6 +356,7 @@ class MemoryHook(CustomLogger):
         self._buffer: WriteBuffer | None = None
         self._queue: ExtractionQueue | None = None
         self._worker: ExtractionWorker | None = None
+        self._publisher: MetricsPublisher | None = None
         self._settings = settings
         self._redis = redis
         self._store: MemoryStore | None = None
@@ -420,12 +421,35 @@ class MemoryHook(CustomLogger):
         """The in-proxy worker, once started."""
         return self._worker
 
+    def ensure_metrics_publisher(self) -> None:
+        """Start publishing this process's metric snapshot to Redis once, on the proxy's event
+        loop (every :data:`~litellm_memory_hook.proxy.metrics.METRICS_PUBLISH_S` seconds), so
+        that a scrape answered by any process of the proxy renders every process's series.
+        :meth:`shutdown` stops it with one last publish.
+
+        Raises:
+            ConfigError: the settings are invalid (there is no store to publish to).
+        """
+        if self._publisher is not None:
+            return
+        self._publisher = MetricsPublisher(self.metrics, self.store.redis, self.settings.key_prefix)
+        self._publisher.start()
+
+    @property
+    def metrics_publisher(self) -> MetricsPublisher | None:
+        """The metrics publisher, once started."""
+        return self._publisher
+
     async def shutdown(self) -> None:
-        """Stop the in-proxy worker and wait for background writes (proxy shutdown)."""
+        """Stop the in-proxy worker, wait for background writes, then stop the metrics
+        publisher with a last publish (proxy shutdown)."""
         if self._worker is not None:
             await self._worker.stop()
             self._worker = None
         await self.drain()
+        if self._publisher is not None:
+            await self._publisher.stop()
+            self._publisher = None
 
     def alias_config(self, model: object) -> AliasMemoryConfig | None:
         """The memory config of a model alias, ``None`` when memory is off for it (cached 30 s).

@@ -22,7 +22,7 @@ global one, so LiteLLM's own Prometheus integration and a second hook in tests s
 * ``litellm_memory_fail_open_total{reason}`` (counter): requests passed through unchanged because
   memory failed: ``error``, ``config``, ``breaker`` (Redis failed a moment ago);
 * ``litellm_memory_redis_errors_total{source}`` (counter): Redis failures seen by the ``hook``
-  (each trips the breaker), the memory ``api`` and the ``metrics`` scrape;
+  (each trips the breaker), the memory ``api`` and the ``metrics`` scrape and publisher;
 * ``litellm_memory_hook_events_total{event}`` (counter): every counter of ``hook.counters``
   (``turns_stored``, ``write_failures``, ``writes_lost``, ``streams_cut``,
   ``surrogate_requests`` (rebuilt requests whose messages hold a lone surrogate, stored with
@@ -43,10 +43,23 @@ global one, so LiteLLM's own Prometheus integration and a second hook in tests s
   and those whose time has come;
 * ``litellm_memory_store_up`` (gauge): 1 when the scrape could read Redis.
 
-The per-process figures (requests, layers, hook time, recall, Redis errors of the hook) are this
-proxy's own: sum them over replicas. The extraction figures come from ``mem:stats`` and
-``mem:due`` in Redis at scrape time and are shared by every replica and worker: every replica
-shows the same values, so aggregate them with ``max``, not ``sum``.
+The per-process figures (requests, fail-opens, Redis errors, hook events, layers, hook time,
+recall) are counted by each proxy process (each uvicorn worker of ``--num_workers N``, each
+replica). Every process publishes a snapshot of them to Redis (:class:`MetricsPublisher`, every
+:data:`METRICS_PUBLISH_S` seconds and at shutdown; ``mem:{metrics}:p:<process>``, indexed by
+``mem:{metrics}:processes``, both expiring after :data:`METRICS_TTL_PERIODS` periods), and a
+scrape, whichever process answers it, renders the series of every live process, each with a
+``process`` label (``<hostname>:<pid>:<random>``, see :func:`process_id`): its own live figures
+(published before they are rendered) and the others' last snapshots (at most
+:data:`METRICS_PUBLISH_S` seconds old). So a series never goes down, whichever process answers;
+a process that stops is no longer rendered once its snapshot expires; aggregate with
+``sum by (outcome) (rate(litellm_memory_requests_total[5m]))``. When Redis cannot be read, a
+scrape renders the answering process's series only. Replicas on one Redis share the snapshots,
+so every replica's scrape holds every process: scrape one target, or deduplicate with
+``max by (process, ...)`` before summing. The extraction figures come from
+``mem:stats`` and ``mem:due`` in Redis at scrape time and are shared by every replica and worker:
+they carry no ``process`` label, every replica shows the same values, so aggregate them with
+``max``, not ``sum``.
 
 Structured log lines: :func:`log_event` writes one JSON object per line through the
 ``litellm_memory_hook`` logger (``{"event": "memory.rebuilt", "ref": ..., "hook_ms": ...,
@@ -56,13 +69,22 @@ Structured log lines: :func:`log_event` writes one JSON object per line through 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import os
+import re
+import secrets
+import socket
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
+import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -71,12 +93,29 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from litellm_memory_hook.core.prompt import LAYER_NAMES
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.store.keys import metrics_index_key, metrics_snapshot_key
 from litellm_memory_hook.store.queue import ExtractionQueue
 
 logger = logging.getLogger("litellm_memory_hook")
 
 #: ``Content-Type`` of the scrape answer.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: seconds between two snapshots a proxy process publishes to Redis (:class:`MetricsPublisher`):
+#: the most that another process's figures in a scrape lag behind.
+METRICS_PUBLISH_S = 5.0
+#: a snapshot (and the process index) expires this many publish periods after it was written:
+#: a process that stopped is rendered for at most that long (15 s).
+METRICS_TTL_PERIODS = 3
+#: a scrape renders at most this many other processes (the most recently published first).
+MAX_PROCESSES = 1000
+#: the version field of a snapshot; a scrape skips snapshots of another version.
+SNAPSHOT_VERSION = 1
+#: the label that tells the processes' series apart.
+PROCESS_LABEL = "process"
+#: Redis failures of the metrics code (never raised to a scrape or a request).
+REDIS_FAILURES = (StoreError, RedisError, RedisClusterException, OSError)
+_UNSAFE_HOST = re.compile(r"[^A-Za-z0-9_.-]")
 
 #: Layers observed per rebuilt request: the system message's layers, then the recent window.
 LAYERS: tuple[str, ...] = (*LAYER_NAMES, "window")
@@ -148,7 +187,7 @@ class _HookCollector(Collector):
         counts.update(self._metrics.own)
         requests = CounterMetricFamily(
             "litellm_memory_requests",
-            "Chat requests to memory-enabled aliases, by outcome (this process).",
+            "Chat requests to memory-enabled aliases, by outcome (per process).",
             labels=["outcome"],
         )
         for counter, outcome in REQUEST_OUTCOMES.items():
@@ -156,7 +195,7 @@ class _HookCollector(Collector):
         yield requests
         fail_open = CounterMetricFamily(
             "litellm_memory_fail_open",
-            "Requests passed through unchanged because memory failed (this process).",
+            "Requests passed through unchanged because memory failed (per process).",
             labels=["reason"],
         )
         for counter, reason in FAIL_OPEN_REASONS.items():
@@ -164,22 +203,46 @@ class _HookCollector(Collector):
         yield fail_open
         redis_errors = CounterMetricFamily(
             "litellm_memory_redis_errors",
-            "Redis failures seen by the hook, the memory API and metrics scrapes (this process).",
+            "Redis failures of the hook, the memory API and the metrics scrape and publisher "
+            "(per process).",
             labels=["source"],
         )
         for counter, source in REDIS_ERROR_SOURCES.items():
             redis_errors.add_metric([source], counts[counter])
-        redis_errors.add_metric(["metrics"], counts["scrape_store_errors"])
+        redis_errors.add_metric(
+            ["metrics"], counts["scrape_store_errors"] + counts["publish_store_errors"]
+        )
         yield redis_errors
         events = CounterMetricFamily(
             "litellm_memory_hook_events",
-            "Every counter of the hook (hook.counters), by name (this process).",
+            "Every counter of the hook (hook.counters), by name (per process).",
             labels=["event"],
         )
         for name in sorted(self._metrics.counters):
             if not name.startswith("chars_"):  # per-layer sums: see the layer histogram
                 events.add_metric([name], self._metrics.counters[name])
         yield events
+
+
+class _ScrapeCollector(Collector):
+    """What a scrape renders: the per-process families of this process (as the scrape's
+    :meth:`HookMetrics.refresh` published them, else live) and of every other live process
+    (their last snapshots, read by the same refresh), each sample labelled ``process``; then the
+    figures read from Redis (no ``process`` label)."""
+
+    def __init__(self, metrics: HookMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self._metrics
+        merged: dict[str, Metric] = {}
+        published = metrics.published
+        own = published.families if published is not None else metrics.local_families()
+        _merge(merged, own, metrics.process)
+        for peer in metrics.peers:
+            if peer.process != metrics.process:
+                _merge(merged, peer.families, peer.process)
+        yield from merged.values()
         yield from self._store_families()
 
     def _store_families(self) -> Iterator[Metric]:
@@ -242,27 +305,135 @@ class _HookCollector(Collector):
         )
 
 
+def _merge(merged: dict[str, Metric], families: Iterable[Metric], process: str) -> None:
+    """Add the samples of ``families`` to the families of ``merged`` (by name; the first
+    family of a name gives its type and help), each labelled ``process``."""
+    for family in families:
+        out = merged.get(family.name)
+        if out is None:
+            out = merged[family.name] = Metric(
+                family.name, family.documentation, family.type, family.unit
+            )
+        for sample in family.samples:
+            labels = {**sample.labels, PROCESS_LABEL: process}
+            out.add_sample(sample.name, labels, sample.value, sample.timestamp)
+
+
+def process_id() -> str:
+    """A new id of this process for its ``process`` label and snapshot key:
+    ``<hostname>:<pid>:<6 random hex digits>`` (the host name cut to 64 characters of
+    ``[A-Za-z0-9_.-]``), so a restarted process with the same pid is a new series."""
+    host = _UNSAFE_HOST.sub("_", socket.gethostname())[:64] or "host"
+    return f"{host}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def _wall_ms() -> int:
+    """The wall clock, epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One process's per-process metric families as it last published them.
+
+    Attributes:
+        process: the process id (:func:`process_id`).
+        at_ms: when it was built, epoch milliseconds (the publisher's clock).
+        families: the metric families, samples unlabelled by ``process``.
+    """
+
+    process: str
+    at_ms: int
+    families: list[Metric]
+
+    def encode(self) -> bytes:
+        """Compact JSON: ``{"v": 1, "process": str, "at_ms": int, "families": [[name, type,
+        help, unit, [[sample name, {label: value}, value], ...]], ...]}``."""
+        return orjson.dumps(
+            {
+                "v": SNAPSHOT_VERSION,
+                "process": self.process,
+                "at_ms": self.at_ms,
+                "families": [
+                    [
+                        f.name,
+                        f.type,
+                        f.documentation,
+                        f.unit,
+                        [[s.name, s.labels, s.value] for s in f.samples],
+                    ]
+                    for f in self.families
+                ],
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> Snapshot | None:
+        """The snapshot :meth:`encode` wrote; ``None`` when ``raw`` is not one (another
+        version, damaged). A family or sample that cannot be read is skipped."""
+        try:
+            data = orjson.loads(raw)
+            if not isinstance(data, dict) or data.get("v") != SNAPSHOT_VERSION:
+                return None
+            process, at_ms = str(data["process"]), int(data["at_ms"])
+            rows = data["families"]
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
+        families: list[Metric] = []
+        for row in rows if isinstance(rows, list) else ():
+            try:
+                name, typ, documentation, unit, found = row
+                family = Metric(str(name), str(documentation), str(typ), str(unit))
+                for sample_name, labels, value in found:
+                    if value is None:  # orjson writes NaN and infinities as null
+                        continue
+                    family.add_sample(
+                        str(sample_name),
+                        {str(k): str(v) for k, v in labels.items()},
+                        float(value),
+                    )
+            except (TypeError, ValueError, AttributeError):
+                continue
+            families.append(family)
+        return cls(process, at_ms, families)
+
+
 class HookMetrics:
-    """The metrics of one memory hook, in their own registry.
+    """The metrics of one memory hook (one proxy process), in their own registries.
 
     Args:
-        counters: the hook's ``counters`` (read at every scrape, never written here).
+        counters: the hook's ``counters`` (read at every scrape and publish, never written
+            here).
 
-    The hook calls :meth:`observe_rebuild` once per rebuilt request; the scrape route calls
-    :meth:`refresh` (reads Redis) and then :meth:`render`.
+    The hook calls :meth:`observe_rebuild` once per rebuilt request; a :class:`MetricsPublisher`
+    calls :meth:`publish` every :data:`METRICS_PUBLISH_S` seconds; the scrape route calls
+    :meth:`refresh` (publishes, then reads Redis) and then renders :attr:`registry`.
+
+    Attributes:
+        process: this process's id (:func:`process_id`), its ``process`` label.
+        registry: what a scrape renders (every live process's series, then the Redis figures).
+        peers: the other processes' snapshots read by the last :meth:`refresh`.
+        published: the snapshot the last :meth:`refresh` published, rendered as this process's
+            figures (``None``: it published none, this process's live figures are rendered).
     """
 
     def __init__(self, counters: Counter[str] | None = None) -> None:
         self.counters: Counter[str] = counters if counters is not None else Counter()
         self.own: Counter[str] = Counter()
         self.store_stats: dict[str, int] | None = None
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.process = process_id()
+        self.peers: list[Snapshot] = []
+        self.published: Snapshot | None = None
+        self._publish_lock = asyncio.Lock()
+        self._publish_failing = False
+        # This process's own figures, unlabelled (what a snapshot holds).
+        self._local = CollectorRegistry(auto_describe=True)
         self.layer_chars = Histogram(
             "litellm_memory_layer_characters",
             "Characters per layer of each request rebuilt from memory.",
             ["layer"],
             buckets=LAYER_BUCKETS,
-            registry=self.registry,
+            registry=self._local,
         )
         # The labelled children, looked up once (``labels()`` costs a lock and a dict build per
         # call, eleven times a request).
@@ -271,19 +442,21 @@ class HookMetrics:
             "litellm_memory_hook_duration_milliseconds",
             "Time of the pre-call hook for requests rebuilt from memory, milliseconds.",
             buckets=HOOK_MS_BUCKETS,
-            registry=self.registry,
+            registry=self._local,
         )
         self.recall_hits = PromCounter(
             "litellm_memory_recall_hits",
             "Requests rebuilt from memory with at least one recalled line.",
-            registry=self.registry,
+            registry=self._local,
         )
         self.recalled_lines = PromCounter(
             "litellm_memory_recalled_lines",
             "Recalled lines put into requests.",
-            registry=self.registry,
+            registry=self._local,
         )
-        self.registry.register(_HookCollector(self))
+        self._local.register(_HookCollector(self))
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_ScrapeCollector(self))
 
     def observe_rebuild(
         self, ref: str, layer_chars: Mapping[str, int], hook_ms: float, *, recalled: int
@@ -316,43 +489,217 @@ class HookMetrics:
         )
 
     async def refresh(self, queue: ExtractionQueue | None, *, now_ms: int | None = None) -> bool:
-        """Read the extraction counters and the due set's length from Redis for the next render.
+        """Prepare the next render: read the extraction counters and the due set's length from
+        Redis, publish this process's snapshot and read the other processes' snapshots. The
+        render shows this process's figures as just published (not live: requests served while
+        the other snapshots are read are left to the next scrape), so any later scrape, answered
+        by whichever process, renders at least as much: no series goes down.
 
         A failure (a Cluster client that finds no node is one too) is logged, counted
-        (``redis_errors{source="metrics"}``) and leaves the Redis figures out of the next render
-        (``store_up`` 0); it never raises. ``queue`` ``None`` (the settings are bad, so there is
-        no store) leaves them out too.
+        (``redis_errors{source="metrics"}``) and never raised: when the counters cannot be read,
+        the next render has no Redis figures (``store_up`` 0) and this process's series only;
+        when only the snapshots cannot be read, this process's series only. ``queue`` ``None``
+        (the settings are bad, so there is no store) is the same as Redis down, uncounted.
+
+        Args:
+            queue: the extraction queue (its Redis client and key prefix), or ``None``.
+            now_ms: the time, epoch milliseconds (default: the wall clock).
 
         Returns:
-            Whether Redis could be read.
+            Whether Redis could be read (counters and snapshots).
         """
-        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        now = now_ms if now_ms is not None else _wall_ms()
         if queue is None:
             self.store_stats = None
+            self.peers = []
+            self.published = None
             return False
         try:
             stats = await queue.stats()
             stats["due_now"] = int(await queue.redis.zcount(queue.due, "-inf", now))
-        except (StoreError, RedisError, RedisClusterException, OSError) as exc:
+        except REDIS_FAILURES as exc:
             self.store_stats = None
+            self.peers = []
+            self.published = None
             self.own["scrape_store_errors"] += 1
             log_event("metrics_store_error", logging.WARNING, error=str(exc))
             return False
         self.store_stats = stats
+        self.published = await self.publish(queue.redis, queue.prefix, now_ms=now)
+        try:
+            self.peers = await self.read_peers(queue.redis, queue.prefix)
+        except REDIS_FAILURES as exc:
+            self.peers = []
+            self.own["scrape_store_errors"] += 1
+            log_event("metrics_store_error", logging.WARNING, error=str(exc))
+            return False
         return True
+
+    def snapshot(self, *, now_ms: int | None = None) -> Snapshot:
+        """This process's per-process families as they are now (``at_ms``: ``now_ms``, epoch
+        milliseconds, default the wall clock)."""
+        at = now_ms if now_ms is not None else _wall_ms()
+        return Snapshot(self.process, at, list(self.local_families()))
+
+    async def publish(
+        self,
+        redis: aioredis.Redis,
+        prefix: str,
+        *,
+        now_ms: int | None = None,
+        ttl_s: float = METRICS_PUBLISH_S * METRICS_TTL_PERIODS,
+    ) -> Snapshot | None:
+        """Write this process's snapshot to Redis: ``SET mem:{metrics}:p:<process>`` with a TTL,
+        ``ZADD mem:{metrics}:processes`` scored by ``now_ms``, drop index members older than the
+        TTL and refresh the index's TTL (one pipeline, one Cluster slot).
+
+        Publishes are serialised, so a snapshot never overwrites a newer one of this process.
+        A failure is counted (``redis_errors{source="metrics"}``), logged when it starts and
+        when it ends (not every period) and never raised.
+
+        Args:
+            redis: the hook's asyncio Redis (or Cluster) client.
+            prefix: the key prefix (``mem``).
+            now_ms: the publish time, epoch milliseconds (default: the wall clock).
+            ttl_s: seconds until the snapshot and the index expire without another publish.
+
+        Returns:
+            The snapshot written; ``None`` when Redis failed.
+        """
+        ttl_ms = max(1, int(ttl_s * 1000))
+        index = metrics_index_key(prefix)
+        async with self._publish_lock:
+            at = now_ms if now_ms is not None else _wall_ms()
+            snapshot = self.snapshot(now_ms=at)
+            blob = snapshot.encode()
+            try:
+                async with redis.pipeline(transaction=False) as pipe:
+                    pipe.set(metrics_snapshot_key(prefix, self.process), blob, px=ttl_ms)
+                    pipe.zadd(index, {self.process: at})
+                    pipe.zremrangebyscore(index, "-inf", f"({at - ttl_ms}")
+                    pipe.pexpire(index, ttl_ms)
+                    await pipe.execute()
+            except REDIS_FAILURES as exc:
+                self.own["publish_store_errors"] += 1
+                if not self._publish_failing:
+                    log_event("metrics_publish_error", logging.WARNING, error=str(exc))
+                self._publish_failing = True
+                return None
+            if self._publish_failing:
+                log_event("metrics_publish_recovered")
+            self._publish_failing = False
+            return snapshot
+
+    async def read_peers(
+        self, redis: aioredis.Redis, prefix: str, *, limit: int = MAX_PROCESSES
+    ) -> list[Snapshot]:
+        """The last snapshots of the other live processes (this process's own is left out),
+        sorted by process id: the ``limit`` most recently published members of the index,
+        then one ``MGET`` of their snapshot keys (one slot). A process whose snapshot expired
+        is left out; so is a snapshot that cannot be read.
+
+        Raises:
+            RedisError, RedisClusterException, OSError: Redis failed.
+        """
+        members = await redis.zrange(metrics_index_key(prefix), 0, limit - 1, desc=True)
+        ids = [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in members]
+        ids = [i for i in ids if i != self.process]
+        if not ids:
+            return []
+        blobs = await redis.mget([metrics_snapshot_key(prefix, i) for i in ids])
+        found: list[Snapshot] = []
+        for process, blob in zip(ids, blobs, strict=True):
+            snapshot = None if blob is None else Snapshot.decode(blob)
+            if snapshot is not None and snapshot.process == process:
+                found.append(snapshot)
+        return sorted(found, key=lambda snapshot: snapshot.process)
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""
         return generate_latest(self.registry)
 
     def families(self) -> Iterable[Metric]:
-        """The collected metric families (tests and the CLI)."""
+        """The collected metric families of a scrape (tests and the CLI)."""
         return self.registry.collect()
+
+    def local_families(self) -> Iterable[Metric]:
+        """This process's per-process families, live and without the ``process`` label (what
+        a snapshot holds)."""
+        return self._local.collect()
+
+
+class MetricsPublisher:
+    """The background task that publishes a process's snapshot to Redis every ``period_s``
+    seconds (:meth:`HookMetrics.publish`, TTL :data:`METRICS_TTL_PERIODS` periods), started
+    with the proxy process and stopped at its shutdown with one last publish.
+
+    Args:
+        metrics: the process's hook metrics.
+        redis: the hook's asyncio Redis (or Cluster) client.
+        prefix: the key prefix (``mem``).
+        period_s: seconds between publishes (:data:`METRICS_PUBLISH_S`).
+    """
+
+    def __init__(
+        self,
+        metrics: HookMetrics,
+        redis: aioredis.Redis,
+        prefix: str,
+        *,
+        period_s: float = METRICS_PUBLISH_S,
+    ) -> None:
+        self.metrics = metrics
+        self.redis = redis
+        self.prefix = prefix
+        self.period_s = period_s
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def ttl_s(self) -> float:
+        """Seconds a snapshot lives without another publish."""
+        return self.period_s * METRICS_TTL_PERIODS
+
+    @property
+    def running(self) -> bool:
+        """Whether the task runs."""
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start publishing (once), on the running event loop: the first publish is now."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="litellm-memory-metrics-publisher"
+            )
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.metrics.publish(self.redis, self.prefix, ttl_s=self.ttl_s)
+            except Exception:  # a bug must not stop later publishes; Redis errors never raise
+                logger.exception("memory metrics: publish failed")
+            await asyncio.sleep(self.period_s)
+
+    async def stop(self) -> None:
+        """Stop the task and publish once more: the process's last figures stay readable until
+        their snapshot expires (:attr:`ttl_s` seconds)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await self.metrics.publish(self.redis, self.prefix, ttl_s=self.ttl_s)
 
 
 __all__ = [
     "CONTENT_TYPE",
     "LAYERS",
+    "METRICS_PUBLISH_S",
+    "METRICS_TTL_PERIODS",
+    "PROCESS_LABEL",
     "HookMetrics",
+    "MetricsPublisher",
+    "Snapshot",
     "log_event",
+    "process_id",
 ]

@@ -61,14 +61,17 @@ def mount(hook: MemoryHook) -> bool:
 
 
 def start_worker_soon(proxy_server: object, hook: MemoryHook) -> bool:
-    """Start the hook's in-proxy extraction worker when the proxy has started, not at its
-    first chat request: due jobs (a flush from the CLI, an import, conversations whose quiet
-    time ran out while the proxies restarted) run without waiting for chat traffic.
+    """Start the hook's in-proxy extraction worker and its metrics publisher when the proxy
+    has started, not at its first chat request: due jobs (a flush from the CLI, an import,
+    conversations whose quiet time ran out while the proxies restarted) run without waiting for
+    chat traffic, and every process's metrics reach Redis (a scrape renders them all).
 
     LiteLLM loads callbacks inside its startup, on the event loop that serves requests, before
-    it builds the router that extraction calls go through: a task waits for the router (at most
-    :data:`WORKER_START_WAIT_S` seconds) and then starts the worker. Without a running loop
-    (not inside a proxy's startup) nothing is started; the first chat request still does.
+    it builds the router that extraction calls go through (and before the settings are final):
+    a task waits for the router (at most :data:`WORKER_START_WAIT_S` seconds) and then starts
+    the worker and the publisher. Without a running loop (not inside a proxy's startup) nothing
+    is started; the first chat request still starts the worker, and a scrape renders this
+    process's figures plus those of processes that publish.
 
     Returns:
         True when the task was created.
@@ -86,6 +89,10 @@ def start_worker_soon(proxy_server: object, hook: MemoryHook) -> bool:
             hook.ensure_worker()
         except Exception:  # a bad setting: the first chat request logs and counts it
             logger.warning("memory hook: the extraction worker did not start", exc_info=True)
+        try:
+            hook.ensure_metrics_publisher()
+        except Exception:  # a bad setting: scrapes render this process's figures only
+            logger.warning("memory hook: the metrics publisher did not start", exc_info=True)
 
     task = loop.create_task(start())
     _start_tasks.add(task)
@@ -94,8 +101,9 @@ def start_worker_soon(proxy_server: object, hook: MemoryHook) -> bool:
 
 
 def install_shutdown(proxy_server: object, hook: MemoryHook) -> bool:
-    """Run ``hook.shutdown()`` (stop the in-proxy worker, wait for background writes; at most
-    :data:`SHUTDOWN_TIMEOUT_S` seconds) when the proxy shuts down.
+    """Run ``hook.shutdown()`` (stop the in-proxy worker, wait for background writes, publish
+    the process's metrics a last time; at most :data:`SHUTDOWN_TIMEOUT_S` seconds) when the
+    proxy shuts down.
 
     LiteLLM 1.108.x sets a FastAPI ``lifespan``, so ``app.router.on_shutdown`` handlers never
     run, and it loads callbacks inside that lifespan, too late to wrap it. Its lifespan ends by

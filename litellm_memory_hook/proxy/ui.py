@@ -505,8 +505,10 @@ async def memory_models(hook: Hook, auth: Auth, names: ModelNames) -> ModelsOut:
 )
 async def metrics(request: Request, hook: Hook, auth: Auth) -> Response:
     """The memory hook's metrics in Prometheus text format (proxy-admin keys only: the figures
-    cover every tenant). Reads the extraction counters and the due set from Redis; when Redis
-    does not answer, ``litellm_memory_store_up`` is 0 and the rest is still served."""
+    cover every tenant). Reads the extraction counters and the due set from Redis, publishes
+    this process's snapshot and renders every live proxy process's per-process series (label
+    ``process``: this one's live, the others' last snapshots, at most 5 s old); when Redis does
+    not answer, ``litellm_memory_store_up`` is 0 and this process's series are still served."""
     if not is_admin(auth):
         raise HTTPException(
             status_code=403,

@@ -39,6 +39,15 @@ Global keys, never in a transaction with a user's keys::
     mem:due                    zset   conversation ref ``t:u:c`` -> due time (epoch ms)
     mem:stats                  hash   counters of the extraction job (jobs, failures, tokens)
 
+Per-process metric snapshots (:mod:`litellm_memory_hook.proxy.metrics`), all under the hash tag
+``{metrics}`` so that a Cluster reads them in one call (the tag has no colon, so it is never a
+user's ``{tenant:user}``; the keys start with the prefix, so a SCAN of ``mem:*`` sees them)::
+
+    mem:{metrics}:processes    zset   proxy process id -> its last publish time (epoch ms);
+                                      expires 3 publish periods after the last publish
+    mem:{metrics}:p:<process>  string one process's per-process metric families (JSON);
+                                      expires 3 publish periods after it was written
+
 Ids made of ``[A-Za-z0-9_.@-]`` (1-64 characters) are used as they are, so keys stay readable in
 redis-cli; any other id (braces, colons, spaces, other scripts, longer) is replaced by
 ``h-`` + the first 24 hex digits of its SHA-256, and the raw id is kept in the meta hash.
@@ -336,3 +345,18 @@ def stats_key(prefix: str) -> str:
 def sweep_key(prefix: str) -> str:
     """``mem:sweep``: the lease of the worker sweeping for lagging conversations (expires)."""
     return f"{prefix}:sweep"
+
+
+#: the hash tag of the per-process metric snapshots (one Cluster slot for all of them).
+METRICS_TAG = "{metrics}"
+
+
+def metrics_index_key(prefix: str) -> str:
+    """``mem:{metrics}:processes``: sorted set of proxy process ids scored by their last
+    metrics publish (epoch ms), so a scrape finds the live ones without SCAN."""
+    return f"{prefix}:{METRICS_TAG}:processes"
+
+
+def metrics_snapshot_key(prefix: str, process: str) -> str:
+    """``mem:{metrics}:p:<process>``: one proxy process's metric snapshot (JSON string)."""
+    return f"{prefix}:{METRICS_TAG}:p:{process}"
