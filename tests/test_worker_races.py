@@ -32,7 +32,10 @@ async def test_a_conflict_retry_brings_back_a_fact_another_job_replaced(
     for the model while job A (conversation c2) replaces "Lives in Pune." by "Lives in Mumbai
     now.". B loses the compare-and-set; re-planned with the fresh set, the Pune fact it was
     shown (and kept) would be added again as new, which no serial order of the two jobs gives.
-    B gives up instead and runs again on the new set."""
+    B gives up instead and runs again on the new set. (Field case C29, a WATCH that silently
+    does nothing: the commit is one Lua compare-and-set of the memory set's version and the
+    conversation's cursor, so the loser of two concurrent commits sees a conflict, then a
+    bounded retry; no WATCH is used.)"""
     hook = make_hook(any_redis, prefix)
     await _talk(hook, 1, memory_flush=True)
     await _worker(any_redis, prefix, ScriptedModel([_reply(["Lives in Pune."])])).run_due()
