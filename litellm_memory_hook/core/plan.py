@@ -530,7 +530,8 @@ def _plan_whole_history(
     * nothing aligns (the tail shows another client's turns, or the edit is older than the
       tail): nothing stored is touched; the new turn is appended;
     * turns that would be replaced but were stored less than ``BRANCH_GRACE_MS`` ago are kept
-      and the new turn is appended (a parallel request stored them; not an edit).
+      and the new turn is appended (a parallel request stored them; not an edit); tool results
+      whose call is the newest stored turn append only the results, as when nothing aligns.
     """
     tail = list(state.tail)
     stored = [t for t in tail if not t.partial]
@@ -555,7 +556,7 @@ def _plan_whole_history(
         )
 
     if alignment is None:
-        return plan(new_turns, (), tail[-1].text if tail else "")
+        return plan(_after_stored_call(new_turns, stored), (), tail[-1].text if tail else "")
     from_seq = 0
     pending: list[Turn] = list(new_turns)
     if alignment.client_at < len(client_history):
@@ -607,9 +608,26 @@ def _plan_whole_history(
     if any(not t.partial and t.ts_ms > now_ms - BRANCH_GRACE_MS for t in replace):
         # Turns stored moments ago that this client's history does not show are another
         # request's (two tabs, parallel requests), not an edit: keep them, append.
-        return plan(new_turns, (), tail[-1].text if tail else "")
+        return plan(_after_stored_call(new_turns, stored), (), tail[-1].text if tail else "")
     before = [t for t in stored if not from_seq or t.seq < from_seq]
     return plan(pending, replace, before[-1].text if before else "")
+
+
+def _after_stored_call(new_turns: Sequence[Turn], stored: Sequence[Turn]) -> list[Turn]:
+    """The new turns to append after the stored ones: a tool-result turn whose
+    ``tool_calls`` message is the newest stored turn (the model's call, stored with its reply)
+    appends only its results, so the call is not stored twice."""
+    first = new_turns[0] if new_turns else None
+    if (
+        first is not None
+        and stored
+        and first.role == "assistant"
+        and first.tool_calls
+        and stored[-1].role == "assistant"
+        and _tool_call_ids(first) == _tool_call_ids(stored[-1])
+    ):
+        return list(new_turns[1:])
+    return list(new_turns)
 
 
 def _keep_times(
