@@ -136,3 +136,34 @@ async def test_tool_results_after_a_kept_edit_store_the_call_once(clock: Clock) 
         ("tool", "result of call_6", ("call_6",)),
         ("assistant", "answer 3 from the model", ()),
     ]
+
+
+async def test_an_edited_first_message_with_a_deleted_exchange_replaces_from_the_start(
+    clock: Clock,
+) -> None:
+    """A whole-history client deletes an exchange from the middle (a chat UI sends nothing
+    for that), then edits its first message and sends: its history differs from the store at
+    its first message. The alignment ranked every offset by the run of equal messages it
+    starts with (none, the first message being edited), then by equal messages: the offset
+    that put the client's first message on the deleted exchange matched more (the messages
+    after the deletion) than the right one (the first reply), so the store kept the old first
+    exchange and stored its reply again after it."""
+    chat = Chat(clock)
+    q1, a1 = _user("question 1 about the garden"), _reply("answer 1 from the model")
+    q2, a2 = _user("question 2 about the garden"), _reply("answer 2 from the model")
+    q3, a3 = _user("question 3 about the garden"), _reply("answer 3 from the model")
+    await chat.send([q1], a1)
+    await chat.send([q1, a1, q2], a2)
+    await chat.send([q1, a1, q2, a2, q3], a3)
+    clock.ms += 60_000
+    edited = _user("question 1 about the garden (edited)")
+    q4 = _user("question 4 about the garden")
+    await chat.send([edited, a1, q3, a3, q4], _reply("answer 4 from the model"))
+    assert await chat.turns() == [
+        ("user", "question 1 about the garden (edited)", ()),
+        ("assistant", "answer 1 from the model", ()),
+        ("user", "question 3 about the garden", ()),
+        ("assistant", "answer 3 from the model", ()),
+        ("user", "question 4 about the garden", ()),
+        ("assistant", "answer 4 from the model", ()),
+    ]
