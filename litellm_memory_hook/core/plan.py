@@ -200,16 +200,22 @@ def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> 
     """Align a client's conversation messages with the stored tail (both oldest first).
 
     Tries every offset of the two lists and keeps the one whose overlap starts with the longest
-    run of equal messages (ties: the most equal messages in the overlap, then the overlap that
-    ends latest in the store). The first difference inside that overlap is where the client's
+    run of equal messages (ties: the longest run right after the first difference, then the
+    most equal messages in the overlap, then the overlap that ends latest in the store). The
+    first difference inside that overlap is where the client's
     history and the store part (an edit, a deleted message, a branch); clients that trim their
     own history align on the stored tail's end. The run comes first so that a deleted earlier
     exchange parts the two where it was: ranked by equal messages alone, the messages after it
     (when more than those before) aligned the client's first message with the deleted one, and
     the client's whole history was stored again after the turns before it (a fresh-user
-    report). ``None`` when no offset has any equal message.
+    report). The run after the first difference comes before the count for the same reason:
+    with the client's first message edited (no offset starts with a run) and an exchange after
+    it deleted, the messages after the deletion outnumbered the first reply, which follows the
+    edited message where it was, and the client's history was stored after the old first
+    exchange, its reply twice. ``None`` when no offset has any equal message.
     """
-    best: tuple[int, int, int, int] | None = None  # (first diff = run, matches, end, offset)
+    # (first diff = run, run after the first diff, matches, end, offset)
+    best: tuple[int, int, int, int, int] | None = None
     n, m = len(client), len(stored)
     for offset in range(-n + 1, m):
         ci, si = max(0, -offset), max(0, offset)
@@ -219,12 +225,14 @@ def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> 
         if not matches:
             continue
         first_diff = same.index(False) if False in same else length
-        key = (first_diff, matches, si + length, offset)
-        if best is None or key[:3] > best[:3]:
+        after = same[first_diff + 1 :]
+        run_after = after.index(False) if False in after else len(after)
+        key = (first_diff, run_after, matches, si + length, offset)
+        if best is None or key[:4] > best[:4]:
             best = key
     if best is None:
         return None
-    first_diff, _, _, offset = best
+    first_diff, _, _, _, offset = best
     ci, si = max(0, -offset), max(0, offset)
     seqs = [0] * n
     for k in range(first_diff):
