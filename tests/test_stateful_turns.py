@@ -30,8 +30,9 @@ conversation is ``stored``.
 * A whole-history request into an empty store seeds it: the client's history, the new turn,
   the reply.
 * A whole-history request otherwise is aligned with the stored tail (the newest
-  ``recent_messages + 4`` = 44 stored turns): the client's history and new turn, from the
-  first of its messages the tail holds, are compared message by message with the store; at
+  ``recent_messages + 4`` = 44 stored turns): the client's history and new turn, from where
+  the first of its messages the tail holds (by identity) is stored, are compared message by
+  message (role, text, tool-call ids: the same question asked twice is equal) with the store; at
   the first difference ``d`` the stored turns from there on are replaced by the client's
   messages from there on, then the reply. So the store ends as ``stored[:p] + history + new +
   reply`` (``p``: where the client's history starts in the store; what the client trimmed stays
@@ -405,7 +406,9 @@ class TurnsMachine(RuleBasedStateMachine):
         p = anchor[1] - anchor[0]
         d = max(0, tail_start - p)
         while (
-            d < len(seq) and p + d < len(self.stored) and self.stored[p + d].msg.mid == seq[d].mid
+            d < len(seq)
+            and p + d < len(self.stored)
+            and self.stored[p + d].msg.key() == seq[d].key()
         ):
             d += 1
         replaced = self.stored[p + d :]
