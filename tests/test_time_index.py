@@ -227,3 +227,58 @@ async def test_an_export_imported_again_rebuilds_the_index(
     assert await transfer.restore_conversation(store, target, dump, memory_scope="ns:demo") == 5
     assert await _index(any_redis, target) == await _index(any_redis, source)
     assert 3000 < await any_redis.ttl(target.times) <= 3600
+
+
+async def _unordered(client: aioredis.Redis, keys: ConversationKeys) -> bool:
+    return await client.hget(keys.meta, "ts_unordered") is not None
+
+
+async def test_times_in_order_leave_the_conversation_unmarked(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A batched seed of turns of one time (a seeding request), appends and a regenerated reply
+    all keep the times in seq order: no ``ts_unordered`` mark, so SEQ_SPANS keeps the binary
+    search over the turns (one run from the span's first seq to the first seq after it, the
+    regenerated reply's old seq 9 inside it, as before the index)."""
+    store = MemoryStore(any_redis, ttl_s=3600, batch_turns=3)
+    keys = _keys(prefix)
+    await store.append(keys, [_turn(f"seed{i}", T0) for i in range(7)])
+    await store.append(keys, [_turn("q", T0 + MINUTE), _turn("a", T0 + MINUTE, "assistant")])
+    [old] = [t for t in await store.all_turns(keys) if t.seq == 9]
+    await store.append(
+        keys, [_turn("a again", T0 + 2 * MINUTE, "assistant")], replace=[stored_terms(old)]
+    )
+    await store.append(keys, [_turn("later", T0 + 3 * MINUTE)])
+    assert not await _unordered(any_redis, keys)
+    assert await _spans(store, keys, [(T0 + MINUTE, T0 + 3 * MINUTE)]) == [DateSeqs(3, ((8, 11),))]
+
+
+async def test_a_turn_said_before_the_last_stored_one_marks_the_times_unordered(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """An append whose time is before the newest stored turn's marks the conversation, and its
+    dates are then found through the index: the older line is found on its day, where a binary
+    search over the turns' times would find none."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    keys = _keys(prefix)
+    await store.append(keys, [_turn(f"new{i}", T0 + (30 + i) * MINUTE) for i in range(5)])
+    assert not await _unordered(any_redis, keys)
+    await store.append(keys, [_turn("older", T0 + MINUTE)])
+    assert await _unordered(any_redis, keys)
+    assert await _spans(store, keys, [(T0, T0 + 2 * MINUTE)]) == [DateSeqs(1, ((6, 7),))]
+
+
+async def test_a_batched_write_of_older_lines_marks_the_times_unordered(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A write of several batches (BEGIN_WRITE, then WRITE_TURNS of 2 turns) whose times are
+    before the stored turns' (an import after newer chat) marks the conversation; its lines
+    are found on their day through the index."""
+    store = MemoryStore(any_redis, ttl_s=3600, batch_turns=2)
+    keys = _keys(prefix)
+    await store.append(keys, [_turn("now", T0 + 60 * MINUTE)])
+    await store.append(keys, [_turn(f"old{i}", T0 + i * MINUTE) for i in range(5)])
+    assert await _unordered(any_redis, keys)
+    assert await _spans(store, keys, [(T0 + 2 * MINUTE, T0 + 4 * MINUTE)]) == [
+        DateSeqs(2, ((4, 6),))
+    ]

@@ -19,18 +19,20 @@ ms), member = its seq as 4 bytes, big-endian (as in postings: members of one ts 
 each takes the smallest string allocation). The scripts that store and remove turns keep it in the
 same script (same slot, same TTL), so a date the user names finds the turns said then whatever order
 their times were stored in (an import of older lines after newer chat, a write an outage buffer held
-back): :data:`SEQ_SPANS`, O(log n + postings_cap) per date. It costs ~96 bytes of Redis memory a
-turn (measured: 9.6 MB at 100,000 turns). A conversation stored before the index existed has no
-``times`` key; its writes add none (an index missing older turns would hide them), and its dates are
-found as before, by a binary search over the turns' times, right while they are in seq order. It
-gets an index once it holds no turn again (forgotten, imported ``--fresh``, every turn deleted). The
-same fallback is taken whenever the index does not hold every stored turn (its size is compared with
-the turns' on every read, and by every write, which then adds nothing to it): turns an older version
-of the package writes during a rolling upgrade send the conversation back to the binary search,
-except a reply such a version regenerates (it removes one turn the index holds and adds one it
-lacks, so the sizes still match): that reply is then missing from the index, and a date does not
-find it.
-"""
+back): :data:`SEQ_SPANS`, O(log n + postings_cap) per date. The same scripts compare each stored
+turn's time with its neighbours' in seq order and mark the conversation ``meta.ts_unordered`` when
+one is out of order; until then (the usual conversation) dates are found by the cheaper binary
+search over the turns' own times, O(log n) per date, exact while they are in seq order. It costs ~96
+bytes of Redis memory a turn (measured: 9.6 MB at 100,000 turns). A conversation stored before the
+index existed has no ``times`` key; its writes add none (an index missing older turns would hide
+them), and its dates are found as before, by a binary search over the turns' times, right while they
+are in seq order. It gets an index once it holds no turn again (forgotten, imported ``--fresh``,
+every turn deleted). The same fallback is taken whenever the index does not hold every stored turn
+(its size is compared with the turns' on every read, and by every write, which then adds nothing to
+it): turns an older version of the package writes during a rolling upgrade send the conversation
+back to the binary search, except a reply such a version regenerates (it removes one turn the index
+holds and adds one it lacks, so the sizes still match): that reply is then missing from the index,
+and a date does not find it."""
 
 from __future__ import annotations
 
@@ -174,6 +176,34 @@ end
 local function body_ts(body)
   return string.match(body, '"ts":(%-?%d+)') or '0'
 end
+-- The ts of the stored turn next to seq in seq order (range '(seq', '+inf' or '(seq', '-inf'
+-- with REV), or nil when there is none.
+local function neighbour_ts(range_from, range_to, rev)
+  local found
+  if rev then
+    found = redis.call('ZRANGE', KEYS[2], range_from, range_to, 'BYSCORE', 'REV', 'LIMIT', 0, 1)
+  else
+    found = redis.call('ZRANGE', KEYS[2], range_from, range_to, 'BYSCORE', 'LIMIT', 0, 1)
+  end
+  if found[1] then return tonumber(body_ts(found[1])) end
+  return nil
+end
+-- Add a just stored turn (seq, body) to the time index; a turn whose ts is out of seq order
+-- with its stored neighbours (said before the turn stored before it, or after the one stored
+-- after it) marks the conversation's times as out of order: meta 'ts_unordered' = 1, which
+-- SEQ_SPANS reads (a conversation in order keeps the cheaper binary search over the turns).
+-- The mark stays until the conversation is deleted (a removal never unsorts times).
+local function add_time(seq, body)
+  local ts = body_ts(body)
+  redis.call('ZADD', KEYS[6], ts, enc(seq))
+  if redis.call('HEXISTS', KEYS[1], 'ts_unordered') == 1 then return end
+  local t = tonumber(ts)
+  local before = neighbour_ts('(' .. seq, '-inf', true)
+  local after = neighbour_ts('(' .. seq, '+inf', false)
+  if (before and before > t) or (after and after < t) then
+    redis.call('HSET', KEYS[1], 'ts_unordered', 1)
+  end
+end
 -- Remove listed turns, reading ARGV from position i: the number of turns, then for each its
 -- seq and 1 when it is indexed (has terms); then the number of terms, then for each the term,
 -- a count k and k seqs of listed turns holding it. Only turns still stored are removed, and
@@ -279,7 +309,7 @@ for j = 1, n_new do
     if first == 0 then first = last end
     seqs[j] = last
     redis.call('ZADD', KEYS[2], last, '{"seq":' .. last .. ',' .. ARGV[i])
-    if timed then redis.call('ZADD', KEYS[6], body_ts(ARGV[i]), enc(last)) end
+    if timed then add_time(last, ARGV[i]) end
     if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   end
   i = i + 2
@@ -419,7 +449,7 @@ for j = 1, tonumber(ARGV[10]) do
   local seq = tonumber(ARGV[i])
   seqs[j] = seq
   redis.call('ZADD', KEYS[2], seq, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
-  if timed then redis.call('ZADD', KEYS[6], body_ts(ARGV[i + 1]), enc(seq)) end
+  if timed then add_time(seq, ARGV[i + 1]) end
   if ARGV[i + 2] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   i = i + 3
 end
@@ -440,22 +470,23 @@ SEQ_SPANS = """
 -- latest (by time) ARGV[1] of them. Read-only.
 -- KEYS[1] turns zset (member '{"seq":<n>,...,"ts":<epoch ms>,...}', score = seq)
 -- KEYS[2] times zset, the time index (score = a turn's ts, member = its seq: 4 bytes,
--- big-endian, so that members of one ts sort by seq)
+-- big-endian, so that members of one ts sort by seq), KEYS[3] meta hash
 -- ARGV[1] most seqs returned per span (the postings cap), then pairs: start ms, end ms (end
 -- excluded)
--- With the time index (it holds every stored turn: as many members as KEYS[1]) a span's turns
--- are found whatever order their times were stored in (an import of older lines after newer
--- chat, a write buffered through an outage): ZCOUNT, and ZRANGE BYSCORE of at most ARGV[1]
--- members, O(log n + ARGV[1]) per span (of turns of one ts, the newest seqs). Without it (a
--- conversation stored before the index existed) the turns' times are binary-searched by rank,
--- O(log n) per span, which assumes they are in seq order; the span is then the seqs from the
--- first turn at or after start to the first at or after end, the newest ARGV[1] of them.
+-- While the turns' times are in seq order (no write marked meta 'ts_unordered', the usual case),
+-- or in a conversation stored before the index existed (no complete index), the turns' times
+-- are binary-searched by rank, O(log n) per span: the span is the seqs from the first turn at
+-- or after start to the first at or after end, the newest ARGV[1] of them. Once times are out
+-- of order (an import of older lines after newer chat, a write buffered through an outage) and
+-- the time index holds every stored turn (as many members as KEYS[1]), a span's turns are
+-- found with it whatever their order: ZCOUNT, and ZRANGE BYSCORE of at most ARGV[1] members,
+-- O(log n + ARGV[1]) per span (of turns of one ts, the newest seqs).
 -- Returns for each span: the number of its turns, the number r of runs, then r pairs first
 -- seq, end seq (excluded): runs of consecutive seqs, ascending, holding the returned seqs.
 local cap = tonumber(ARGV[1])
 local n = redis.call('ZCARD', KEYS[1])
 local out = {}
-if redis.call('ZCARD', KEYS[2]) == n then
+if redis.call('HEXISTS', KEYS[3], 'ts_unordered') == 1 and redis.call('ZCARD', KEYS[2]) == n then
   for i = 2, #ARGV - 1, 2 do
     local count = redis.call('ZCOUNT', KEYS[2], ARGV[i], '(' .. ARGV[i + 1])
     out[#out + 1] = count
@@ -869,7 +900,7 @@ class MemoryStore:
             if list_chats:
                 pipe.smembers(keys.user_keys.index)
 
-        calls = [(self._spans, (keys.turns, keys.times), self._span_args(date_spans))]
+        calls = [(self._spans, (keys.turns, keys.times, keys.meta), self._span_args(date_spans))]
         if not date_spans:
             calls = []
         try:
@@ -1003,7 +1034,7 @@ class MemoryStore:
                     pipe.hmget(chat.postings, list(query_terms))
 
             flat = self._span_args(date_spans)
-            calls = [(self._spans, (chat.turns, chat.times), flat) for chat in chats]
+            calls = [(self._spans, (chat.turns, chat.times, chat.meta), flat) for chat in chats]
             if not date_spans:
                 calls = []
             replies, spans = await self._pipeline(build, calls)
