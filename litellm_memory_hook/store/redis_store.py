@@ -675,9 +675,10 @@ class DateSeqs:
         df: how many turns the span holds (the date term's document frequency).
         runs: ``(first seq, end seq)`` pairs, end excluded, ascending and disjoint: the seqs of
             the span's latest (by time) ``postings_cap`` turns, as runs of consecutive seqs.
-            In a conversation stored before the time index existed, one run from the first turn
-            said at or after the span's start to the first said at or after its end (the
-            newest ``postings_cap`` seqs of it), found by a binary search over the turns' times.
+            While the turns' times are in seq order (no ``meta.ts_unordered``), or in a
+            conversation without a complete time index, one run from the first turn said at or
+            after the span's start to the first said at or after its end (the newest
+            ``postings_cap`` seqs of it), found by a binary search over the turns' times.
     """
 
     df: int = 0
@@ -855,9 +856,16 @@ class MemoryStore:
             limits=TurnLimits(text_chars=settings.stored_text_chars),
         )
 
-    def _span_args(self, date_spans: Sequence[tuple[int, int]]) -> list[int]:
-        """ARGV of :data:`SEQ_SPANS`: the postings cap, then each span's start and end (ms)."""
-        return [self.postings_cap, *_flat(date_spans)]
+    def _span_calls(
+        self, chats: Sequence[ConversationKeys], date_spans: Sequence[tuple[int, int]]
+    ) -> list[tuple[Any, Sequence[str], list[int]]]:
+        """One :data:`SEQ_SPANS` call per conversation for :meth:`_pipeline` (its turns, time
+        index and meta; ARGV: the postings cap, then each span's start and end, ms); none when
+        no date is asked."""
+        if not date_spans:
+            return []
+        args = [self.postings_cap, *_flat(date_spans)]
+        return [(self._spans, (chat.turns, chat.times, chat.meta), args) for chat in chats]
 
     async def load(
         self,
@@ -877,10 +885,10 @@ class MemoryStore:
             tail: how many of the newest turns to read.
             query_terms: recall terms of the new message; their postings are read too.
             date_spans: ``(start ms, end ms)`` of dates the message names; the seqs of the
-                turns said in each are found (:data:`SEQ_SPANS`: by the time index, O(log n +
-                postings_cap) per span, whatever order the turns' times are stored in; by a
-                binary search over the turns' times, O(log n), in a conversation stored before
-                the index existed).
+                turns said in each are found (:data:`SEQ_SPANS`: by a binary search over the
+                turns' times, O(log n) per span, while they are in seq order or the
+                conversation has no complete time index; else by the time index, O(log n +
+                postings_cap), whatever order the times are stored in).
             list_chats: also read the user's index (their other conversations).
 
         Returns:
@@ -900,9 +908,7 @@ class MemoryStore:
             if list_chats:
                 pipe.smembers(keys.user_keys.index)
 
-        calls = [(self._spans, (keys.turns, keys.times, keys.meta), self._span_args(date_spans))]
-        if not date_spans:
-            calls = []
+        calls = self._span_calls([keys], date_spans)
         try:
             replies, spans = await self._pipeline(build, calls)
         except RedisError as exc:
@@ -1033,10 +1039,7 @@ class MemoryStore:
                     pipe.hmget(chat.meta, list(CHAT_META_FIELDS))
                     pipe.hmget(chat.postings, list(query_terms))
 
-            flat = self._span_args(date_spans)
-            calls = [(self._spans, (chat.turns, chat.times, chat.meta), flat) for chat in chats]
-            if not date_spans:
-                calls = []
+            calls = self._span_calls(chats, date_spans)
             replies, spans = await self._pipeline(build, calls)
         except RedisError as exc:
             raise StoreError(f"load chats of {user.hash_tag}: {exc}") from exc
