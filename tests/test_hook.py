@@ -994,39 +994,25 @@ async def test_a_streamed_reply_holding_a_lone_surrogate_still_stores_the_turn(
     assert stored[0]["text"] == "My cat is called Miso."
 
 
+@pytest.mark.parametrize(
+    ("prefill", "continuation"),
+    [("The castle stood", " on a hill."), ("", "The castle stood on a hill.")],
+    ids=["with-text", "empty"],
+)
 async def test_a_prefilled_reply_is_stored_with_the_prefills_name(
-    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str, prefill: str, continuation: str
 ) -> None:
     """A roleplay frontend's prefill names its speaker: the stored reply (the prefill, then the
     model's continuation) keeps that name, so it is replayed and recalled as the Narrator's
-    (fresh-user run: it was stored without it)."""
+    (fresh-user run: it was stored without it). A prefill without text (``{"role":
+    "assistant", "name": "Narrator", "content": ""}``) is a prefill too (split_request) and
+    names the reply the same way (the name was applied only when the prefill had text)."""
     data = chat_request("Describe the castle.")
     data["messages"] = [
         {"role": "user", "name": "Sam", "content": "Describe the castle."},
-        {"role": "assistant", "name": "Narrator", "content": "The castle stood"},
+        {"role": "assistant", "name": "Narrator", "content": prefill},
     ]
-    await _chat(hook, data, " on a hill.")
-    await hook.drain()
-    stored = await _turns(any_redis, prefix)
-    assert [(t["role"], t.get("name"), t["text"]) for t in stored] == [
-        ("user", "Sam", "Describe the castle."),
-        ("assistant", "Narrator", "The castle stood on a hill."),
-    ]
-
-
-async def test_a_prefill_without_text_still_names_the_stored_reply(
-    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
-) -> None:
-    """A roleplay frontend that names the speaker with an empty prefill (``{"role":
-    "assistant", "name": "Narrator", "content": ""}``) is a prefill too (split_request), and its
-    name is recorded, but the name is applied only inside ``if prefill:`` (the prefill's text):
-    the reply is stored as a nameless assistant's."""
-    data = chat_request("Describe the castle.")
-    data["messages"] = [
-        {"role": "user", "name": "Sam", "content": "Describe the castle."},
-        {"role": "assistant", "name": "Narrator", "content": ""},
-    ]
-    await _chat(hook, data, "The castle stood on a hill.")
+    await _chat(hook, data, continuation)
     await hook.drain()
     stored = await _turns(any_redis, prefix)
     assert [(t["role"], t.get("name"), t["text"]) for t in stored] == [
