@@ -521,8 +521,7 @@ class HookMetrics:
             self.store_stats = None
             self.peers = []
             self.published = None
-            self.own["scrape_store_errors"] += 1
-            log_event("metrics_store_error", logging.WARNING, error=str(exc))
+            self._scrape_failed(exc)
             return False
         self.store_stats = stats
         self.published = await self.publish(queue.redis, queue.prefix, now_ms=now)
@@ -530,10 +529,14 @@ class HookMetrics:
             self.peers = await self.read_peers(queue.redis, queue.prefix)
         except REDIS_FAILURES as exc:
             self.peers = []
-            self.own["scrape_store_errors"] += 1
-            log_event("metrics_store_error", logging.WARNING, error=str(exc))
+            self._scrape_failed(exc)
             return False
         return True
+
+    def _scrape_failed(self, exc: BaseException) -> None:
+        """Count (``redis_errors{source="metrics"}``) and log a Redis failure of a scrape."""
+        self.own["scrape_store_errors"] += 1
+        log_event("metrics_store_error", logging.WARNING, error=str(exc))
 
     def snapshot(self, *, now_ms: int | None = None) -> Snapshot:
         """This process's per-process families as they are now (``at_ms``: ``now_ms``, epoch
