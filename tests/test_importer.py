@@ -557,3 +557,21 @@ def test_undated_lines_before_a_first_line_dated_1970_stay_in_range(tmp_path: Pa
     _write_jsonl(path, [_msg("user", "hello"), _msg("user", "at the epoch", ts=0)])
     lines = load_jsonl(path).lines
     assert all(line.ts_ms >= 0 for line in lines), [line.ts_ms for line in lines]
+
+
+async def test_older_lines_imported_after_newer_chat_take_no_context_from_it(
+    store: MemoryStore, prefix: str
+) -> None:
+    """A turn is keyed by the text of the turn said before it (context keys, ``ctx``). Lines
+    imported after newer chat were said before that chat: the first of them takes no context
+    from the newest stored turn (a fresh-user run saw a 2023 line keyed by "What is my cat
+    called?", said years later). An import that goes on from the stored turns in time does."""
+    who = _who(prefix)
+    day = 86_400_000
+    await store.append(who.keys, indexed_chain([Turn("user", "What is my cat called?", 40 * day)]))
+    await import_lines(store, who, [HistoryLine("user", "I adopted a parrot named Kiwi", day)])
+    await import_lines(store, who, [HistoryLine("user", "Does Kiwi sing?", 41 * day)])
+    await import_lines(store, who, [HistoryLine("assistant", "Every morning, loudly", 42 * day)])
+    ctx = {t.text: t.ctx for t in await store.all_turns(who.keys)}
+    assert ctx["I adopted a parrot named Kiwi"] == ()  # was ("^called", "^cat")
+    assert ctx["Every morning, loudly"] == ("^kiwi", "^sing")

@@ -212,7 +212,12 @@ async def import_lines(
     first = last = written = 0
     meta = {**who.meta_fields(), "created_ms": str(now_ms())}
     state, _ = await store.load(who.keys, who.memory, tail=1)
-    previous = state.tail[-1].text if state.tail else ""
+    # A turn's context keys come from the turn said just before it: the newest stored turn only
+    # when the import goes on from it in time; lines older than it (an import after newer chat)
+    # were not said after it.
+    newest = state.tail[-1] if state.tail else None
+    follows = newest is not None and bool(turns) and newest.ts_ms <= turns[0].ts_ms
+    previous = newest.text if newest is not None and follows else ""
     for start in range(0, len(turns), BATCH_TURNS):
         batch = turns[start : start + BATCH_TURNS]
         result = await store.append(
