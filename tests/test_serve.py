@@ -24,6 +24,7 @@ import redis
 import yaml
 
 from litellm_memory_hook.store.embedded import (
+    STOP_TIMEOUT_S,
     DataDirBusyError,
     ServeLock,
     answers,
@@ -105,9 +106,22 @@ def test_rdb_only_folder_keeps_its_data_when_aof_is_switched_on(tmp_path: Path) 
         client = redis.Redis(unix_socket_path=second.socket)
         assert client.get("old") == b"1"
         assert client.config_get("appendonly") == {"appendonly": "yes"}
+        client.set("new", "2")  # written while the first AOF may still be being written
         client.close()
     finally:
+        started = time.monotonic()
         second.stop()
+        stop_s = time.monotonic() - started
+    # Redis 6.2 refuses SHUTDOWN while it writes the first AOF: stop waits for it and saves,
+    # instead of waiting out its timeout and killing the server (which lost "new")
+    assert stop_s < STOP_TIMEOUT_S / 2
+    third = start_embedded(folder, owner=True)
+    try:
+        client = redis.Redis(unix_socket_path=third.socket)
+        assert (client.get("old"), client.get("new")) == (b"1", b"2")
+        client.close()
+    finally:
+        third.stop()
 
 
 def test_serve_lock_is_exclusive(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO
 
 import redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 DEFAULT_FOLDER = Path(".litellm-memory")
 SOCKET_NAME = "redis.sock"
@@ -174,13 +174,7 @@ class EmbeddedRedis:
         if not self.owner or self._stopped:
             return
         self._stopped = True
-        client = redis.Redis(unix_socket_path=self.socket, socket_timeout=STOP_TIMEOUT_S)
-        try:
-            client.shutdown(save=True)
-        except (RedisError, OSError):
-            pass  # already gone, or closed the connection while shutting down
-        finally:
-            client.close()
+        _shutdown(self.socket, time.monotonic() + STOP_TIMEOUT_S)
         if self._process is not None:
             try:
                 self._process.wait(timeout=STOP_TIMEOUT_S)
@@ -191,6 +185,27 @@ class EmbeddedRedis:
         deadline = time.monotonic() + STOP_TIMEOUT_S
         while answers(self.socket, 0.5) and time.monotonic() < deadline:
             time.sleep(0.1)
+
+
+def _shutdown(socket: str, deadline: float) -> None:
+    """Ask the server on ``socket`` to save and shut down, again every 0.1 s while it refuses
+    (Redis 6.2 refuses SHUTDOWN while it writes its first AOF, after AOF is switched on at run
+    time: "Writing initial AOF, can't exit"), until ``deadline`` (``time.monotonic()``)."""
+    client = redis.Redis(unix_socket_path=socket, socket_timeout=STOP_TIMEOUT_S)
+    try:
+        while True:
+            try:
+                client.shutdown(save=True)
+            except ResponseError:
+                if time.monotonic() >= deadline:
+                    return  # the caller kills it
+                time.sleep(0.1)
+                continue
+            except (RedisError, OSError):
+                pass  # already gone, or closed the connection while shutting down
+            return
+    finally:
+        client.close()
 
 
 def _start(folder: Path, socket: Path) -> EmbeddedRedis:
