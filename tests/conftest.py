@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,8 +17,10 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from litellm_memory_hook.proxy import context as context_module
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store import redis_store as redis_store_module
 from litellm_memory_hook.store.client import redis_client
 from litellm_memory_hook.store.redis_store import MemoryStore
 
@@ -240,3 +243,26 @@ def forged_record(prefix: str, tag: str) -> dict[str, Any]:
         "previous": "",
         "cursor": 0,
     }
+
+
+class Clock:
+    """``time.time`` of the hook's request and reply times, in ms; the rest is the real
+    ``time`` module."""
+
+    def __init__(self) -> None:
+        self.ms = 1_760_000_000_000
+
+    def time(self) -> float:
+        return self.ms / 1000
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    """A fake clock for the hook's request and reply times (starts at 2025-10-09)."""
+    fake = Clock()
+    monkeypatch.setattr(context_module, "time", fake)
+    monkeypatch.setattr(redis_store_module, "time", fake)
+    yield fake

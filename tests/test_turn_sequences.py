@@ -5,45 +5,18 @@ fakeredis with a fake clock, with the exact turns the store must hold afterwards
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import fakeredis
-import pytest
 from litellm.types.utils import ModelResponse
 
 from litellm_memory_hook.core.models import stored_text
-from litellm_memory_hook.proxy import context as context_module
 from litellm_memory_hook.proxy.hook import MemoryHook
-from litellm_memory_hook.store import redis_store as redis_store_module
 from litellm_memory_hook.store.keys import ConversationKeys
 
-from .conftest import Auth, make_hook
+from .conftest import Auth, Clock, make_hook
 
 USER = "u-seq"
-
-
-class Clock:
-    """``time.time`` of the hook's request and reply times, in ms; the rest is the real
-    ``time`` module."""
-
-    def __init__(self) -> None:
-        self.ms = 1_760_000_000_000
-
-    def time(self) -> float:
-        return self.ms / 1000
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    fake = Clock()
-    monkeypatch.setattr(context_module, "time", fake)
-    monkeypatch.setattr(redis_store_module, "time", fake)
-    yield fake
 
 
 class Chat:

@@ -85,6 +85,7 @@ _OWN_FIELDS = frozenset(
         "tool_calls",
         "tool_call_id",
         "partial",
+        "joined",
         "ctx",
         "fp",
     }

@@ -44,6 +44,11 @@ class Turn:
         tool_calls: the assistant's OpenAI ``tool_calls`` list, as sent by the model.
         tool_call_id: for ``tool`` messages, the call they answer.
         partial: a reply cut short (the client disconnected); kept for inspection, never replayed.
+        joined: an imported line written into a conversation that already held turns chat
+            requests stored (:func:`~litellm_memory_hook.tools.importer.import_lines`): the
+            chatting client never sent it, so planning passes over it (it is never aligned with
+            the client's history, never replaced, never shown in the recent window) and only
+            recall brings it back (:func:`~litellm_memory_hook.core.plan.chat_turns`).
         ctx: the recall context keys (``^`` terms) it was indexed under, taken from the turn
             before it at write time; kept so that deleting it removes exactly those entries.
         fp: for a message sent as a list of parts, a fingerprint of all its parts (images
@@ -65,6 +70,7 @@ class Turn:
     tool_calls: tuple[dict[str, Any], ...] = field(default=())
     tool_call_id: str = ""
     partial: bool = False
+    joined: bool = False
     ctx: tuple[str, ...] = field(default=())
     fp: str = ""
     msg: dict[str, Any] | None = field(default=None, compare=False)
@@ -90,6 +96,8 @@ class Turn:
             body["tool_call_id"] = self.tool_call_id
         if self.partial:
             body["partial"] = True
+        if self.joined:
+            body["joined"] = True
         if self.ctx:
             body["ctx"] = list(self.ctx)
         if self.fp:
@@ -132,6 +140,7 @@ class Turn:
             tool_calls=tuple(get("tool_calls") or ()),
             tool_call_id=str(get("tool_call_id") or ""),
             partial=bool(get("partial", False)),
+            joined=bool(get("joined", False)),
             ctx=tuple(map(str, ctx)) if ctx else (),
             fp=str(get("fp") or ""),
             msg=msg if isinstance(msg, dict) else None,

@@ -15,6 +15,11 @@ for a whole-history client, one whose history does not end with that reply; for 
 client, within ``regenerate_window_s`` of the reply. The new reply then replaces the old one
 instead of storing a duplicate pair.
 
+Lines imported into a conversation that already held chat were never sent by the chatting
+client: planning passes over them (:func:`chat_turns`), so a whole-history client's next request
+neither replaces them as messages it deleted nor aligns around them, and the recent window of a
+new-message-only client shows the chat, not lines said years before it; recall finds them.
+
 Text that no UTF-8 can hold (a lone surrogate: a JavaScript client cutting a string inside an
 emoji writes ``"\\ud83d"``) is planned in the form the store holds it, U+FFFD in its place
 (:func:`storable_forms`): such a message gets memory and is stored like any other, and a
@@ -290,6 +295,41 @@ def plan_turn(
     )
 
 
+def chat_turns(state: ConversationState) -> ConversationState:
+    """The state with only the tail's turns that belong to the chat: without the lines imported
+    into the conversation after chat requests stored turns there (the chatting client never
+    sent them), which planning passes over.
+
+    Such a line is one marked :attr:`~litellm_memory_hook.core.models.Turn.joined` by the
+    importer, or, for lines imported before that mark existed, an imported line (no
+    ``call_id``: every turn a request stores has LiteLLM's ``litellm_call_id``) that follows,
+    in the tail, a turn a request stored. Imported lines that precede the chat (a history
+    imported into a new conversation, then continued) stay: they are the conversation a client
+    goes on from, and may be the client's own history.
+
+    Returns:
+        ``state`` itself when every turn of the tail belongs to the chat (no copy).
+    """
+    tail = state.tail
+    if not any(t.joined or not t.call_id for t in tail):
+        return state
+    chat: list[Turn] = []
+    chatting = False
+    for turn in tail:
+        if turn.joined or (chatting and not turn.call_id):
+            continue
+        chatting = chatting or bool(turn.call_id)
+        chat.append(turn)
+    return state if len(chat) == len(tail) else dc_replace(state, tail=chat)
+
+
+def passed_over(state: ConversationState) -> tuple[int, ...]:
+    """Seqs of the tail's turns that :func:`chat_turns` passes over (imported lines the recent
+    window never shows: recall may still return them), oldest first."""
+    kept = {t.seq for t in chat_turns(state).tail}
+    return tuple(t.seq for t in state.tail if t.seq not in kept)
+
+
 def storable_forms(messages: list[Message]) -> tuple[list[Message], dict[int, Message]]:
     """The client's messages in the form the store holds them, for planning; and the
     messages as sent, by the ``id`` of their stored form, for those that differ.
@@ -335,6 +375,7 @@ def _plan_turn(
     regenerate: bool,
 ) -> TurnPlan | None:
     """:func:`plan_turn` on clean messages in their stored form (:func:`storable_forms`)."""
+    state = chat_turns(state)
     if any(m.get("role") == "function" or m.get("function_call") for m in messages):
         return None  # legacy function calling: passed through as sent
     split = split_request(messages)

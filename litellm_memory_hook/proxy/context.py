@@ -26,6 +26,7 @@ from litellm_memory_hook.core.plan import (
     TurnPlan,
     cut_start,
     fit_items,
+    passed_over,
     plan_with_buffered,
 )
 from litellm_memory_hook.core.prompt import (
@@ -201,6 +202,7 @@ async def prepare(
         # not leave recall short
         extra_candidates=min(len(unmatched), MAX_EXTRA_CANDIDATES),
         unstored=_unstored(plan, fitted.history_indices, state, now, options.max_stored_chars),
+        recallable=passed_over(state),
     )
     layers = PromptLayers(
         operator_rules=(),

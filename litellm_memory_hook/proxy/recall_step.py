@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import numpy as np
 import numpy.typing as npt
 
 from litellm_memory_hook.core import recall
@@ -142,7 +143,10 @@ class Recalled:
 
 
 def _collection(
-    postings: Postings, query: RecallQuery, exclude_from: int | None
+    postings: Postings,
+    query: RecallQuery,
+    exclude_from: int | None,
+    recallable: Sequence[int] = (),
 ) -> recall.Collection:
     seqs: dict[str, Sequence[int] | npt.NDArray[Any]] = dict(postings.seqs)
     df: dict[str, int] = dict(postings.df)
@@ -150,6 +154,14 @@ def _collection(
         if found.df > 0 and found.runs:
             seqs[date.term] = recall.date_postings(found.runs)
             df[date.term] = found.df
+    if exclude_from is not None and any(s >= exclude_from for s in recallable):
+        # lines the window passes over among the excluded seqs: the exclusion is made here,
+        # seq by seq, instead of by the ranking's threshold
+        allowed = np.asarray(recallable, dtype=np.int64)
+        for term, found_seqs in seqs.items():
+            array = np.asarray(found_seqs, dtype=np.int64)
+            seqs[term] = array[(array < exclude_from) | np.isin(array, allowed)]
+        exclude_from = None
     return recall.Collection(seqs, df, postings.n_docs, exclude_from)
 
 
@@ -203,6 +215,7 @@ async def recall_lines(
     in_window: frozenset[tuple[str, str]] = frozenset(),
     extra_candidates: int = 0,
     unstored: Sequence[Turn] = (),
+    recallable: Sequence[int] = (),
 ) -> Recalled:
     """Rank, fetch and choose the recalled lines (see the module docstring).
 
@@ -222,6 +235,9 @@ async def recall_lines(
         unstored: the client's own messages older than the window that the store does not
             hold yet (a whole-history client's first request, which seeds an empty
             conversation), oldest first: ranked with the stored lines as one collection.
+        recallable: seqs from ``exclude_from`` on that may still be recalled: the imported
+            lines the recent window passes over (:func:`~litellm_memory_hook.core.plan.
+            passed_over`).
 
     Raises:
         StoreError: Redis failed.
@@ -247,7 +263,7 @@ async def recall_lines(
         local = len(collections)
         collections.append(_unstored_collection(unstored, query))
         labels.append("")
-    collections.append(_collection(postings, query, exclude_from))
+    collections.append(_collection(postings, query, exclude_from, recallable))
     if not any(c.n_docs for c in collections):
         return Recalled()
     terms = [*query.terms, *(d.term for d in query.dates)]

@@ -187,8 +187,12 @@ async def import_lines(
     stored are skipped (matched as :func:`unstored_turns` says: dated lines on role, timestamp
     and text; undated ones on role and text, each stored turn counting once), so importing a
     file again into the same conversation, or the same file with lines appended, writes only
-    its new lines, after the stored ones; an import that failed part-way resumes where it
-    stopped. ``turns`` of the result counts the turns this call wrote. With ``max_messages``
+    its new lines, after the stored ones. Lines imported into a conversation where chat requests
+    stored turns are marked :attr:`~litellm_memory_hook.core.models.Turn.joined`: the recent
+    window passes over them and a whole-history client's requests never replace them
+    (:func:`~litellm_memory_hook.core.plan.chat_turns`); recall finds them. An import that
+    failed part-way resumes where it stopped. ``turns`` of the result counts the turns this
+    call wrote. With ``max_messages``
     (``max_stored_messages``), only the file's newest ``max_messages`` lines are imported, lines
     before the first one still stored in a conversation trimmed earlier are not new, and the
     oldest stored turns past the bound are deleted after the write
@@ -209,6 +213,9 @@ async def import_lines(
     stored = await store.all_turns(who.keys)
     trimmed_before = max_messages is not None and bool(stored) and stored[0].seq > 1
     turns = unstored_turns(lines, stored, max_chars=max_chars, trimmed=trimmed_before)
+    if any(t.call_id for t in stored):
+        # chat requests stored turns here: the chatting client never sent these lines
+        turns = [replace(t, joined=True) for t in turns]
     first = last = written = 0
     meta = {**who.meta_fields(), "created_ms": str(now_ms())}
     state, _ = await store.load(who.keys, who.memory, tail=1)
