@@ -119,6 +119,9 @@ class MemorySettings(BaseSettings):
             this long and another worker runs the job again; at least twice
             ``extraction_timeout_s`` plus 30 s is used (the longest a job may take).
         extraction_poll_s: how often an idle worker looks at the due set (seconds).
+        extraction_heartbeat_s: how often a running worker writes its heartbeat to Redis
+            (seconds); it expires 3 heartbeats after the last, so a killed worker stops being
+            reported alive after that long (:mod:`litellm_memory_hook.store.workers`).
         extraction_sweep_s: how often a worker re-schedules conversations whose cursor lags
             behind their last message (a lost schedule), by SCAN (seconds; 0 = never).
         extraction_lines_chars: most characters of new messages sent in one job; a longer
@@ -180,6 +183,7 @@ class MemorySettings(BaseSettings):
     extraction_timeout_s: float = Field(default=60.0, gt=0, le=600)
     extraction_lease_s: float = Field(default=120.0, gt=0, le=3600)
     extraction_poll_s: float = Field(default=1.0, gt=0, le=60)
+    extraction_heartbeat_s: float = Field(default=5.0, gt=0, le=300)
     extraction_sweep_s: float = Field(default=600.0, ge=0, le=DAY_S)
     extraction_lines_chars: int = Field(default=24_000, ge=500, le=2_000_000)
     extraction_memory_chars: int = Field(default=6000, ge=0, le=1_000_000)

@@ -567,7 +567,8 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
 @pytest.mark.e2e
 def test_scrape_through_a_real_proxy(proxy: tuple[str, str]) -> None:
     """Chat through the proxy, then scrape with the master key: the requests with memory are
-    counted; the route answers 401 without a key."""
+    counted, the proxy's own extraction worker is alive; the route answers 401 without a
+    key."""
     base, _ = proxy
     client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
     user = "metrics-" + uuid.uuid4().hex[:6]
@@ -587,6 +588,7 @@ def test_scrape_through_a_real_proxy(proxy: tuple[str, str]) -> None:
     assert value(found, "litellm_memory_requests_total", outcome="no_user") == 1
     assert value(found, "litellm_memory_store_up") == 1
     assert value(found, "litellm_memory_extraction_due_conversations") >= 1
+    assert value(found, "litellm_memory_extraction_workers") == 1  # the in-proxy worker beats
     if hook_is_wired():
         assert value(found, "litellm_memory_hook_duration_milliseconds_count") == 2
         assert value(found, "litellm_memory_layer_characters_count", layer="window") == 2

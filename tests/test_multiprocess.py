@@ -153,3 +153,23 @@ def test_metrics_count_the_requests_of_every_worker_process(two_workers: TwoWork
         labels.add(frozenset(by_process(found, "litellm_memory_requests_total", outcome="memory")))
     assert seen == [sent] * len(seen)
     assert len(labels) == 1 and len(next(iter(labels))) == WORKERS  # both, in every scrape
+
+
+def test_each_worker_process_runs_an_extraction_worker_that_beats(two_workers: TwoWorkers) -> None:
+    """Each uvicorn worker process runs its own in-proxy extraction worker, and each writes a
+    heartbeat: `stats` lists two of kind ``proxy`` with different pids, and a scrape counts
+    them, whichever process answers it."""
+    import json
+
+    stats = two_workers.cli("stats", "--json", "--no-scan")
+    assert stats.returncode == 0, stats.stderr
+    workers = json.loads(stats.stdout)["workers"]
+    assert [w["kind"] for w in workers] == ["proxy"] * WORKERS
+    assert len({w["pid"] for w in workers}) == WORKERS
+    for _ in range(4):
+        with httpx.Client(timeout=30) as http:  # a new connection each time
+            answer = http.get(
+                f"{two_workers.url}/memory/metrics",
+                headers={"Authorization": f"Bearer {MASTER_KEY}"},
+            )
+        assert value(samples(answer.text), "litellm_memory_extraction_workers") == WORKERS

@@ -15,7 +15,9 @@ a conversation's lease (:class:`ExtractionQueue`) lets one job run at a time, an
 mid-job loses its lease after ``extraction_lease_s`` (at least two model calls' timeouts plus
 30 s: :func:`lease_s`). A periodic sweep (SCAN, never KEYS)
 schedules conversations whose cursor lags behind their last message (a schedule lost in an
-outage).
+outage). A running worker writes a heartbeat (``mem:{workers}:w:<worker id>``, every
+``extraction_heartbeat_s``, expiring after three; :mod:`litellm_memory_hook.store.workers`), so
+the metrics, ``litellm-memory doctor`` and ``stats`` tell whether any worker is alive.
 
 Counters (``HGETALL mem:stats``): ``jobs_run``, ``jobs_committed``, ``jobs_failed``,
 ``jobs_retried``, ``jobs_discarded``, ``jobs_conflict``, ``jobs_nothing_new``, ``jobs_deferred``,
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import socket
 import time
@@ -69,6 +72,7 @@ from litellm_memory_hook.store.memory_sets import (
 )
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import write_progress_ms
+from litellm_memory_hook.store.workers import KIND_STANDALONE, Heartbeat, WorkerBeat
 
 logger = logging.getLogger("litellm_memory_hook")
 
@@ -181,6 +185,12 @@ class ExtractionWorker:
         alias_lookup: alias name -> its memory config (``None``: unknown or memory off).
         queue: the due set; default: one on ``redis`` with ``settings.key_prefix``.
         worker_id: the lease owner's name (default: host, pid and random hex).
+        kind: what runs it, written in its heartbeat: ``proxy`` (the in-proxy task) or
+            ``standalone`` (a ``litellm-memory worker`` process).
+
+    While :meth:`run_forever` runs, a task of its own writes the worker's heartbeat every
+    ``extraction_heartbeat_s`` seconds (:class:`~litellm_memory_hook.store.workers.Heartbeat`);
+    the loop's end deletes it.
     """
 
     def __init__(
@@ -192,6 +202,7 @@ class ExtractionWorker:
         alias_lookup: Callable[[str], AliasMemoryConfig | None],
         queue: ExtractionQueue | None = None,
         worker_id: str | None = None,
+        kind: str = KIND_STANDALONE,
     ) -> None:
         self.redis = redis
         self.settings = settings
@@ -199,13 +210,33 @@ class ExtractionWorker:
         self.alias_lookup = alias_lookup
         self.queue = queue or ExtractionQueue(redis, settings.key_prefix)
         self.memsets = MemorySetStore(redis, ttl_s=settings.retention_s)
-        import os
-
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.kind = kind
+        self.started_ms = _now_ms()
+        #: jobs this worker finished (any outcome but failed) and jobs that failed
+        self.jobs_done = 0
+        self.jobs_failed = 0
+        self.heartbeat = Heartbeat(
+            redis, settings.key_prefix, self._beat, settings.extraction_heartbeat_s
+        )
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._last_sweep = 0.0
+
+    def _beat(self, now_ms: int) -> WorkerBeat:
+        """This worker's heartbeat at ``now_ms`` (epoch ms)."""
+        return WorkerBeat(
+            id=self.worker_id,
+            kind=self.kind,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_ms=self.started_ms,
+            beat_ms=now_ms,
+            interval_ms=int(self.settings.extraction_heartbeat_s * 1000),
+            jobs_done=self.jobs_done,
+            jobs_failed=self.jobs_failed,
+        )
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -219,7 +250,8 @@ class ExtractionWorker:
         self._wake.set()
 
     async def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the loop after the current job (cancelled after ``timeout_s`` seconds)."""
+        """Stop the loop after the current job (cancelled after ``timeout_s`` seconds) and
+        delete the worker's heartbeat."""
         self._stopping = True
         self._wake.set()
         task, self._task = self._task, None
@@ -231,9 +263,17 @@ class ExtractionWorker:
             task.cancel()
 
     async def run_forever(self) -> None:
-        """Poll the due set until :meth:`stop`; errors are logged, never raised. While Redis
-        is unreachable one line is logged when polling starts failing and one when it works
-        again (a poll every ``extraction_poll_s`` would log a traceback each time)."""
+        """Poll the due set until :meth:`stop`, beating meanwhile (the heartbeat is deleted
+        when the loop ends, also when it is cancelled); errors are logged, never raised. While
+        Redis is unreachable one line is logged when polling starts failing and one when it
+        works again (a poll every ``extraction_poll_s`` would log a traceback each time)."""
+        self.heartbeat.start()
+        try:
+            await self._poll()
+        finally:
+            await asyncio.shield(self.heartbeat.stop())
+
+    async def _poll(self) -> None:
         redis_down = False
         while not self._stopping:
             try:
@@ -294,7 +334,10 @@ class ExtractionWorker:
         except Exception:
             logger.exception("memory worker: job %s failed", ref)
         if outcome.status == "failed":
+            self.jobs_failed += 1
             await self.queue.count(jobs_failed=1)
+        else:
+            self.jobs_done += 1
         again = _now_ms() if outcome.more else None
         if outcome.status == "conflict":
             again = _now_ms() + lease_ms // 4

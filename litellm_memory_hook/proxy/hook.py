@@ -87,6 +87,7 @@ from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
 from litellm_memory_hook.store.retention import should_check, trim_oldest
+from litellm_memory_hook.store.workers import KIND_PROXY
 
 logger = logging.getLogger("litellm_memory_hook")
 
@@ -413,6 +414,7 @@ class MemoryHook(CustomLogger):
             self._model or RouterModel(),
             alias_lookup=self.alias_config,
             queue=self.queue,
+            kind=KIND_PROXY,
         )
         self._worker.start()
 

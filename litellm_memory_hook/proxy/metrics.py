@@ -41,6 +41,13 @@ global one, so LiteLLM's own Prometheus integration and a second hook in tests s
 * ``litellm_memory_extraction_due_conversations`` and
   ``litellm_memory_extraction_overdue_conversations`` (gauges): conversations in the due set,
   and those whose time has come;
+* ``litellm_memory_extraction_workers`` (gauge): extraction workers alive (a heartbeat in
+  ``mem:{workers}``, :mod:`litellm_memory_hook.store.workers`): in-proxy tasks and
+  ``litellm-memory worker`` processes; 0 with ``..._due_conversations`` above 0 means the queued
+  jobs wait until a worker runs;
+  ``litellm_memory_extraction_worker_heartbeat_age_seconds`` (gauge, only while one is alive):
+  seconds since the oldest live heartbeat (normally under ``extraction_heartbeat_s``; near three
+  intervals, a worker's event loop is stalled);
 * ``litellm_memory_store_up`` (gauge): 1 when the scrape could read Redis.
 
 The per-process figures (requests, fail-opens, Redis errors, hook events, layers, hook time,
@@ -95,6 +102,7 @@ from litellm_memory_hook.core.prompt import LAYER_NAMES
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.keys import metrics_index_key, metrics_snapshot_key
 from litellm_memory_hook.store.queue import ExtractionQueue
+from litellm_memory_hook.store.workers import WorkerBeat, read_workers
 
 logger = logging.getLogger("litellm_memory_hook")
 
@@ -303,6 +311,19 @@ class _ScrapeCollector(Collector):
             "Conversations in the due set whose due time has come.",
             value=stats.get("due_now", 0),
         )
+        workers = self._metrics.workers
+        yield GaugeMetricFamily(
+            "litellm_memory_extraction_workers",
+            "Extraction workers alive (a heartbeat in mem:{workers}): in-proxy and standalone.",
+            value=len(workers),
+        )
+        if workers:
+            now = self._metrics.store_read_ms
+            yield GaugeMetricFamily(
+                "litellm_memory_extraction_worker_heartbeat_age_seconds",
+                "Seconds since the oldest live extraction worker heartbeat.",
+                value=max(w.age_s(now) for w in workers),
+            )
 
 
 def _merge(merged: dict[str, Metric], families: Iterable[Metric], process: str) -> None:
@@ -413,6 +434,8 @@ class HookMetrics:
         process: this process's id (:func:`process_id`), its ``process`` label.
         registry: what a scrape renders (every live process's series, then the Redis figures).
         peers: the other processes' snapshots read by the last :meth:`refresh`.
+        workers: the live extraction workers' heartbeats read by the last :meth:`refresh`
+            (at ``store_read_ms``, epoch ms); empty when Redis could not be read.
         published: the snapshot the last :meth:`refresh` published, rendered as this process's
             figures (``None``: it published none, this process's live figures are rendered).
     """
@@ -421,6 +444,8 @@ class HookMetrics:
         self.counters: Counter[str] = counters if counters is not None else Counter()
         self.own: Counter[str] = Counter()
         self.store_stats: dict[str, int] | None = None
+        self.workers: list[WorkerBeat] = []
+        self.store_read_ms = 0
         self.process = process_id()
         self.peers: list[Snapshot] = []
         self.published: Snapshot | None = None
@@ -489,11 +514,12 @@ class HookMetrics:
         )
 
     async def refresh(self, queue: ExtractionQueue | None, *, now_ms: int | None = None) -> bool:
-        """Prepare the next render: read the extraction counters and the due set's length from
-        Redis, publish this process's snapshot and read the other processes' snapshots. The
-        render shows this process's figures as just published (not live: requests served while
-        the other snapshots are read are left to the next scrape), so any later scrape, answered
-        by whichever process, renders at least as much: no series goes down.
+        """Prepare the next render: read the extraction counters, the due set's length and the
+        live extraction workers' heartbeats from Redis, publish this process's snapshot and read
+        the other processes' snapshots. The render shows this process's figures as just
+        published (not live: requests served while the other snapshots are read are left to the
+        next scrape), so any later scrape, answered by whichever process, renders at least as
+        much: no series goes down.
 
         A failure (a Cluster client that finds no node is one too) is logged, counted
         (``redis_errors{source="metrics"}``) and never raised: when the counters cannot be read,
@@ -511,19 +537,23 @@ class HookMetrics:
         now = now_ms if now_ms is not None else _wall_ms()
         if queue is None:
             self.store_stats = None
+            self.workers = []
             self.peers = []
             self.published = None
             return False
         try:
             stats = await queue.stats()
             stats["due_now"] = int(await queue.redis.zcount(queue.due, "-inf", now))
+            workers = await read_workers(queue.redis, queue.prefix)
         except REDIS_FAILURES as exc:
             self.store_stats = None
+            self.workers = []
             self.peers = []
             self.published = None
             self._scrape_failed(exc)
             return False
         self.store_stats = stats
+        self.workers, self.store_read_ms = workers, now
         self.published = await self.publish(queue.redis, queue.prefix, now_ms=now)
         try:
             self.peers = await self.read_peers(queue.redis, queue.prefix)

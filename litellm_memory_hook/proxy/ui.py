@@ -81,6 +81,7 @@ from litellm_memory_hook.proxy.routes import (
     _answers,
     _target,
 )
+from litellm_memory_hook.store.workers import read_workers
 
 UI_PATH = "/memory/ui"
 METRICS_PATH = "/memory/metrics"
@@ -193,6 +194,10 @@ class QueueOut(BaseModel):
     queued: int = Field(description="Conversations in the due set.")
     overdue: int = Field(description="Conversations whose due time has come.")
     leased: bool = Field(description="A worker holds its lease (a job is running).")
+    workers: int = Field(
+        description="Extraction workers alive (all tenants share them); 0 while conversations "
+        "are queued: their jobs wait until a worker runs."
+    )
     now_ms: int = Field(description="The server's time, epoch ms.")
 
 
@@ -441,7 +446,8 @@ async def queue_place(
     model: ModelQuery,
     conversation: ConversationQuery = None,
 ) -> QueueOut:
-    """The conversation's place in the extraction due set."""
+    """The conversation's place in the extraction due set, and how many extraction workers
+    are alive to run it."""
     now = int(time.time() * 1000)
     with _answers(hook):
         target = _target(hook, auth, user, model, conversation)
@@ -456,6 +462,7 @@ async def queue_place(
                 pipe.zcount(due, "-inf", now)
                 score, rank, queued, overdue = await pipe.execute()
             leased = bool(await redis.exists(keys.lease))  # the user's slot
+            workers = await read_workers(redis, hook.queue.prefix)  # {workers} slot
         except RedisError as exc:
             raise StoreError(f"due set: {exc}") from exc
     return QueueOut(
@@ -464,6 +471,7 @@ async def queue_place(
         queued=int(queued),
         overdue=int(overdue),
         leased=leased,
+        workers=len(workers),
         now_ms=now,
     )
 
@@ -505,7 +513,8 @@ async def memory_models(hook: Hook, auth: Auth, names: ModelNames) -> ModelsOut:
 )
 async def metrics(request: Request, hook: Hook, auth: Auth) -> Response:
     """The memory hook's metrics in Prometheus text format (proxy-admin keys only: the figures
-    cover every tenant). Reads the extraction counters and the due set from Redis, publishes
+    cover every tenant). Reads the extraction counters, the due set and the extraction workers'
+    heartbeats from Redis, publishes
     this process's snapshot and renders every live proxy process's per-process series (label
     ``process``: this one's live, the others' last snapshots, at most 5 s old); when Redis does
     not answer, ``litellm_memory_store_up`` is 0 and this process's series are still served."""

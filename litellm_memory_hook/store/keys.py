@@ -48,6 +48,17 @@ user's ``{tenant:user}``; the keys start with the prefix, so a SCAN of ``mem:*``
     mem:{metrics}:p:<process>  string one process's per-process metric families (JSON);
                                       expires 3 publish periods after it was written
 
+Extraction worker heartbeats (:mod:`litellm_memory_hook.store.workers`), all under the hash tag
+``{workers}`` (one Cluster slot; no colon, so never a user's tag)::
+
+    mem:{workers}:beats        zset   worker id -> its last heartbeat (epoch ms, the worker's
+                                      clock); members 30 heartbeats old are removed by the
+                                      live workers' beats; expires 30 heartbeats after the last
+    mem:{workers}:w:<worker>   hash   one running worker: id, kind (proxy / standalone), host,
+                                      pid, started_ms, beat_ms, interval_ms, jobs_done,
+                                      jobs_failed; expires 3 heartbeats after its last one, and
+                                      is deleted when the worker stops cleanly
+
 Ids made of ``[A-Za-z0-9_.@-]`` (1-64 characters) are used as they are, so keys stay readable in
 redis-cli; any other id (braces, colons, spaces, other scripts, longer) is replaced by
 ``h-`` + the first 24 hex digits of its SHA-256, and the raw id is kept in the meta hash.
@@ -360,3 +371,18 @@ def metrics_index_key(prefix: str) -> str:
 def metrics_snapshot_key(prefix: str, process: str) -> str:
     """``mem:{metrics}:p:<process>``: one proxy process's metric snapshot (JSON string)."""
     return f"{prefix}:{METRICS_TAG}:p:{process}"
+
+
+#: the hash tag of the extraction workers' heartbeats (one Cluster slot for all of them).
+WORKERS_TAG = "{workers}"
+
+
+def workers_index_key(prefix: str) -> str:
+    """``mem:{workers}:beats``: sorted set of extraction worker ids scored by their last
+    heartbeat (epoch ms), so a reader finds the workers without SCAN."""
+    return f"{prefix}:{WORKERS_TAG}:beats"
+
+
+def worker_beat_key(prefix: str, worker: str) -> str:
+    """``mem:{workers}:w:<worker>``: one extraction worker's heartbeat (hash, expiring)."""
+    return f"{prefix}:{WORKERS_TAG}:w:{worker}"

@@ -5,8 +5,9 @@
   for the user's own key. ``--tenant`` is the tenant a key maps to (``master`` for the master
   key, ``team-<id>``, ``user-<id>``, ``key-<hash>``; see ``litellm_memory_hook.proxy.identity``).
 * ``litellm-memory stats [--json] [--no-scan]``: the extraction counters (``mem:stats``), how
-  many conversations are waiting in the due set, how many conversations, users, memory sets
-  and keys are stored (one SCAN of the key prefix) and the memory Redis uses.
+  many conversations are waiting in the due set, the extraction workers alive (their
+  heartbeats; a warning when jobs are queued and none is), how many conversations, users,
+  memory sets and keys are stored (one SCAN of the key prefix) and the memory Redis uses.
 * ``litellm-memory worker [--once]``: a standalone extraction worker process (scale-out, or cron
   with ``--once``); it calls the model through the proxy's OpenAI-compatible API.
 
@@ -42,6 +43,7 @@ from litellm_memory_hook.memory_api import (
     resolve_target,
 )
 from litellm_memory_hook.store.memory_sets import MemoryItem
+from litellm_memory_hook.store.workers import WorkerHealth, worker_health
 from litellm_memory_hook.tools.cli_common import (
     MASTER_TENANT,
     ConfigOption,
@@ -315,12 +317,18 @@ class StoreStats:
     keys: int | None = None
     db_keys: int | None = None
     memory: dict[str, object] | None = None
+    #: the extraction workers alive and the due set as read with them
+    health: WorkerHealth | None = None
 
     def as_json(self) -> dict[str, object]:
         """The JSON shape of ``stats --json``."""
+        health = self.health
         return {
             "counters": self.counters,
             "due": self.due,
+            "workers": None
+            if health is None
+            else [w.as_json(health.now_ms) for w in health.workers],
             "store": {
                 "conversations": self.conversations,
                 "users": self.users,
@@ -357,7 +365,7 @@ async def store_stats(redis: Any, prefix: str, *, scan: bool) -> StoreStats:
 
     raw = await ExtractionQueue(redis, prefix).stats()
     due = raw.pop("due", 0)
-    stats = StoreStats(counters=raw, due=due)
+    stats = StoreStats(counters=raw, due=due, health=await worker_health(redis, prefix))
     info = await redis.info("memory")
     if info and "used_memory" not in info:  # a Cluster client answers per node
         nodes = [v for v in info.values() if isinstance(v, dict)]
@@ -398,7 +406,8 @@ def stats_command(
     config: ConfigOption = DEFAULT_CONFIG,
     data_dir: DataDirOption = DEFAULT_DATA_DIR,
 ) -> None:
-    """Show the extraction counters, the due queue, what is stored and the memory Redis uses.
+    """Show the extraction counters, the due queue, the extraction workers alive, what is
+    stored and the memory Redis uses.
 
     Example: litellm-memory stats --json
     """
@@ -419,6 +428,8 @@ def stats_command(
         table.add_row(name, str(stats.counters[name]))
     table.add_row("due (conversations waiting)", str(stats.due), style="bold")
     console.print(table)
+    if stats.health is not None:
+        _print_workers(stats.health)
     store = Table(title=f"stored under {prefix}:")
     store.add_column("measure")
     store.add_column("value", justify="right")
@@ -437,6 +448,36 @@ def stats_command(
     for name, value in rows:
         store.add_row(name, "-" if value is None else str(value))
     console.print(store)
+
+
+def _print_workers(health: WorkerHealth) -> None:
+    """The live extraction workers as a table, or a line saying none is alive (a warning when
+    jobs are queued)."""
+    if not health.workers:
+        if health.stranded:
+            console.print(
+                f"warning: no extraction worker alive and {health.due} conversation(s) queued "
+                f"({health.overdue} overdue): their jobs wait until a worker runs (the proxy "
+                "with worker_in_proxy, or litellm-memory worker)",
+                style="bold red",
+            )
+        else:
+            console.print("extraction workers: none alive")
+        return
+    table = Table(title=f"extraction workers alive: {len(health.workers)}")
+    for column in ("worker", "kind", "pid", "up (s)", "heartbeat (s ago)", "done", "failed"):
+        table.add_column(column, justify="left" if column in ("worker", "kind") else "right")
+    for worker in health.workers:
+        table.add_row(
+            worker.id,
+            worker.kind,
+            str(worker.pid),
+            f"{max(0, health.now_ms - worker.started_ms) / 1000:.0f}",
+            f"{worker.age_s(health.now_ms):.1f}",
+            str(worker.jobs_done),
+            str(worker.jobs_failed),
+        )
+    console.print(table)
 
 
 def _api_key(config: ProxyConfig) -> str | None:

@@ -9,7 +9,8 @@ command reports errors.
   :class:`litellm_memory_hook.memory_api.ExportDocument`), on stdout unless ``--output``.
 * ``import FILE --format export [--user U] [--tenant T] [--fresh]``: write such a file back.
 * ``doctor``: is Redis reachable, which version, cluster or not, persistence (AOF/RDB) and
-  ``maxmemory-policy`` with recommendations, the config's memory-enabled aliases, the LiteLLM
+  ``maxmemory-policy`` with recommendations, whether an extraction worker is alive (a warning
+  when jobs are queued and none is), the config's memory-enabled aliases, the LiteLLM
   version, whether the ports ``serve`` would take with the same ``--host``, ``--port`` and
   ``--standin-port`` are free.
 
@@ -65,6 +66,7 @@ from litellm_memory_hook.settings import (
     shadowed_env,
 )
 from litellm_memory_hook.store.redis_store import AppendResult, MemoryStore
+from litellm_memory_hook.store.workers import WorkerHealth
 from litellm_memory_hook.tools.cli_common import (
     MASTER_TENANT,
     MAX_PORT,
@@ -741,6 +743,77 @@ def redis_checks(url: str, *, cluster_setting: bool, timeout_s: float = 3.0) -> 
     return checks
 
 
+#: the name of the doctor's line about extraction workers.
+WORKERS_CHECK = "extraction workers"
+
+
+def workers_check(
+    health: WorkerHealth, *, extraction_enabled: bool, worker_in_proxy: bool
+) -> Check:
+    """The doctor's line about extraction workers: ``ok`` while one is alive (how many, of
+    which kind, the oldest heartbeat's age, the queue); ``warn`` when jobs are queued and none
+    is alive (they wait until one runs: what to start); ``info`` when none is alive and nothing
+    waits, or extraction is off."""
+    queued = f"{health.due} conversation(s) queued, {health.overdue} overdue"
+    if health.workers:
+        age = health.oldest_beat_age_s or 0.0
+        return Check(
+            WORKERS_CHECK,
+            "ok",
+            f"{len(health.workers)} alive ({health.kinds()}), oldest heartbeat {age:.1f} s ago; "
+            f"{queued}",
+        )
+    if not extraction_enabled:
+        return Check(WORKERS_CHECK, "info", f"none alive; extraction_enabled is false ({queued})")
+    if worker_in_proxy:
+        start = (
+            "start the proxy (worker_in_proxy: true runs one in each proxy process) or "
+            "`litellm-memory worker`"
+        )
+    else:
+        start = (
+            "worker_in_proxy is false: start `litellm-memory worker` (docker compose: the "
+            "worker service)"
+        )
+    if health.stranded:
+        return Check(
+            WORKERS_CHECK,
+            "warn",
+            f"none alive and {queued}: their extraction jobs wait until a worker runs; {start}",
+        )
+    return Check(WORKERS_CHECK, "info", f"none alive, nothing queued; {start}")
+
+
+def read_worker_check(url: str, settings: MemorySettings, *, timeout_s: float = 3.0) -> Check:
+    """:func:`workers_check` on the heartbeats and the due set of the Redis at ``url`` (a
+    Cluster client with ``redis_cluster``); ``warn`` when they cannot be read."""
+    from litellm_memory_hook.store.client import redis_client
+    from litellm_memory_hook.store.workers import worker_health
+
+    async def read() -> WorkerHealth:
+        cluster = settings.redis_cluster and not url.startswith("unix:")
+        client = redis_client(url, cluster=cluster, timeout_s=timeout_s)
+        try:
+            return await worker_health(client, settings.key_prefix)
+        finally:
+            await client.aclose()
+
+    try:
+        health = asyncio.run(read())
+    except (MemoryHookError, RedisError, OSError) as exc:
+        return Check(WORKERS_CHECK, "warn", f"heartbeats not readable: {describe(exc)}")
+    return workers_check(
+        health,
+        extraction_enabled=settings.extraction_enabled,
+        worker_in_proxy=settings.worker_in_proxy,
+    )
+
+
+def _reachable(checks: list[Check]) -> bool:
+    """Whether :func:`redis_checks` reached Redis."""
+    return any(c.name == "redis reachable" and c.status == "ok" for c in checks)
+
+
 def _misspelt_memory(block: object) -> str | None:
     """A key of ``block`` that looks like a misspelt ``memory`` (``memroy``, ``Memory``), if
     ``memory`` itself is not there: its block would be silently ignored."""
@@ -906,14 +979,20 @@ def doctor_checks(
     if config is not None:
         settings = config.settings
         if "redis_url" in settings.model_fields_set:
-            checks.extend(redis_checks(settings.redis_url, cluster_setting=settings.redis_cluster))
+            found = redis_checks(settings.redis_url, cluster_setting=settings.redis_cluster)
+            checks.extend(found)
+            if _reachable(found):
+                checks.append(read_worker_check(settings.redis_url, settings))
         else:
             sock = socket_path(data_dir)
             holder = serve_lock_holder(data_dir)
             if answers(sock):
                 owner = f"serve pid {holder}" if holder else "no serve holds it"
                 checks.append(Check("redis", "info", f"embedded, socket {sock} ({owner})"))
-                checks.extend(redis_checks(f"unix://{sock}", cluster_setting=False))
+                found = redis_checks(f"unix://{sock}", cluster_setting=False)
+                checks.extend(found)
+                if _reachable(found):
+                    checks.append(read_worker_check(f"unix://{sock}", settings))
             else:
                 checks.append(
                     Check(
@@ -955,9 +1034,13 @@ def doctor_command(
     ] = 4010,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
-    """Check Redis, persistence, eviction policy, memory aliases, LiteLLM and ports.
+    """Check Redis, persistence, eviction policy, extraction workers, memory aliases, LiteLLM
+    and ports.
 
     Redis: reachable, version (6.2+), cluster or not, Lua, AOF/RDB, maxmemory-policy.
+
+    Extraction workers: how many are alive (a heartbeat in Redis); a warning when jobs are
+    queued and none is (they wait until one runs).
 
     Ports: those serve takes with the same --host, --port and --standin-port; one that
     another program holds fails (serve would refuse to start), one that answers as serve's
@@ -1015,4 +1098,5 @@ __all__ = [
     "redis_checks",
     "register",
     "run_on_redis",
+    "workers_check",
 ]

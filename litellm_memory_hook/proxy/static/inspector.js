@@ -291,6 +291,9 @@
       ["position in the due queue", position],
       ["conversations due now (all tenants)", String(data.overdue)],
       ["job running (lease held)", data.leased ? "yes" : "no"],
+      ["extraction workers alive", data.workers === 0 && data.queued > 0
+        ? "0: queued jobs wait until a worker runs"
+        : String(data.workers)],
     ]);
   }
 
