@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 
 from litellm_memory_hook.core.script import (
     ENGLISH,
+    ENGLISH_LEXICON,
+    ENGLISH_WORDS,
     HINGLISH,
     HINGLISH_WEAK_WORDS,
     HINGLISH_WORDS,
+    OTHER_LATIN_WORDS,
     SCRIPTS,
     ScriptGuess,
     detect_script,
@@ -392,3 +395,121 @@ def test_english_with_a_name_that_is_a_hindi_word_is_not_hinglish(sentence: str)
     reply in Hinglish in Latin letters"): a capitalised word after the first is a name, as the
     accent rule already assumes, and should not count as a strong Hinglish marker."""
     assert detect_script(sentence).language != HINGLISH
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "My sister Ana plays cello.",
+        "Jenny adopted a beagle.",
+        "Nick works at Nike.",
+        "My mom loves Zara.",
+        "Is Berlin cold in March?",
+        "Amy teaches art in Leeds.",
+        "Eva cooks paella on Sundays.",
+        "Los Angeles traffic is awful.",
+    ],
+)
+def test_short_english_with_names_is_english(sentence: str) -> None:
+    """Short English lines whose few marker words tie with another language's (``my`` Polish,
+    ``a`` Spanish, ``at`` Tagalog, ``is``/``in`` Dutch, ``los`` Spanish) are English through their
+    ordinary English words (``sister``, ``adopted``, ``cold``) (fresh-user run: "My sister Ana
+    plays cello." got the Latin-letters clause)."""
+    guess = detect_script(sentence)
+    assert guess == ScriptGuess("Latin", ENGLISH)
+    assert reminder_language_clause(guess) == (
+        "Their last message is in English, so write your reply in English."
+    )
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Invite Ana, Marco, Lena, Sofia, Tom and Kai",
+        "Paris, Rome, Berlin, Vienna or Prague?",
+        "Flights to Lisbon, Porto, Madrid, Seville and Malaga",
+    ],
+)
+def test_names_do_not_count_towards_the_marker_share(sentence: str) -> None:
+    """Names inside a sentence are not words of any language: a line that is mostly names is
+    English on its few English words."""
+    assert detect_script(sentence) == ScriptGuess("Latin", ENGLISH)
+
+
+def test_a_name_keeps_its_english_count() -> None:
+    """A capitalised English word inside a sentence (the month ``May``) still counts for English:
+    without it "Is Paris nice in May?" ties with Dutch (``is``, ``in``)."""
+    assert detect_script("Is Paris nice in May?") == ScriptGuess("Latin", ENGLISH)
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Meeting jam sembilan",
+        "Domani ho un meeting importante",
+        "Morgen habe ich ein Meeting",
+        "Noted! Gas connection transfer. Main yaad dila dungi",
+        "Ich schaue gerade Breaking Bad",
+    ],
+)
+def test_borrowed_english_words_do_not_make_english(sentence: str) -> None:
+    """English words borrowed into another language or into Hinglish (``meeting``,
+    ``connection``, a show's title) do not make the line English: one lexicon word alone is not
+    enough, lexicon words do not count against Hinglish, and names count for no lexicon."""
+    assert detect_script(sentence).language != ENGLISH
+
+
+def test_english_lexicon_is_packaged_and_holds_no_marker_word() -> None:
+    """The packaged lexicon loads, holds ordinary English words and none that a language lists
+    (those keep their marker role) nor words common in other languages."""
+    assert len(ENGLISH_LEXICON) > 5000
+    assert {"sister", "plays", "birthday", "yellow"} <= ENGLISH_LEXICON
+    assert not ENGLISH_LEXICON & (ENGLISH_WORDS | HINGLISH_WORDS)
+    for words in OTHER_LATIN_WORDS.values():
+        assert not ENGLISH_LEXICON & words
+    assert not ENGLISH_LEXICON & {"met", "come", "pan", "party", "weekend", "nice", "john"}
+
+
+NAMES_SET = Path(__file__).parent / "data" / "latin_names.jsonl"
+"""Short chat messages with proper names (people, places, brands, numbers), one JSON object a
+line: ``language`` (ISO 639-1, or ``hi-Latn``), ``split``, ``text``. 120 English (35 ``dev``:
+the fresh-user run's five and lines written while tuning; 85 ``heldout``, written before the
+change and not tuned on), 109 in 12 other Latin-script languages (some translate English lines;
+23 ``dev``, 86 ``heldout``) and 12 Hinglish (``heldout``)."""
+
+
+def _names_accuracy(split: str | None) -> dict[str, tuple[int, int]]:
+    """Per language: messages guessed right, messages in all (of ``split``, or all splits)."""
+    scores: dict[str, tuple[int, int]] = {}
+    with NAMES_SET.open(encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            if split is not None and row["split"] != split:
+                continue
+            want = ScriptGuess("Latin", EXPECTED_LANGUAGE.get(row["language"]))
+            right, total = scores.get(row["language"], (0, 0))
+            scores[row["language"]] = (right + (detect_script(row["text"]) == want), total + 1)
+    return scores
+
+
+@pytest.mark.parametrize("split", [None, "heldout"])
+def test_accuracy_on_lines_with_names(split: str | None) -> None:
+    """At least 85 % of the short English lines with names are English (65 % held out before
+    the lexicon), 90 % of the Hinglish ones Hinglish, and every line of another language is
+    unknown (a wrong English or Hinglish label is the harmful mistake)."""
+    scores = _names_accuracy(split)
+    english_right, english_total = scores["en"]
+    assert english_right >= 0.85 * english_total, scores
+    hinglish_right, hinglish_total = scores["hi-Latn"]
+    assert hinglish_right >= 0.9 * hinglish_total, scores
+    others = {
+        language: score for language, score in scores.items() if language not in ("en", "hi-Latn")
+    }
+    assert all(right == total for right, total in others.values()), others
+
+
+def test_lines_with_names_set_shape() -> None:
+    """At least 80 held-out English lines and 80 held-out lines of other languages."""
+    held_out = _names_accuracy("heldout")
+    assert held_out["en"][1] >= 80
+    assert sum(total for language, (_, total) in held_out.items() if language != "en") >= 80

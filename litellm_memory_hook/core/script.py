@@ -23,44 +23,60 @@ Rules of :func:`detect_script`:
   Turkish, Tagalog, Polish, Scandinavian), that language's common function words. A word listed by
   several languages (``mein`` German and Hinglish, ``was`` English and German, ``se`` Spanish and
   Hinglish) counts for each of them. An unlisted word with an apostrophe counts by its elided head
-  and its rest (French ``c'est`` as ``c'`` and ``est``). Counts, over the message's ``n``
-  words: ``e`` English and ``h`` Hinglish marker words; ``b`` words that English or Hinglish (or
-  both) lists; ``a`` accented words (a letter outside ASCII: ``müde``, ``está``, ``çok``;
-  capitalised words after the first are taken for names, ``Jürgen``, ``São Paulo``, and not
-  counted); a Hinglish marker written capitalised inside a sentence is taken for a name too
-  ("the report Abhi sent", "call Kal tomorrow") and counts only for the other languages that
-  list it; ``o`` the larger of ``a`` and the best other language's count; ``r`` the same but
-  without the other languages' words that English lists and Hinglish does not (``i`` Italian,
-  ``for`` Scandinavian, ``on`` Polish: in a code-switched line they are its English half). The
-  Hinglish weight ``w`` is ``h`` plus ``HINGLISH_WEIGHT - 1`` (2) for each Hinglish marker not in
-  :data:`HINGLISH_WEAK_WORDS`: a Hindi pronoun, verb, postposition, particle or form of address
-  (``hai``, ``kya``, ``mera``, ``tu``, ``yaar``, ``bhai``) is all but absent from English text,
-  while code-switched Hinglish is full of English words, so it takes more than three English
-  markers to outweigh one; the weak ones (English words and names such as ``ho``, ``mat``,
-  ``beta``, ``Jo``, the honorific ``ji``, and nouns English borrows such as ``khana``,
-  ``shaadi``) weigh 1, and alone never make Hinglish ("Join the beta", "Me and Jo" are not).
-  With ``h_s`` the strong ones: Hinglish when ``h_s >= 1``, ``w >= e``, ``b >= MARKER_SHARE *
-  n`` and ``h > r``; otherwise, when ``h_s >= 1``, ``w >= e`` and ``b >= MARKER_SHARE * n``,
-  unknown;
-  otherwise English when ``e >= 1``, ``e > w``, ``e > o`` and ``e >= MARKER_SHARE * n``;
-  otherwise unknown (``language`` ``None``): another language, a tie, or too few marker words.
-  So "Mera kutta bahut cute hai, what do you think?" (``w`` 9, ``e`` 4), "Ok bhai, see you
-  tomorrow" (3, 3) and "Sorry yaar, I forgot" are Hinglish; "I love chai", "namaste everyone"
-  and "Thanks bhai, that was really helpful!" (3, 4) are English. And English or Hinglish must
-  beat every other language's evidence: "Wie alt ist mein Hund?", "Mi perro se llama Toby.",
-  "Was ist das?", "Is het goed?", "Ho fame", "Tu sei pazzo" and "Se me hizo tarde." are unknown,
-  and their reminder asks for the same language (:data:`CLAUSE_LATIN_OTHER`). Unknown is the safe
-  outcome: a wrong English or Hinglish label tells the model to switch language. Words common to
-  English and Hinglish (``to``, ``the``, ``main``, ``tab``, ``ok``) are in neither list; ``me``
-  is in both. Accuracy on ``tests/data/latin_languages.jsonl`` (short chat messages in 15
-  languages, code-switched Hinglish, English with Hindi loanwords) is checked by
-  ``tests/test_script.py``.
+  and its rest (French ``c'est`` as ``c'`` and ``est``). A word capitalised inside a sentence (an
+  upper-case letter, at least one more letter before any apostrophe, the rest lower case; not the
+  first word, nor a word after ``.``, ``!``, ``?``, ``:``, ``;``, a line break, an ellipsis or an
+  opening bracket or quote) is taken for a name: ``Ana``, ``Luigi's``, ``Abhi`` in "the report Abhi
+  sent", ``Berlin`` in "Tom lives in Berlin now."; not ``I'm`` or ``NASA``. A name is not one of the
+  ``n`` words and counts for no Hinglish or lexicon count below, but still for English (``May`` in
+  "Is Paris nice in May?") and the other languages that list it (German capitalises its nouns and
+  the formal ``Sie``). Counts, over the message's ``n`` words other than names: ``e`` English and
+  ``h`` Hinglish marker words; ``b`` words that English or Hinglish (or both) lists; ``l`` words of
+  :data:`ENGLISH_LEXICON`, English words at least ten times as frequent in English as in any of 21
+  other Latin-script languages (``sister``, ``plays``, ``birthday``; not ``met``, ``come``,
+  ``party``, ``nice``; rule in ``bench/english_lexicon.py``), none of them a marker word; ``a``
+  accented words (a letter outside ASCII: ``müde``, ``está``, ``çok``; capitalised words after the
+  first word are not counted, whether or not a sentence ends before them: names such as ``Jürgen``,
+  ``São Paulo``); a Hinglish marker capitalised inside a sentence is a name ("call Kal tomorrow")
+  and so counts only for the other languages that list it; ``o`` the larger of ``a`` and the best
+  other language's count; ``r`` the same but without the other languages' words that English lists
+  and Hinglish does not (``i`` Italian, ``for`` Scandinavian, ``on`` Polish: in a code-switched line
+  they are its English half). The Hinglish weight ``w`` is ``h`` plus ``HINGLISH_WEIGHT - 1`` (2)
+  for each Hinglish marker not in :data:`HINGLISH_WEAK_WORDS`: a Hindi pronoun, verb, postposition,
+  particle or form of address (``hai``, ``kya``, ``mera``, ``tu``, ``yaar``, ``bhai``) is all but
+  absent from English text, while code-switched Hinglish is full of English words, so it takes more
+  than three English markers to outweigh one; the weak ones (English words and names such as ``ho``,
+  ``mat``, ``beta``, ``Jo``, the honorific ``ji``, and nouns English borrows such as ``khana``,
+  ``shaadi``) weigh 1, and alone never make Hinglish ("Join the beta", "Me and Jo" are not). With
+  ``h_s`` the strong ones: Hinglish when ``h_s >= 1``, ``w >= e``, ``b >= MARKER_SHARE * n`` and ``h
+  > r``; otherwise, when ``h_s >= 1``, ``w >= e`` and ``b >= MARKER_SHARE * n``, unknown; otherwise
+  English when ``e > w`` (or, with no Hinglish marker at all, ``h`` 0, when ``l >= 2``), ``e + l >
+  o`` and ``e + l >= MARKER_SHARE * n``; otherwise unknown (``language`` ``None``): another
+  language, a tie, or too few marker words. So "Mera kutta bahut cute hai, what do you think?"
+  (``w`` 9, ``e`` 4), "Ok bhai, see you tomorrow" (3, 3) and "Sorry yaar, I forgot" are Hinglish; "I
+  love chai", "namaste everyone" and "Thanks bhai, that was really helpful!" (3, 4) are English. And
+  English or Hinglish must beat every other language's evidence: "Wie alt ist mein Hund?", "Mi perro
+  se llama Toby.", "Was ist das?", "Is het goed?", "Ho fame", "Tu sei pazzo" and "Se me hizo tarde."
+  are unknown, and their reminder asks for the same language (:data:`CLAUSE_LATIN_OTHER`). Unknown
+  is the safe outcome: a wrong English or Hinglish label tells the model to switch language. Lexicon
+  words are English evidence against the other languages and towards the share, but not against
+  Hinglish (code-switched Hinglish is full of English nouns and verbs), and a lone one does not make
+  English, since English words are borrowed everywhere (Indonesian "Meeting jam sembilan"). So "My
+  sister Ana plays cello." (``e`` 1 ``my``, ``l`` 2; Polish 1 ``my``), "Tom lives in Berlin now."
+  and "Nadia painted her kitchen yellow." (``e`` 1, ``l`` 3; Turkish 1 ``her``) are English; "Ana
+  and Marco met in Lisbon." (``e`` 2 ``and`` ``in``, Dutch 2 ``met`` ``in``) and "Carlos hates
+  cilantro." (``l`` 1) are unknown. Words common to English and Hinglish (``to``, ``main``, ``tab``,
+  ``ok``) are in neither list; ``me`` is in both. Accuracy on ``tests/data/latin_languages.jsonl``
+  (short chat messages in 15 languages, code-switched Hinglish, English with Hindi loanwords) and on
+  ``tests/data/latin_names.jsonl`` (short English lines with names, places, brands and numbers;
+  lines of 12 other languages and Hinglish with names) is checked by ``tests/test_script.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from types import MappingProxyType
 from typing import Final
 
@@ -72,6 +88,7 @@ __all__ = [
     "CLAUSE_LATIN_OTHER",
     "CLAUSE_UNCLEAR",
     "ENGLISH",
+    "ENGLISH_LEXICON",
     "ENGLISH_WORDS",
     "HINGLISH",
     "HINGLISH_WEAK_WORDS",
@@ -327,6 +344,24 @@ Evidence against English and Hinglish: many short Hinglish marker words are also
 of these languages (``mein`` German, ``se`` Spanish, ``hai`` Italian, ``na`` Tagalog/Polish),
 and many English ones too (``was``, ``is``, ``in``, ``die``)."""
 
+
+def _packaged_words(name: str) -> frozenset[str]:
+    """Words of the packaged list ``script_words/{name}``: one a line, ``#`` starts a comment."""
+    text = resources.files("litellm_memory_hook.core.script_words").joinpath(name)
+    lines = text.read_text(encoding="utf-8").split("\n")
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+ENGLISH_LEXICON: Final[frozenset[str]] = _packaged_words("english.txt").difference(
+    ENGLISH_WORDS, HINGLISH_WORDS, *OTHER_LATIN_WORDS.values()
+)
+"""English words at least ten times as frequent in English as in each of 21 other Latin-script
+languages (wordfreq lists; Zipf frequency 3.5 or more, among the 15,000 most frequent English
+words), less every marker word: ``sister``, ``plays``, ``birthday``, ``yellow``.
+
+Read from the packaged ``script_words/english.txt``, which ``bench/english_lexicon.py`` makes
+(the rule in full there)."""
+
 CLAUSE_KNOWN: Final = "Their last message is in {label}, so write your reply in {label}."
 """Clause for a detected script (and for English); ``{label}`` is :attr:`ScriptGuess.label`."""
 
@@ -436,12 +471,17 @@ _RIVAL_INDICES: Final[tuple[int, ...]] = tuple(
 and Hinglish does not."""
 
 
+_LEXICON_INDEX: Final = _RIVAL_INDICES[-1] + 1
+"""Index of the counter of :data:`ENGLISH_LEXICON` words."""
+
+
 def _packed_word_tallies() -> dict[str, int]:
     """Each marker word's tally: 1 in the counter field of every language listing it; 1 in the
     field :data:`_STRONG_INDEX` for a Hinglish word not in :data:`HINGLISH_WEAK_WORDS`; 1 in the
     field :data:`_EITHER_INDEX` for a word English or Hinglish lists; and, unless English lists
     it and Hinglish does not, 1 in the :data:`_RIVAL_INDICES` field of every other language
-    listing it.
+    listing it. Each :data:`ENGLISH_LEXICON` word (no marker word): 1 in the field
+    :data:`_LEXICON_INDEX`.
 
     A message's counts are then the plain sum of its words' tallies, one counter of
     :data:`_FIELD_BITS` bits per field.
@@ -457,41 +497,46 @@ def _packed_word_tallies() -> dict[str, int]:
     for index, rival in zip(_OTHER_INDICES, _RIVAL_INDICES, strict=True):
         for word in _MARKER_WORDS[_MARKER_LANGUAGES[index]] - (ENGLISH_WORDS - HINGLISH_WORDS):
             table[word] += 1 << (_FIELD_BITS * rival)
+    for word in ENGLISH_LEXICON:
+        table[word] = 1 << (_FIELD_BITS * _LEXICON_INDEX)
     return table
 
 
 _WORD_TALLIES: Final[dict[str, int]] = _packed_word_tallies()
 
 
-def _name_tallies() -> dict[str, int]:
-    """The tally of each Hinglish marker word when it is taken for a name (capitalised inside
-    a sentence: "the report Abhi sent", "call Kal tomorrow"): its Hinglish fields removed, what
-    it counts for English and the other languages kept."""
-    out: dict[str, int] = {}
-    for word in HINGLISH_WORDS:
-        tally = _WORD_TALLIES[word] - (1 << (_FIELD_BITS * _HINGLISH_INDEX))
-        if word not in HINGLISH_WEAK_WORDS:
-            tally -= 1 << (_FIELD_BITS * _STRONG_INDEX)
-        if word not in ENGLISH_WORDS:
-            tally -= 1 << (_FIELD_BITS * _EITHER_INDEX)
-        out[word] = tally
-    return out
+_NAME_MASK: Final = sum(
+    _FIELD_MASK << (_FIELD_BITS * index)
+    for index in (_ENGLISH_INDEX, *_OTHER_INDICES, *_RIVAL_INDICES)
+)
+"""The fields of a tally that a name keeps: the English and the other languages' counters, not the
+Hinglish, lexicon or :data:`_EITHER_INDEX` ones."""
 
 
-_NAME_TALLIES: Final[dict[str, int]] = _name_tallies()
+def _name_tally(tally: int) -> int:
+    """The packed tally of a word taken for a name (rules in the module docstring), from its
+    tally as a word: what it counts for English (``May``, ``Will``) and the other languages."""
+    kept = tally & _NAME_MASK
+    if (kept >> (_FIELD_BITS * _ENGLISH_INDEX)) & _FIELD_MASK:
+        kept += 1 << (_FIELD_BITS * _EITHER_INDEX)
+    return kept
+
+
 #: what may end a sentence before a word (a capitalised word after it is not taken for a name)
 _SENTENCE_END: Final = regex.compile(r"[.!?:;\n\u2026\p{Ps}\p{Pi}\u3002\uff01\uff1f]\s*$")
 
 
 def _names_inside_sentences(text: str) -> set[int]:
     """Positions (in :data:`_LATIN_WORD` order) of the words taken for names: capitalised
-    words that do not start the text or a sentence."""
+    words (an upper-case letter, at least one more letter before any apostrophe, the rest lower
+    case: ``Ana``, ``Luigi's``, not ``I'm`` or ``NASA``) that do not start the text or a
+    sentence."""
     out = set()
     for position, match in enumerate(_LATIN_WORD.finditer(text)):
         word = match.group()
         if (
             position
-            and len(word) > 1
+            and len(word.partition("'")[0]) > 1
             and word[0].isupper()
             and word[1:].islower()
             and not _SENTENCE_END.search(text, 0, match.start())
@@ -541,16 +586,16 @@ def _latin_language(text: str) -> str | None:
     if not words:
         return None
     total = sum(map(_word_tally, words))
-    if any(c.isupper() for c in text[1:]):
-        for position in _names_inside_sentences(text):
-            word = words[position]
-            if word in _NAME_TALLIES:
-                total += _NAME_TALLIES[word] - _WORD_TALLIES[word]
+    names = _names_inside_sentences(text) if any(c.isupper() for c in text[1:]) else set()
+    for position in names:
+        tally = _word_tally(words[position])
+        total += _name_tally(tally) - tally
+    lexicon = (total >> (_FIELD_BITS * _LEXICON_INDEX)) & _FIELD_MASK
     english = (total >> (_FIELD_BITS * _ENGLISH_INDEX)) & _FIELD_MASK
     hindi = (total >> (_FIELD_BITS * _HINGLISH_INDEX)) & _FIELD_MASK
     strong = (total >> (_FIELD_BITS * _STRONG_INDEX)) & _FIELD_MASK
     hindi_weight = hindi + (HINGLISH_WEIGHT - 1) * strong
-    needed = MARKER_SHARE * len(words)
+    needed = MARKER_SHARE * (len(words) - len(names))
     either = (total >> (_FIELD_BITS * _EITHER_INDEX)) & _FIELD_MASK
     if strong >= 1 and hindi_weight >= english and either >= needed:
         # Another language's words that English also lists (``i``, ``for``, ``on``) are the
@@ -558,7 +603,12 @@ def _latin_language(text: str) -> str | None:
         rival = max(accented, *((total >> shift) & _FIELD_MASK for shift in _RIVAL_SHIFTS))
         return HINGLISH if hindi > rival else None
     other = max(accented, *((total >> shift) & _FIELD_MASK for shift in _OTHER_SHIFTS))
-    if english >= 1 and english > hindi_weight and english > other and english >= needed:
+    evidence = english + lexicon
+    if (
+        (english > hindi_weight or (hindi == 0 and lexicon >= 2))
+        and evidence > other
+        and evidence >= needed
+    ):
         return ENGLISH
     return None
 
