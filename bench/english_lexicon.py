@@ -62,7 +62,9 @@ def main() -> None:
         "# English lexicon of litellm_memory_hook.core.script (ENGLISH_LEXICON), made by\n"
         f"# bench/english_lexicon.py from wordfreq {version('wordfreq')}: Zipf >= {MIN_ZIPF} in"
         f" English and at least\n# {MARGIN} above each of {' '.join(OTHER_LANGUAGES)}.\n"
-        f"# {len(words)} words, most frequent first.\n"
+        f"# {len(words)} words, most frequent first. Derived from the wordfreq data (Robyn Speer"
+        " et al.,\n# github.com/rspeer/wordfreq), licensed CC BY-SA 4.0; this list is shared"
+        " under the same licence.\n"
     )
     sys.stdout.write(header + "".join(f"{word}\n" for word in words))
 
