@@ -326,7 +326,10 @@ def chat_turns(state: ConversationState) -> ConversationState:
 def passed_over(state: ConversationState) -> tuple[int, ...]:
     """Seqs of the tail's turns that :func:`chat_turns` passes over (imported lines the recent
     window never shows: recall may still return them), oldest first."""
-    kept = {t.seq for t in chat_turns(state).tail}
+    chat = chat_turns(state)
+    if chat is state:
+        return ()
+    kept = {t.seq for t in chat.tail}
     return tuple(t.seq for t in state.tail if t.seq not in kept)
 
 
