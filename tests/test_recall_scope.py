@@ -302,8 +302,9 @@ async def test_yesterday_lifts_the_lines_of_yesterday(
 
 
 async def test_date_lifts_the_lines_of_that_day(any_redis: aioredis.Redis, prefix: str) -> None:
-    """Among lines that share the words, those of the named day come first; a date alone
-    recalls nothing."""
+    """Among lines that share the words, those of the named day come first; a date a message
+    merely names (no question) recalls nothing (tests/test_date_recall.py: a question about
+    it does)."""
     store = MemoryStore(any_redis, ttl_s=3600)
     texts = [f"we talked about the garden plan {i}" for i in range(10)]
     keys, memory = await _chat(store, prefix, "c1", [*texts, *FILLER], step_ms=DAY_MS)

@@ -1,7 +1,11 @@
 """Dates a query names, as spans of time in the user's zone (pure functions).
 
 A date term (kind ``DATE_PREFIX``, :mod:`litellm_memory_hook.core.recall`) lifts the lines said
-within its span among those the query's words matched. Two kinds of form are read, English only:
+within its span among those the query's words matched; in a question
+(:func:`litellm_memory_hook.core.recall.asks_about_time`) whose date weighs at least as much as
+each of its other words (:func:`litellm_memory_hook.core.recall.dates_lead`; the words of the
+dates themselves are left out by :func:`without_dates`) it recalls the lines said then on its
+own. Two kinds of form are read, English only:
 
 * absolute, with a four-digit year: "8 May 2023", "8th of May, 2023", "May 8, 2023", ISO
   "2023-05-08" (a day) and "May 2023" (a month); an impossible day ("31 June 2023") counts as
@@ -16,6 +20,11 @@ within its span among those the query's words matched. Two kinds of form are rea
 
 Not read: dates without a year ("8 May"), future forms ("tomorrow", "next week"; memory holds
 the past), and other languages. At most ``MAX_DATES_PER_QUERY`` spans, in text order.
+
+A message asks about a time (:func:`litellm_memory_hook.core.recall.asks_about_time`) when it
+holds a question mark or its first word is an English question word (``QUESTION_WORDS``: "what
+happened last Tuesday" needs no "?"); a request that only contains a date ("remind me on 3 May
+2023 to call Bob") does not.
 """
 
 from __future__ import annotations
@@ -29,10 +38,12 @@ import regex
 __all__ = [
     "DATE_PREFIX",
     "MAX_DATES_PER_QUERY",
+    "QUESTION_WORDS",
     "DateSpan",
     "is_zone",
     "query_dates",
     "user_zone",
+    "without_dates",
 ]
 
 DATE_PREFIX = "@"
@@ -256,3 +267,52 @@ def _absolute(text: str, zone: tzinfo) -> list[tuple[int, DateSpan]]:
         first = date(int(match.group("year")), _MONTHS[match.group("month").lower()], 1)
         found.append((match.start(), _span(first, _month_start(first, -1), zone)))
     return found
+
+
+QUESTION_WORDS: frozenset[str] = frozenset(
+    [
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "where",
+        "when",
+        "why",
+        "how",
+        "did",
+        "do",
+        "does",
+        "was",
+        "were",
+        "have",
+        "had",
+    ]
+)
+"""English words that open a question without a question mark ("what happened last Tuesday"):
+:func:`litellm_memory_hook.core.recall.asks_about_time`. English only, like the date forms;
+imperatives ("remind", "tell") are not among them."""
+
+
+def without_dates(text: str, now_ms: int | None = None) -> str:
+    """``text`` with every date form :func:`query_dates` reads replaced by a space: the words a
+    query has besides its dates ("What did we talk about on 2 May 2023?" -> "What did we talk
+    about on  ?"), whose terms :func:`litellm_memory_hook.core.recall.dates_lead` weighs
+    against the dates.
+
+    Args:
+        text: the new user message.
+        now_ms: the request's time; ``None`` leaves the relative forms ("yesterday") in place,
+            as :func:`query_dates` does not read them then.
+
+    Returns:
+        The text without its date forms (an impossible day such as "31 June 2023" included).
+    """
+    forms: list[regex.Pattern[str]] = []
+    if _ANY_YEAR.search(text) is not None:
+        forms.extend((*_DATE_FORMS, _MONTH_FORM))
+    if now_ms is not None:
+        forms.append(_RELATIVE)
+    for form in forms:
+        text = form.sub(" ", text)
+    return text

@@ -16,7 +16,19 @@ the chosen lines of every conversation. Only the postings of the query's own ter
 cost does not grow with the length of the history. Lines of another chat are labelled with it.
 
 Dates the message names (:func:`litellm_memory_hook.core.dates.query_dates`) lift the lines of
-that day, week, month or year ("yesterday", "last week") among those the words matched.
+that day, week, month or year ("yesterday", "last week") among those the words matched. In a
+question about that time (date-led recall: :func:`litellm_memory_hook.core.recall.asks_about_time`
+and :func:`~litellm_memory_hook.core.recall.dates_lead`: a date at least as rare as each word of
+the question that an older line shares, the date's own words left out) the lines
+said then are recalled without any shared word: ranked with the date as the main term and the
+words lifting the lines they match (those come first), then, among lines of equal score, those
+with more content words (:func:`~litellm_memory_hook.core.recall.content_words`; greetings and
+one-word replies that no word matched are left out while other lines remain:
+:func:`~litellm_memory_hook.core.recall.date_led_order`); at most ``DATE_LED_K_MAX`` lines (8),
+within the same character budget,
+shown in time order with their dates. To choose among the day's lines, ``DATE_LED_POOL`` more
+lines than usual are ranked and fetched (only for such questions). A message that is no
+question ("remind me on 3 May 2023 to call Bob") keeps its dates as a lift only.
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from litellm_memory_hook.core import recall
-from litellm_memory_hook.core.dates import DateSpan, query_dates
+from litellm_memory_hook.core.dates import DATE_PREFIX, DateSpan, query_dates, without_dates
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import speaker_label
@@ -38,6 +50,13 @@ from litellm_memory_hook.errors import InvalidIdError
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, key_id
 from litellm_memory_hook.store.redis_store import MemoryStore, Postings
+
+#: lines ranked and fetched beyond the usual candidates for a date-led question, among which the
+#: lines with more content words are chosen: a day of chat (LoCoMo sessions: 18-47 lines).
+DATE_LED_POOL = 48
+
+_DATE_KINDS = frozenset({DATE_PREFIX})
+Key = tuple[int, int]  # (collection index, seq)
 
 RecallMode = Literal["budget", "fixed"]
 RecallScope = Literal["conversation", "user"]
@@ -102,11 +121,23 @@ class RecallOptions:
 
 @dataclass(frozen=True)
 class RecallQuery:
-    """What the store reads for recall: the message's terms and the dates it names."""
+    """What the store reads for recall: the message's terms and the dates it names.
+
+    Attributes:
+        terms: the message's terms (:func:`recall.query_terms`).
+        dates: the dates it names.
+        user_scope: the user's other chats are read too.
+        asks: the message asks something while naming a date (:func:`recall.asks_about_time`),
+            so its dates may lead (:func:`recall.dates_lead`).
+        other_words: its plain words besides its dates' own, weighed against the dates (those
+            of ``terms`` in :func:`dates.without_dates`); only when ``asks``.
+    """
 
     terms: tuple[str, ...] = ()
     dates: tuple[DateSpan, ...] = ()
     user_scope: bool = False
+    asks: bool = False
+    other_words: tuple[str, ...] = ()
 
     @property
     def spans(self) -> list[tuple[int, int]]:
@@ -117,16 +148,23 @@ class RecallQuery:
 def recall_query(
     text: str, options: RecallOptions, timezone: str | None, now_ms: int | None = None
 ) -> RecallQuery:
-    """The terms and dates of a new message; empty when recall is off or it has no terms (a
-    date alone recalls nothing: date terms only lift lines that words matched). ``now_ms``:
-    the request's time, for relative dates ("yesterday"; :func:`dates.query_dates`)."""
+    """The terms and dates of a new message (module docstring); empty when recall is off or it
+    has no terms (every date form has some: "2023", "yesterday", "week"). ``now_ms``: the
+    request's time, for relative dates ("yesterday"; :func:`dates.query_dates`)."""
     if not text or not options.enabled:
         return RecallQuery()
     terms = recall.query_terms_cached(text)
     if not terms:
         return RecallQuery()
     dates = tuple(query_dates(text, timezone, now_ms))
-    return RecallQuery(terms, dates, options.scope == "user")
+    asks = bool(dates) and recall.asks_about_time(text)
+    other: tuple[str, ...] = ()
+    if asks:
+        own = set(terms)
+        other = tuple(
+            w for w in dict.fromkeys(recall.tokenize(without_dates(text, now_ms))) if w in own
+        )
+    return RecallQuery(terms, dates, options.scope == "user", asks, other)
 
 
 @dataclass(frozen=True)
@@ -266,8 +304,14 @@ async def recall_lines(
     collections.append(_collection(postings, query, exclude_from, recallable))
     if not any(c.n_docs for c in collections):
         return Recalled()
-    terms = [*query.terms, *(d.term for d in query.dates)]
-    ranked = recall.rank_collections(terms, collections, k=options.candidates + extra_candidates)
+    date_terms = [d.term for d in query.dates]
+    led = query.asks and recall.dates_lead(query.other_words, date_terms, collections)
+    ranked = recall.rank_collections(
+        [*query.terms, *date_terms],
+        collections,
+        k=options.candidates + extra_candidates + (DATE_LED_POOL if led else 0),
+        main_kinds=_DATE_KINDS if led else None,
+    )
     if not ranked:
         return Recalled()
     own = len(collections) - 1
@@ -297,20 +341,52 @@ async def recall_lines(
             )
             turns[(index, turn.seq)] = turn
     present = [(key, value) for key, value in ranked if key in found]
-    if options.mode == "fixed":
-        chosen = [key for key, _ in present][: options.candidates]
-    else:
-        chosen = recall.fill_budget(
+    if led:
+        matched = {
+            index: recall.matched_seqs(query.terms, collections[index].postings, seqs)
+            for index, seqs in _seqs_by_collection(present).items()
+        }
+        present = recall.date_led_order(
             present,
-            lambda key: earlier_line_chars(found[key], timezone),
-            chars=options.chars,
-            k_max=options.k_max,
-            min_share=options.min_share,
+            lambda key: recall.content_words(found[key].text),
+            lambda key: key[1] in matched[key[0]],
         )
+    chosen = _choose(present, found, options, timezone=timezone, date_led=led)
     by_time = sorted(chosen, key=lambda key: (found[key].ts_ms, key[0], key[1]))
     return Recalled(
         turns=tuple(turns[key] for key in by_time if key[0] == own),
         lines=tuple(found[key] for key in by_time),
+    )
+
+
+def _seqs_by_collection(ranked: Sequence[tuple[Key, float]]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for (index, seq), _ in ranked:
+        out.setdefault(index, []).append(seq)
+    return out
+
+
+def _choose(
+    ranked: list[tuple[Key, float]],
+    found: Mapping[Key, EarlierLine],
+    options: RecallOptions,
+    *,
+    timezone: str | None,
+    date_led: bool,
+) -> list[Key]:
+    """The recalled lines among the ranked ones that were fetched (best first), by the recall
+    mode; a date-led recall keeps at most ``DATE_LED_K_MAX``."""
+    most = options.candidates if options.mode == "fixed" else options.k_max
+    if date_led:
+        most = min(most, recall.DATE_LED_K_MAX)
+    if options.mode == "fixed":
+        return [key for key, _ in ranked][:most]
+    return recall.fill_budget(
+        ranked,
+        lambda key: earlier_line_chars(found[key], timezone),
+        chars=options.chars,
+        k_max=most,
+        min_share=options.min_share,
     )
 
 

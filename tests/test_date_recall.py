@@ -1,0 +1,251 @@
+"""Date-led recall: a question about a day recalls that day's lines without a shared word
+(:func:`litellm_memory_hook.core.recall.dates_lead`), through the hook and the request path, on
+fakeredis and on a real Redis; a message that merely contains a date does not."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from litellm_memory_hook.core import dates, recall
+from litellm_memory_hook.proxy.context import ContextOptions, prepare
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.proxy.identity import Identity
+from litellm_memory_hook.proxy.recall_step import RecallOptions
+from litellm_memory_hook.store.keys import ConversationKeys, user_scope
+from litellm_memory_hook.store.redis_store import MemoryStore
+from litellm_memory_hook.tools.datasets import HistoryLine
+from litellm_memory_hook.tools.importer import import_lines
+
+from .conftest import Auth, chat_request, make_hook, model_response
+
+DAY_MS = 86_400_000
+MINUTE_MS = 60_000
+T0 = int(datetime(2023, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)  # Monday 1 May 2023
+# 2 May 2023: two greetings around three lines that carry content
+MAY_2 = [
+    ("user", "Hey Mira!"),
+    ("user", "We booked the flights to Lisbon for the wedding in June"),
+    ("assistant", "Wonderful, a Lisbon wedding in June sounds lovely"),
+    ("user", "My sister Noor also starts her nursing course in autumn"),
+    ("assistant", "Bye!"),
+]
+OTHER_DAYS = [
+    (0, "user", "I adopted a greyhound called Pixel from the shelter"),
+    (2, "user", "Pixel chewed the sofa cushions again this morning"),
+]
+
+
+def _lines(filler: int = 50) -> list[HistoryLine]:
+    """1 and 3 May, 2 May (``MAY_2``, a minute apart), then ``filler`` lines on 20 May that fill
+    the recent window."""
+    lines = [HistoryLine(role, text, T0 + day * DAY_MS) for day, role, text in OTHER_DAYS]
+    lines += [
+        HistoryLine(role, text, T0 + DAY_MS + i * MINUTE_MS) for i, (role, text) in enumerate(MAY_2)
+    ]
+    lines += [
+        HistoryLine("user" if i % 2 == 0 else "assistant", f"ok sounds good {i}", T0 + 19 * DAY_MS)
+        for i in range(filler)
+    ]
+    return sorted(lines, key=lambda line: line.ts_ms)
+
+
+async def _imported(store: MemoryStore, prefix: str, user: str = "u-A") -> Identity:
+    """A fresh user whose history was imported (``litellm-memory import``) into the default
+    conversation of the alias ``demo``, as the hook names it."""
+    keys = ConversationKeys.for_ids(prefix, "master", user, "demo")
+    memory = keys.user_keys.memory_set(user_scope("demo"))
+    who = Identity("master", user, "demo", "demo", keys, memory, "demo")
+    await import_lines(store, who, _lines())
+    return who
+
+
+def _earlier(data: dict[str, Any]) -> list[str]:
+    """The recalled lines of a rebuilt request, as shown."""
+    system = str(data["messages"][0]["content"])
+    found = re.search(r"<earlier_lines>(.*?)</earlier_lines>", system, re.S)
+    return [x for x in found.group(1).splitlines() if x.startswith("- [")] if found else []
+
+
+async def _ask(hook: MemoryHook, text: str, call_id: str, reply: str) -> list[str]:
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request(text, call_id=call_id), "acompletion"
+    )
+    assert data is not None
+    await hook.async_post_call_success_hook(data, Auth(), model_response(reply))
+    await hook.drain()
+    return _earlier(data)
+
+
+async def test_a_question_about_a_day_recalls_its_lines_the_first_time_and_on_regenerate(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A fresh user imports a dated history and asks about a day in words no line shares
+    ("talk"): the lines said that day are recalled, those with content first (the greetings
+    left out while content lines fill the recall), in time order with the day in their labels,
+    nothing of other days. The same question sent again as a regenerate recalls the same lines:
+    the stored question and the reply it replaces, which share its words, are in the recent
+    window and weigh nothing (before, a date alone recalled nothing, either time)."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    await _imported(store, prefix)
+    hook = make_hook(any_redis, prefix)
+    question = "What did we talk about on 2 May 2023?"
+    first = await _ask(hook, question, "q1", "Let me think about 2 May 2023.")
+    again = await _ask(hook, question, "q2", "On 2 May 2023 we talked about Lisbon.")
+    assert [x.split("] ", 1)[1] for x in first] == [
+        "user: We booked the flights to Lisbon for the wedding in June",
+        "assistant: Wonderful, a Lisbon wedding in June sounds lovely",
+        "user: My sister Noor also starts her nursing course in autumn",
+    ]
+    assert all(x.startswith("- [2023-05-02 12:0") for x in first)
+    assert again == first
+    turns = await store.all_turns(ConversationKeys.for_ids(prefix, "master", "u-A", "demo"))
+    assert [t.text for t in turns[-2:]] == [question, "On 2 May 2023 we talked about Lisbon."]
+
+
+async def test_a_request_that_merely_contains_a_date_recalls_nothing(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """No question ("remind me on 2 May 2023 to phone the dentist", words matching no line):
+    the date only lifts lines that words matched, so nothing is recalled; the same date asked
+    about recalls that day."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    await _imported(store, prefix)
+    hook = make_hook(any_redis, prefix)
+    assert await _ask(hook, "remind me on 2 May 2023 to phone the dentist", "r1", "Sure.") == []
+    assert len(await _ask(hook, "what happened on 2 May 2023", "r2", "Let me see.")) == 3
+
+
+async def _prepared_lines(
+    store: MemoryStore, who: Identity, text: str, options: RecallOptions, now_ms: int
+) -> list[str]:
+    prepared = await prepare(
+        store,
+        who.keys,
+        who.memory,
+        [{"role": "user", "content": text}],
+        ContextOptions(recall=options, timezone="UTC"),
+        now_ms=now_ms,
+    )
+    assert prepared is not None
+    return [t.text for t in prepared.recalled]
+
+
+async def test_words_rarer_than_the_date_keep_it_a_lift(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A question whose word names fewer lines than the day holds ("Pixel": 2 lines; 3 May: 1
+    line, so "Pixel" on 3 May leads by the date; 2 May: 5 lines) is ranked by its words as
+    before, the day lifting its matches; a relative date ("last Tuesday", no question mark)
+    leads like an absolute one."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    who = await _imported(store, prefix)
+    options = RecallOptions(mode="fixed", k=4)
+    asked = T0 + 30 * DAY_MS
+    pixel = [text for _, _, text in OTHER_DAYS]
+    on_2 = await _prepared_lines(store, who, "What did Pixel do on 2 May 2023?", options, asked)
+    assert on_2 == pixel
+    on_3 = await _prepared_lines(store, who, "What did Pixel do on 3 May 2023?", options, asked)
+    assert on_3 == [pixel[1]]
+    tuesday = T0 + 8 * DAY_MS  # Tuesday 9 May: "last Tuesday" is 2 May
+    assert await _prepared_lines(store, who, "what happened last Tuesday", options, tuesday) == [
+        text for _, text in MAY_2[1:4]
+    ]
+
+
+async def test_a_busy_day_gives_at_most_the_date_led_cap(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A day of 30 short lines and a budget that would hold them all: a date-led recall keeps
+    ``DATE_LED_K_MAX`` lines, the greetings not among them."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "busy")
+    memory = keys.user_keys.memory_set(user_scope("demo"))
+    who = Identity("master", "u-A", "busy", "demo", keys, memory, "demo")
+    day = [
+        HistoryLine("user", "hi!" if i % 3 == 0 else f"note {i} about the garden beds", T0 + i)
+        for i in range(30)
+    ]
+    filler = [HistoryLine("user", f"ok {i}", T0 + 5 * DAY_MS + i) for i in range(50)]
+    await import_lines(store, who, [*day, *filler])
+    options = RecallOptions(chars=50_000, k_max=32)
+    found = await _prepared_lines(store, who, "What about 1 May 2023?", options, T0 + 9 * DAY_MS)
+    assert len(found) == recall.DATE_LED_K_MAX
+    assert "hi!" not in found
+
+
+# -- the pure pieces --------------------------------------------------------------------------
+
+
+def test_questions_and_requests() -> None:
+    """A question mark or an English question word first makes a question; a request that
+    contains a date does not."""
+    assert recall.asks_about_time("What did we talk about on 2 May 2023?")
+    assert recall.asks_about_time("what happened last tuesday")
+    assert recall.asks_about_time("Did we plan anything for 2023-05-02")
+    assert recall.asks_about_time("2 May 2023？")
+    assert not recall.asks_about_time("remind me on 3 May 2023 to call Bob")
+    assert not recall.asks_about_time("Whatever, 2 May 2023 it is")
+    assert not recall.asks_about_time("")
+
+
+def test_without_dates_leaves_the_other_words() -> None:
+    """Every form query_dates reads goes (relative ones only with a request time), so the
+    year and month names are not weighed as words of the question."""
+    now = T0 + 30 * DAY_MS
+    strip = dates.without_dates
+    assert recall.tokenize(strip("What did we talk about on 2 May 2023?", now)) == ["talk"]
+    assert recall.tokenize(strip("Pixel in May 2023, May 8, 2023 and 2023-05-09?", now)) == [
+        "pixel"
+    ]
+    assert recall.tokenize(strip("the garden plan last week or 3 days ago?", now)) == [
+        "garden",
+        "plan",
+    ]
+    assert "yesterday" in recall.tokenize(strip("the plan yesterday?", None))
+    assert strip("no dates here", now) == "no dates here"
+
+
+def test_dates_lead_when_no_older_line_shares_a_rarer_word() -> None:
+    """The date leads when it names no more lines than any word an older line shares; words
+    (and dates) that match only lines of the recent window are not weighed."""
+    day = "@2023-05-02"
+    lines = {day: [3, 4, 5], "talk": [1, 2, 9, 10], "lisbon": [4, 6], "new": [9, 10]}
+    one = recall.Collection(lines, {t: len(v) for t, v in lines.items()}, 10, 9)
+    assert recall.dates_lead(["talk"], [day], [one])  # talk: 4 lines, the day 3
+    assert not recall.dates_lead(["lisbon"], [day], [one])  # lisbon: 2 lines
+    assert recall.dates_lead(["new"], [day], [one])  # only in the window (seqs 9, 10)
+    assert recall.dates_lead([], [day], [one])
+    assert not recall.dates_lead([], ["@2023-06-01"], [one])
+    window_only = recall.Collection({day: [9]}, {day: 1}, 10, 9)
+    assert not recall.dates_lead([], [day], [window_only])
+    # another chat's lines count with this one's, as rank_collections counts them
+    other = recall.Collection({"lisbon": [1, 2]}, {"lisbon": 2}, 5, None)
+    assert recall.dates_lead(["lisbon"], [day], [one, other])
+
+
+def test_date_led_ranking_keeps_to_the_day_and_content() -> None:
+    """With the date as the main kind, only the day's lines are candidates and the words lift
+    those they match; then content first among equal scores, greetings out while content is
+    left, and back to them when nothing else is."""
+    day = "@2023-05-02"
+    postings = {day: [3, 4, 5, 6], "lisbon": [1, 5]}
+    ranked = recall.rank(
+        ["lisbon", day], postings, {}, 10, k=10, main_kinds=frozenset({recall.DATE_PREFIX})
+    )
+    assert [seq for seq, _ in ranked] == [5, 6, 4, 3]
+    assert recall.rank(["lisbon", day], postings, {}, 10, k=10) == [
+        ranked[0],
+        (1, pytest.approx(ranked[0][1] - ranked[1][1])),
+    ]
+    matched = recall.matched_seqs(["lisbon", "pixel"], postings, [3, 4, 5, 6])
+    assert matched == {5}
+    words = {3: 4, 4: 1, 5: 1, 6: 3}
+    order = recall.date_led_order(ranked, words.__getitem__, matched.__contains__)
+    assert [seq for seq, _ in order] == [5, 3, 6]
+    greetings = recall.date_led_order(ranked[2:], lambda _: 1, lambda _: False)
+    assert [seq for seq, _ in greetings] == [4, 3]
