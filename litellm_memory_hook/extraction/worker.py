@@ -61,6 +61,7 @@ from litellm_memory_hook.extraction.prompt import (
     ExtractionLine,
     build_extraction_messages,
 )
+from litellm_memory_hook.periodic import cancel_swallowed, finish_even_if_cancelled
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store.forgets import token_of
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, sweep_key
@@ -257,10 +258,11 @@ class ExtractionWorker:
         task, self._task = self._task, None
         if task is None:
             return
-        try:
-            await asyncio.wait_for(task, timeout_s)
-        except (TimeoutError, asyncio.CancelledError):
-            task.cancel()
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
+        # comes as the awaited task ends (gh-86296); here and in every wait of the package
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await task  # cancelled when the time is up
 
     async def run_forever(self) -> None:
         """Poll the due set until :meth:`stop`, beating meanwhile (the heartbeat is deleted
@@ -271,7 +273,7 @@ class ExtractionWorker:
         try:
             await self._poll()
         finally:
-            await asyncio.shield(self.heartbeat.stop())
+            await finish_even_if_cancelled(self.heartbeat.stop())
 
     async def _poll(self) -> None:
         redis_down = False
@@ -294,7 +296,10 @@ class ExtractionWorker:
                 logger.exception("memory worker: polling failed")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.extraction_poll_s)
+                async with asyncio.timeout(self.settings.extraction_poll_s):
+                    await self._wake.wait()
+            if cancel_swallowed():
+                raise asyncio.CancelledError
 
     async def run_due(self, limit: int = 20) -> list[JobOutcome]:
         """Run the jobs that are due now (at most ``limit``), one after another."""

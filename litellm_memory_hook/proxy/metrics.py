@@ -77,7 +77,6 @@ Structured log lines: :func:`log_event` writes one JSON object per line through 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -100,6 +99,7 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from litellm_memory_hook.core.prompt import LAYER_NAMES
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.periodic import Periodic
 from litellm_memory_hook.store.keys import metrics_index_key, metrics_snapshot_key
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.workers import WorkerBeat, read_workers
@@ -685,7 +685,7 @@ class MetricsPublisher:
         self.redis = redis
         self.prefix = prefix
         self.period_s = period_s
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(self._publish, period_s, name="litellm-memory-metrics-publisher")
 
     @property
     def ttl_s(self) -> float:
@@ -695,33 +695,23 @@ class MetricsPublisher:
     @property
     def running(self) -> bool:
         """Whether the task runs."""
-        return self._task is not None and not self._task.done()
+        return self._periodic.running
 
     def start(self) -> None:
         """Start publishing (once), on the running event loop: the first publish is now."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="litellm-memory-metrics-publisher"
-            )
+        self._periodic.start()
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.metrics.publish(self.redis, self.prefix, ttl_s=self.ttl_s)
-            except Exception:  # a bug must not stop later publishes; Redis errors never raise
-                logger.exception("memory metrics: publish failed")
-            await asyncio.sleep(self.period_s)
+    async def _publish(self) -> None:
+        await self.metrics.publish(self.redis, self.prefix, ttl_s=self.ttl_s)
 
     async def stop(self) -> None:
-        """Stop the task and publish once more: the process's last figures stay readable until
-        their snapshot expires (:attr:`ttl_s` seconds)."""
-        task, self._task = self._task, None
-        if task is None:
+        """Stop after the publish in flight (:class:`~litellm_memory_hook.periodic.Periodic`)
+        and publish once more: the process's last figures stay readable until their snapshot
+        expires (:attr:`ttl_s` seconds). Nothing happens when it was not started."""
+        if not self._periodic.running:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await self.metrics.publish(self.redis, self.prefix, ttl_s=self.ttl_s)
+        await self._periodic.stop()
+        await self._publish()
 
 
 __all__ = [

@@ -125,7 +125,8 @@ def install_shutdown(proxy_server: object, hook: MemoryHook) -> bool:
 
     async def proxy_shutdown_event(*args: Any, **kwargs: Any) -> Any:
         try:
-            await asyncio.wait_for(hook.shutdown(), SHUTDOWN_TIMEOUT_S)
+            async with asyncio.timeout(SHUTDOWN_TIMEOUT_S):
+                await hook.shutdown()
             logger.info("memory hook: stopped (worker and background writes)")
         except Exception:
             logger.exception("memory hook: shutdown failed")

@@ -24,7 +24,6 @@ readers are the metrics scrape, ``litellm-memory doctor`` / ``stats`` and the qu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +34,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.typing import EncodableT
 
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.periodic import Periodic
 from litellm_memory_hook.store.keys import due_key, worker_beat_key, workers_index_key
 
 logger = logging.getLogger("litellm_memory_hook")
@@ -274,20 +274,19 @@ class Heartbeat:
         self.prefix = prefix
         self.beat = beat
         self.interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(
+            self.beat_once, interval_s, name="litellm-memory-worker-heartbeat"
+        )
         self._failing = False
 
     @property
     def running(self) -> bool:
         """Whether the task runs."""
-        return self._task is not None and not self._task.done()
+        return self._periodic.running
 
     def start(self) -> None:
         """Start beating (once), on the running event loop: the first beat is now."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="litellm-memory-worker-heartbeat"
-            )
+        self._periodic.start()
 
     async def beat_once(self) -> bool:
         """Write one heartbeat now; False when Redis failed (logged once per outage)."""
@@ -304,26 +303,18 @@ class Heartbeat:
         self._failing = False
         return True
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.beat_once()
-            except Exception:  # a bug must not stop later beats
-                logger.exception("memory worker: heartbeat failed")
-            await asyncio.sleep(self.interval_s)
-
     async def stop(self) -> None:
-        """Stop beating and delete the heartbeat (at most :data:`REMOVE_TIMEOUT_S` seconds;
-        when Redis does not answer, it expires on its own)."""
-        task, self._task = self._task, None
-        if task is None:
+        """Stop beating after the beat in flight (:class:`~litellm_memory_hook.periodic.
+        Periodic`) and delete the heartbeat (at most :data:`REMOVE_TIMEOUT_S` seconds; when
+        Redis does not answer, it expires on its own). Nothing happens when it was not
+        started."""
+        if not self._periodic.running:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await self._periodic.stop()
         worker = self.beat(_now_ms()).id
         try:
-            await asyncio.wait_for(remove_beat(self.redis, self.prefix, worker), REMOVE_TIMEOUT_S)
+            async with asyncio.timeout(REMOVE_TIMEOUT_S):
+                await remove_beat(self.redis, self.prefix, worker)
         except (*REDIS_FAILURES, TimeoutError) as exc:
             logger.warning("memory worker %s: heartbeat not deleted (expires): %s", worker, exc)
 
