@@ -793,3 +793,57 @@ def test_a_lone_surrogate_in_the_new_turn_and_its_prefill_is_planned_in_stored_f
     assert plan.new[0] is sent[2] and plan.new[1] is sent[3]
     assert plan.replace == ()
     assert plan.surrogates == 2
+
+
+def test_a_tool_exchange_the_store_never_saw_is_stored_with_its_question() -> None:
+    """A whole-history client whose messages meet nothing stored (a task it ran elsewhere, or
+    with memory off) sends a tool exchange: the question that started it is stored before the
+    call, results and answer, so no stored call is left without its question (fresh-user run:
+    "weather in Paris?" was lost, its call and answer kept); older unknown history is not."""
+    call = {"id": "c1", "type": "function", "function": {"name": "wx", "arguments": "{}"}}
+    exchange = [
+        _user("weather in Paris?"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    state = _state(("user", "I like hiking."), ("assistant", "Noted."))
+    for earlier in ([], [_user("hello"), _assistant("hi")]):
+        plan = plan_turn([*earlier, *exchange], state, now_ms=NOW)
+        assert plan is not None
+        assert [(t.role, t.text) for t in plan.pending] == [
+            ("user", "weather in Paris?"),
+            ("assistant", ""),
+            ("tool", "sunny"),
+        ]
+        assert not plan.replace
+
+
+def test_a_tool_exchange_beside_a_parallel_requests_turns_keeps_its_question() -> None:
+    """The client's history parts from the store at turns another request stored moments ago
+    (kept, not replaced): its new tool exchange is appended with the question that started
+    it, which the store does not hold; a question the store holds is not stored again."""
+    call = {"id": "c1", "type": "function", "function": {"name": "wx", "arguments": "{}"}}
+    old = [
+        Turn(role=r, text=t, ts_ms=NOW - 60_000, seq=i + 1)
+        for i, (r, t) in enumerate([("user", "hello"), ("assistant", "hi")])
+    ]
+    parallel = [
+        Turn(role="user", text="other tab", ts_ms=NOW - 1_000, seq=3),
+        Turn(role="assistant", text="reply there", ts_ms=NOW - 1_000, seq=4),
+    ]
+    state = ConversationState(meta={"seq": "4"}, tail=[*old, *parallel])
+    messages = [
+        _user("hello"),
+        _assistant("hi"),
+        _user("weather in Paris?"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    plan = plan_turn(messages, state, now_ms=NOW)
+    assert plan is not None
+    assert not plan.replace
+    assert [(t.role, t.text) for t in plan.pending] == [
+        ("user", "weather in Paris?"),
+        ("assistant", ""),
+        ("tool", "sunny"),
+    ]

@@ -583,7 +583,10 @@ def _plan_whole_history(
       tail): nothing stored is touched; the new turn is appended;
     * turns that would be replaced but were stored less than ``BRANCH_GRACE_MS`` ago are kept
       and the new turn is appended (a parallel request stored them; not an edit); tool results
-      whose call is the newest stored turn append only the results, as when nothing aligns.
+      whose call is the newest stored turn append only the results, as when nothing aligns;
+      in both cases a new turn that starts with a tool call the store does not hold goes with
+      the client's unstored messages from the question that started it
+      (:func:`_unstored_question`), so the call is never stored without its question.
     """
     tail = list(state.tail)
     stored = [t for t in tail if not t.partial]
@@ -607,8 +610,18 @@ def _plan_whole_history(
             **common,
         )
 
+    def append(unstored: Sequence[Message]) -> list[Turn]:
+        """The new turns appended after the stored ones, with the question of the exchange
+        they go on when ``unstored`` (client messages the store does not hold) holds it."""
+        appended = _after_stored_call(new_turns, stored)
+        asked = _unstored_question(unstored, appended)
+        return [
+            *messages_to_turns(asked, ts_ms=now_ms, call_id=call_id, max_chars=max_chars),
+            *appended,
+        ]
+
     if alignment is None:
-        return plan(_after_stored_call(new_turns, stored), (), tail[-1].text if tail else "")
+        return plan(append(client_history), (), tail[-1].text if tail else "")
     from_seq = 0
     pending: list[Turn] = list(new_turns)
     if alignment.client_at < len(client_history):
@@ -660,7 +673,8 @@ def _plan_whole_history(
     if any(not t.partial and t.ts_ms > now_ms - BRANCH_GRACE_MS for t in replace):
         # Turns stored moments ago that this client's history does not show are another
         # request's (two tabs, parallel requests), not an edit: keep them, append.
-        return plan(_after_stored_call(new_turns, stored), (), tail[-1].text if tail else "")
+        unstored = client_history[alignment.client_at :]
+        return plan(append(unstored), (), tail[-1].text if tail else "")
     before = [t for t in stored if not from_seq or t.seq < from_seq]
     return plan(pending, replace, before[-1].text if before else "")
 
@@ -680,6 +694,23 @@ def _after_stored_call(new_turns: Sequence[Turn], stored: Sequence[Turn]) -> lis
     ):
         return list(new_turns[1:])
     return list(new_turns)
+
+
+def _unstored_question(
+    client_history: Sequence[Message], appended: Sequence[Turn]
+) -> Sequence[Message]:
+    """The client's messages of the exchange that the appended turns go on, when they start
+    with a tool call and nothing of the client's history is stored: from its last user message
+    (the question that started the call) to the end of its history; ``[]`` otherwise.
+
+    Appended alone, the call, its results and the answer would be stored without the question
+    that asked for them (the client sent it, the store never saw it).
+    """
+    first = appended[0] if appended else None
+    if first is None or first.role != "assistant" or not first.tool_calls:
+        return []
+    users = [i for i, m in enumerate(client_history) if m.get("role") == "user"]
+    return client_history[users[-1] :] if users else []
 
 
 def _keep_times(
