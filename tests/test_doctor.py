@@ -20,7 +20,7 @@ import pytest
 import redis
 from typer.testing import CliRunner
 
-from litellm_memory_hook.store.embedded import redis_binary, start_embedded
+from litellm_memory_hook.store.embedded import ServeLock, redis_binary, start_embedded
 from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 from litellm_memory_hook.tools.cli_ops import (
@@ -181,6 +181,49 @@ def test_doctor_on_the_embedded_redis(tmp_path: Path) -> None:
     assert checks["redis"]["detail"].startswith(f"embedded, socket {embedded.socket}")
     assert checks["persistence"]["status"] == "ok"
     assert checks["maxmemory-policy"]["status"] == "ok"
+
+
+def test_doctor_fails_when_the_running_serves_embedded_redis_is_gone(tmp_path: Path) -> None:
+    """A serve holds the folder but its embedded Redis does not answer (it died: kill -9, out of
+    memory): the proxy runs without memory, so doctor fails, naming the serve and what to do
+    (fresh-user run: doctor said "no embedded Redis running: serve starts one", info, and
+    "ready", exit 0, while every request went without memory)."""
+    folder = tmp_path / "data"
+    lock = ServeLock.acquire(folder)
+    try:
+        code, checks, _ = doctor("--data-dir", str(folder), "--standin-port", "0")
+    finally:
+        lock.release()
+    assert checks["redis"]["status"] == "fail"
+    assert f"serve (pid {os.getpid()})" in checks["redis"]["detail"]
+    assert "does not answer" in checks["redis"]["detail"]
+    assert code == 1
+
+
+def test_a_command_that_starts_a_serves_redis_again_says_it_stays(tmp_path: Path) -> None:
+    """A command run while a serve holds the folder and its embedded Redis is gone starts it
+    again and leaves it running for that serve: it says so (fresh-user run: "started for this
+    command", which reads as stopped again when the command exits)."""
+    folder = tmp_path / "data"
+    lock = ServeLock.acquire(folder)
+    try:
+        result = CliRunner().invoke(
+            cli.app,
+            [
+                "stats",
+                "--no-scan",
+                "--config",
+                str(REPO / "config.yaml"),
+                "--data-dir",
+                str(folder),
+            ],
+        )
+    finally:
+        start_embedded(folder, owner=True).stop()
+        lock.release()
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())  # the console wraps long lines
+    assert f"started again, left running for serve pid {os.getpid()}" in said
 
 
 def test_doctor_reports_taken_ports(tmp_path: Path) -> None:

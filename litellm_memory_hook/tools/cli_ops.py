@@ -280,7 +280,8 @@ def redis_url(
     settings: MemorySettings, data_dir: Path, *, quiet: bool = False, create: bool = False
 ) -> str:
     """The configured Redis URL; with none configured, the embedded Redis of ``data_dir`` (the
-    one ``serve`` runs, attached to; started for this command when none runs). Notes go to
+    one ``serve`` runs, attached to; started for this command when none runs, and left
+    running when a ``serve`` holds the folder: that serve's Redis had stopped). Notes go to
     stderr, so stdout stays clean for JSON.
 
     Raises:
@@ -290,11 +291,17 @@ def redis_url(
     """
     if "redis_url" in settings.model_fields_set:
         return settings.redis_url
-    from litellm_memory_hook.store.embedded import start_embedded
+    from litellm_memory_hook.store.embedded import serve_lock_holder, start_embedded
 
     embedded = start_embedded(data_dir, create=create)
     if not quiet:
-        state = "running" if not embedded.started else "started for this command"
+        holder = serve_lock_holder(data_dir) if embedded.started else None
+        if not embedded.started:
+            state = "running"
+        elif holder is not None:  # serve's own Redis had stopped: it stays up for that serve
+            state = f"started again, left running for serve pid {holder}"
+        else:
+            state = "started for this command"
         err_console.print(f"embedded Redis {embedded.socket} ({state})", style="dim")
     return embedded.url
 
@@ -993,6 +1000,19 @@ def doctor_checks(
                 checks.extend(found)
                 if _reachable(found):
                     checks.append(read_worker_check(f"unix://{sock}", settings))
+            elif holder is not None:
+                # the serve that owns the folder runs, but its Redis died (kill, OOM): its
+                # proxy answers every request without memory
+                checks.append(
+                    Check(
+                        "redis",
+                        "fail",
+                        f"serve (pid {holder}) holds {data_dir}/ but its embedded Redis does not "
+                        f"answer on {sock}: requests go without memory (their turns wait in the "
+                        "proxy's buffer); any litellm-memory command with this --data-dir "
+                        "(e.g. stats) starts it again for that serve, or restart serve",
+                    )
+                )
             else:
                 checks.append(
                     Check(
