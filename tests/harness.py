@@ -7,6 +7,8 @@ import copy
 import json
 import os
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -115,6 +117,41 @@ def start_proxy(config: Path, port: int, log: Path, env: dict[str, str]) -> subp
     )
     wait_http(f"http://127.0.0.1:{port}/health/liveliness", process, PROXY_START_S, log)
     return process
+
+
+#: runs the ``litellm-memory`` CLI with the memory commands registered (``worker`` included)
+_CLI_SCRIPT = (
+    "from litellm_memory_hook.tools import cli\n"
+    "from litellm_memory_hook.tools.cli_memory import register\n"
+    "register(cli.app)\n"
+    "cli.app()\n"
+)
+
+
+def start_worker(config: Path, cwd: Path) -> tuple[subprocess.Popen[str], str]:
+    """A real ``litellm-memory worker --config CONFIG`` process, returned once it says it runs
+    (within 60 s), with what it printed until then; killed when it does not."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _CLI_SCRIPT, "worker", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "200"},
+    )
+    assert process.stdout is not None
+    seen = ""
+    started = time.monotonic()
+    while "Ctrl-C stops" not in seen and time.monotonic() - started < 60:
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen += line
+    if "Ctrl-C stops" not in seen:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"the worker did not start: {seen}")
+    return process, seen
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

@@ -8,9 +8,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +21,7 @@ from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 
 from .conftest import cli_key_prefix
-from .harness import REPO, free_port, start_standin, stop
+from .harness import REPO, free_port, start_standin, start_worker, stop
 
 pytestmark = pytest.mark.redis
 
@@ -275,31 +272,8 @@ def test_worker_once_extracts_with_the_standin(
 
 def test_worker_stops_on_sigterm(config: Path, tmp_path: Path) -> None:
     """`worker` runs until SIGTERM, then stops after its current job and exits 0."""
-    script = (
-        "from litellm_memory_hook.tools import cli\n"
-        "from litellm_memory_hook.tools.cli_memory import register\n"
-        "register(cli.app)\n"
-        "cli.app()\n"
-    )
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "200"}
-    process = subprocess.Popen(
-        [sys.executable, "-c", script, "worker", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-    )
+    process, seen = start_worker(config, tmp_path)
     try:
-        assert process.stdout is not None
-        started = time.monotonic()
-        seen = ""
-        while "Ctrl-C stops" not in seen and time.monotonic() - started < 60:
-            line = process.stdout.readline()
-            if not line:
-                break
-            seen += line
-        assert "Ctrl-C stops" in seen, seen
         process.send_signal(signal.SIGTERM)
         rest, _ = process.communicate(timeout=30)
         assert process.returncode == 0, seen + rest

@@ -9,8 +9,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,7 +46,7 @@ from litellm_memory_hook.tools.cli_memory import register
 from litellm_memory_hook.tools.cli_ops import WORKERS_CHECK, workers_check
 
 from .conftest import ALIASES, cli_key_prefix, make_hook, real_redis_url
-from .harness import REPO
+from .harness import REPO, start_worker
 
 register(cli.app)
 
@@ -323,35 +321,6 @@ def config(tmp_path: Path, key_prefix: str) -> Path:
     return path
 
 
-def _start_worker(config: Path, cwd: Path) -> subprocess.Popen[str]:
-    """`litellm-memory worker --config CONFIG`, once it says it runs."""
-    script = (
-        "from litellm_memory_hook.tools import cli\n"
-        "from litellm_memory_hook.tools.cli_memory import register\n"
-        "register(cli.app)\n"
-        "cli.app()\n"
-    )
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "200"}
-    process = subprocess.Popen(
-        [sys.executable, "-c", script, "worker", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=cwd,
-        env=env,
-    )
-    assert process.stdout is not None
-    seen = ""
-    started = time.monotonic()
-    while "Ctrl-C stops" not in seen and time.monotonic() - started < 60:
-        line = process.stdout.readline()
-        if not line:
-            break
-        seen += line
-    assert "Ctrl-C stops" in seen, seen
-    return process
-
-
 def _doctor(config: Path) -> dict[str, str]:
     """The doctor's extraction workers line."""
     result = CliRunner().invoke(
@@ -395,7 +364,7 @@ def test_real_workers_stopped_and_killed(config: Path, key_prefix: str, tmp_path
         assert "none alive and 1 conversation(s) queued" in stranded["detail"]
         assert "worker_in_proxy is false" in stranded["detail"]
 
-        stopped = _start_worker(config, tmp_path)
+        stopped = start_worker(config, tmp_path)[0]
         try:
             _wait(lambda: len(live()) == 1)
             check = _doctor(config)
@@ -412,7 +381,7 @@ def test_real_workers_stopped_and_killed(config: Path, key_prefix: str, tmp_path
                 stopped.kill()
                 stopped.wait()
 
-        killed = _start_worker(config, tmp_path)
+        killed = start_worker(config, tmp_path)[0]
         try:
             _wait(lambda: len(live()) == 1)
             killed.kill()
