@@ -75,19 +75,25 @@ class Periodic:
             if cancel_swallowed():
                 raise asyncio.CancelledError
 
-    async def stop(self) -> None:
+    async def stop(self) -> bool:
         """End the loop after the run in flight, if any (cancelled after ``stop_timeout_s``
-        seconds: Redis does not answer). Returns at once when it was not started."""
+        seconds: Redis does not answer).
+
+        Returns:
+            Whether it had been started (its task may have ended already, cancelled): the
+            caller's clean-up after the last run is owed then.
+        """
         task, self._task = self._task, None
         if task is None or self._stopping is None:
-            return
+            return False
         self._stopping.set()
-        try:
-            async with asyncio.timeout(self.stop_timeout_s):
-                await asyncio.shield(task)
-        except TimeoutError:
+        # asyncio.wait leaves the task's own outcome (an exception, a cancellation) in it, and
+        # raises only a cancellation of the caller
+        done, _ = await asyncio.wait({task}, timeout=self.stop_timeout_s)
+        if not done:
             task.cancel()
-            await asyncio.wait({task})  # its CancelledError stays in it; ours is raised
+            await asyncio.wait({task})
+        return True
 
 
 def cancel_swallowed() -> bool:

@@ -90,3 +90,21 @@ async def test_cancel_swallowed_is_false_after_a_timeout_block() -> None:
         async with asyncio.timeout(0.01):
             await asyncio.sleep(1)
     assert not cancel_swallowed()
+
+
+async def test_a_heartbeat_whose_task_ended_is_still_deleted_at_stop() -> None:
+    """The beat task ended before stop (cancelled on its own): stop still deletes the beat."""
+    redis: Any = fakeredis.FakeAsyncRedis()
+    worker = _worker(redis, "te")
+    worker.heartbeat.start()
+    for _ in range(100):
+        if await read_workers(redis, "te"):
+            break
+        await asyncio.sleep(0.01)
+    task = worker.heartbeat._periodic._task
+    assert task is not None
+    task.cancel()
+    await asyncio.wait({task})
+    assert not worker.heartbeat.running
+    await worker.heartbeat.stop()
+    assert await read_workers(redis, "te") == []

@@ -708,10 +708,8 @@ class MetricsPublisher:
         """Stop after the publish in flight (:class:`~litellm_memory_hook.periodic.Periodic`)
         and publish once more: the process's last figures stay readable until their snapshot
         expires (:attr:`ttl_s` seconds). Nothing happens when it was not started."""
-        if not self._periodic.running:
-            return
-        await self._periodic.stop()
-        await self._publish()
+        if await self._periodic.stop():
+            await self._publish()
 
 
 __all__ = [

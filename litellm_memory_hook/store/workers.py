@@ -306,11 +306,10 @@ class Heartbeat:
     async def stop(self) -> None:
         """Stop beating after the beat in flight (:class:`~litellm_memory_hook.periodic.
         Periodic`) and delete the heartbeat (at most :data:`REMOVE_TIMEOUT_S` seconds; when
-        Redis does not answer, it expires on its own). Nothing happens when it was not
+        Redis does not answer, it expires on its own). Nothing happens when it was never
         started."""
-        if not self._periodic.running:
+        if not await self._periodic.stop():
             return
-        await self._periodic.stop()
         worker = self.beat(_now_ms()).id
         try:
             async with asyncio.timeout(REMOVE_TIMEOUT_S):
