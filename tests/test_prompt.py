@@ -465,9 +465,11 @@ def test_tag_soup_cannot_add_markers(pieces: list[str]) -> None:
 )
 def test_strip_injected_is_linear_on_hostile_input(attack: str) -> None:
     """A client's system text cannot stall the event loop: long white-space runs and thousands
-    of tags are handled in linear time (an 80 KB message used to take 16 s)."""
+    of tags are handled in linear time (an 80 KB message used to take 16 s). Timed in this
+    process's CPU time: the wall clock also counts the machine's other work (a CI run read
+    0.75 s for a call that takes 12 ms)."""
     import time
 
-    started = time.perf_counter()
+    started = time.process_time()
     strip_injected(attack)
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < 0.5
