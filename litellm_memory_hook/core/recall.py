@@ -28,7 +28,11 @@ Terms:
     (after light English suffix stripping) and of every Devanagari word (romanised with
     ``indic_transliteration``). Spelling variants of romanised Hindi meet (nahi / nhi / नहीं,
     mujhe / mjhe, rehti / रहती), so do a name in both scripts (Seema / सीमा) and English
-    inflections (paint / painting). Weight 0.5.
+    inflections (paint / painting). Weight 0.5. In English the skeleton also joins different
+    words (parrot / party, team / time): :func:`sound_alike` tells a spelling or form of one
+    word from another word, and recall (:class:`SoundAlikes`, used by
+    :mod:`litellm_memory_hook.proxy.recall_step`) and :func:`rank_texts` take the weight of such
+    a false key off again, unless the text reads as romanised Hindi.
   - ``^`` context keys: a message that follows a question is also indexed under the plain words
     of that question (the store passes the previous message's text as ``previous``), and a query
     looks for each of its words there too, so a reply that answers a question without repeating
@@ -72,12 +76,14 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 import unicodedata
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -85,9 +91,11 @@ import numpy.typing as npt
 import regex
 from icu4py.breakers import WordBreaker
 from indic_transliteration import sanscript
+from rapidfuzz.distance import OSA, Indel
 
 from litellm_memory_hook.core.dates import DATE_PREFIX, QUESTION_WORDS
 from litellm_memory_hook.core.memo import short_text_memo
+from litellm_memory_hook.core.script import has_hinglish_marker
 
 __all__ = [
     "BOOST_KINDS",
@@ -108,18 +116,23 @@ __all__ = [
     "PHONETIC_PREFIX",
     "PLAIN_TERM_OPTIONS",
     "Collection",
+    "SoundAlikes",
     "TermOptions",
     "asks_about_time",
+    "capitalised_words",
     "content_words",
     "date_led_order",
     "date_postings",
     "dates_lead",
     "default_stopwords",
     "english_stem",
+    "false_sound_alikes",
     "fill_budget",
+    "holders",
     "idf",
     "index_terms",
     "is_question",
+    "load_lemmas",
     "load_stopwords",
     "matched_seqs",
     "phonetic_key",
@@ -128,7 +141,9 @@ __all__ = [
     "rank_collections",
     "rank_texts",
     "score",
+    "sound_alike",
     "term_kind",
+    "term_weight",
     "tokenize",
 ]
 
@@ -524,20 +539,28 @@ def _devanagari_latin(word: str) -> str:
 
 
 @lru_cache(maxsize=65536)
+def _ascii_form(word: str) -> str | None:
+    """A Latin-script word without its diacritics, when that leaves ASCII letters only (cafe for
+    café); else ``None``."""
+    if _LATIN_WORD.fullmatch(word) is None:
+        return None
+    stripped = "".join(
+        c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)
+    )
+    return stripped if _ASCII_WORD.fullmatch(stripped) is not None else None
+
+
+@lru_cache(maxsize=65536)
 def _phonetic_key_cached(word: str, options: TermOptions) -> str | None:
     if _DEVANAGARI.search(word) is not None:
         if not options.translit:
             return None
         latin = _devanagari_latin(word)
-    elif _LATIN_WORD.fullmatch(word) is not None:
-        stripped = "".join(
-            c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)
-        )
-        if _ASCII_WORD.fullmatch(stripped) is None:
+    else:
+        stripped = _ascii_form(word)
+        if stripped is None:
             return None
         latin = english_stem(stripped) if options.stem_in_key else stripped
-    else:
-        return None
     if not latin:
         return None
     skeleton = _skeleton(latin, final_nasal=options.final_nasal)
@@ -572,7 +595,255 @@ def phonetic_key(word: str, options: TermOptions = DEFAULT_TERM_OPTIONS) -> str 
     """
     if not options.phonetic:
         return None
+    if options is DEFAULT_TERM_OPTIONS:  # one string to hash: the indexing and recall path
+        return _default_phonetic_key(word)
     return _phonetic_key_cached(word, options)
+
+
+@lru_cache(maxsize=65536)
+def _default_phonetic_key(word: str) -> str | None:
+    return _phonetic_key_cached(word, DEFAULT_TERM_OPTIONS)
+
+
+INFLECTION_PREFIX = 4
+"""Shortest shared beginning of two English stems that :func:`sound_alike` takes for two forms
+of one word (dance / dancing: "danc"; cream / creamy: "cream")."""
+
+
+def load_lemmas() -> None:
+    """Load ``lemminflect``'s English lemma dictionary now (about 0.5 s, once per process), so
+    that the first request whose recall needs it (:func:`sound_alike`) does not wait for it."""
+    _english_lemmas("took")
+
+
+@lru_cache(maxsize=16384)
+def _english_lemmas(word: str) -> frozenset[str]:
+    """The English lemmas of a lower-case ASCII word, of any part of speech (``lemminflect``'s
+    dictionary and rules; took -> take, movies -> movie), else none."""
+    from lemminflect import getAllLemmas  # its dictionary takes ~0.2 s to load: on first use
+
+    return frozenset(lemma for lemmas in getAllLemmas(word).values() for lemma in lemmas)
+
+
+def sound_alike(a: str, b: str, *, loose: bool = False) -> bool:
+    """Whether two plain words that share a phonetic key are one word in two spellings or forms,
+    and not two words that the key's consonant skeleton happens to join.
+
+    The key was made for romanised Hindi, whose spellings differ mostly in vowels (rehti /
+    rahti, theek / thik, bahut / bohot). In English, words with the same consonants are usually
+    different words: parrot / party (``~prt``), team / time, son / sun, share / sure. So, unless
+    ``loose``, two different Latin-script words sound alike only when
+
+    * they are forms of one English word: a lemma in common (``lemminflect``: take / took,
+      find / found, movie / movies), or the same stem by :func:`english_stem` (paint /
+      painting), or
+    * the stems share their first ``INFLECTION_PREFIX`` (4) letters or more, and all but at
+      most one letter of the shorter one (dance / dancing, cream / creamy, share / shared), or
+    * they are a typo apart: between stems of 5 to 7 letters, one letter left out or added
+      (colour / color) or two neighbours swapped (theatre / theater), not one letter changed:
+      with the same consonants that is a vowel, and think / thank, black / block are two words;
+      from 8 letters on, an optimal-string-alignment distance (Damerau-Levenshtein with adjacent
+      transpositions, ``rapidfuzz``) of at most 2 (recommend / reccomend, definitely /
+      definately); below 5 letters none, where one letter makes another word.
+
+    A word in another script (Devanagari, whose key is a romanisation) always sounds like a
+    word with its key: the two cannot be compared letter by letter.
+
+    Args:
+        a / b: plain words as :func:`tokenize` returns them.
+        loose: the query or the line reads as romanised Hindi
+            (:func:`~litellm_memory_hook.core.script.has_hinglish_marker`): any two words with
+            the same key sound alike, as the key intends.
+
+    Returns:
+        True when recall may count the key as a match between them.
+    """
+    if a == b or loose:
+        return True
+    left, right = _ascii_form(a), _ascii_form(b)
+    if left is None or right is None:
+        return True
+    if not _english_lemmas(left).isdisjoint(_english_lemmas(right)):
+        return True
+    left, right = english_stem(left), english_stem(right)
+    if left == right:
+        return True
+    shorter = min(len(left), len(right))
+    shared = 0
+    for x, y in zip(left, right, strict=False):
+        if x != y:
+            break
+        shared += 1
+    if shared >= max(INFLECTION_PREFIX, shorter - 1):
+        return True
+    if shorter >= 8:
+        return OSA.distance(left, right) <= 2
+    if shorter < 5:
+        return False
+    # a letter left out or added, or two swapped; not one changed: with the consonants the
+    # same, that is a vowel, and think / thank, black / block are two words
+    return Indel.distance(left, right) <= 1 or (
+        OSA.distance(left, right) == 1 and sorted(left) == sorted(right)
+    )
+
+
+_CAPITALISED = regex.compile(r"\b\p{Lu}[\p{L}\p{M}]*")
+_ASCII_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z]*")
+_ASCII_RUN = re.compile("[a-z0-9]+")
+
+
+def capitalised_words(text: str) -> frozenset[str]:
+    """The words of a text written with a capital first letter, casefolded as :func:`tokenize`
+    gives them: its names, and the first word of each sentence ("Seema", "Sima loves tea")."""
+    if text.isascii():  # the usual line: the stdlib's engine, several times faster
+        return frozenset(w.lower() for w in _ASCII_CAPITALISED.findall(text))
+    return frozenset(m.group().casefold() for m in _CAPITALISED.finditer(text))
+
+
+def _line_words(text: str) -> Iterable[str]:
+    """The distinct plain words of a line (:func:`tokenize`, default stopwords); for an ASCII
+    text, the same words found by the stdlib's engine (runs of letters and digits, lower case),
+    without the cost of Unicode normalisation."""
+    if not text.isascii():
+        return dict.fromkeys(tokenize(text))
+    stop = default_stopwords()
+    return {
+        w: None
+        for w in _ASCII_RUN.findall(text.lower())
+        if len(w) >= MIN_WORD_CHARS and w not in stop
+    }
+
+
+def false_sound_alikes(
+    query_words: Sequence[str],
+    text: str,
+    keys: Iterable[str],
+    *,
+    loose: bool = False,
+    names: Set[str] = frozenset(),
+    options: TermOptions = DEFAULT_TERM_OPTIONS,
+) -> frozenset[str]:
+    """The phonetic keys that a line matched a query on only through words that do not sound
+    alike (:func:`sound_alike`): recall takes their weight off the line's score, so that a
+    question about a parrot does not recall a line about a party.
+
+    Two words both written with a capital letter, in the query and in the line, are taken for
+    one name in two spellings, whose romanisations vary as romanised Hindi does (Seema / Sima).
+
+    Args:
+        query_words: the query's plain words (the plain terms of :func:`query_terms`).
+        text: the line's text.
+        keys: the ``~`` keys the line matched (whose postings hold it).
+        loose: the query reads as romanised Hindi (the line is checked here too).
+        names: the query's :func:`capitalised_words`.
+        options: the term scheme of the keys.
+
+    Returns:
+        The false keys among ``keys`` (empty when every key joins some pair that sounds alike,
+        or when the text reads as romanised Hindi).
+    """
+    wanted = frozenset(keys)
+    if not wanted or loose:
+        return frozenset()
+    asked: dict[str, list[str]] = {}
+    for word in query_words:
+        key = phonetic_key(word, options)
+        if key in wanted:
+            asked.setdefault(key, []).append(word)
+    said: dict[str, list[str]] = {}
+    for word in _line_words(text):
+        key = phonetic_key(word, options)
+        if key in asked:
+            said.setdefault(key, []).append(word)
+    line_names = capitalised_words(text) if names else frozenset()
+
+    def alike(a: str, b: str) -> bool:
+        return (a in names and b in line_names) or sound_alike(a, b)
+
+    false = frozenset(
+        key
+        for key, words in asked.items()
+        if key in said and not any(alike(a, b) for a in words for b in said[key])
+    )
+    return false if false and not has_hinglish_marker(text) else frozenset()
+
+
+@dataclass(frozen=True)
+class SoundAlikes:
+    """The query side of :func:`false_sound_alikes`, made once per request, so that each
+    recalled line costs a single regular-expression scan in the usual case.
+
+    A line that holds a query word itself matched that word's key through the pair (word,
+    word), which sounds alike; only the keys that a line holds without any of their query words
+    are judged word by word, on its text.
+
+    Attributes:
+        words: the query's plain words.
+        keys: the ``~`` keys among the query's terms.
+        key_words: key -> the query words with that key (empty: nothing to check).
+        names: the query's :func:`capitalised_words`.
+        loose: the query reads as romanised Hindi (every key counts).
+        options: the term scheme of the keys.
+    """
+
+    words: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    key_words: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    names: frozenset[str] = frozenset()
+    loose: bool = False
+    options: TermOptions = DEFAULT_TERM_OPTIONS
+
+    @classmethod
+    def of(
+        cls, text: str, terms: Sequence[str], options: TermOptions = DEFAULT_TERM_OPTIONS
+    ) -> SoundAlikes:
+        """The check for a query ``text`` whose terms are ``terms`` (:func:`query_terms`)."""
+        words = tuple(t for t in terms if not term_kind(t))
+        keys = tuple(t for t in terms if term_kind(t) == PHONETIC_PREFIX)
+        if not keys or has_hinglish_marker(text):
+            return cls(words, keys, loose=bool(keys), options=options)
+        key_words: dict[str, list[str]] = {}
+        for word in words:
+            key = phonetic_key(word, options)
+            if key is not None:
+                key_words.setdefault(key, []).append(word)
+        return cls(
+            words,
+            keys,
+            MappingProxyType({k: tuple(v) for k, v in key_words.items()}),
+            capitalised_words(text),
+            options=options,
+        )
+
+    def false_keys(self, text: str, open_keys: Sequence[str]) -> frozenset[str]:
+        """:func:`false_sound_alikes` of a line: the keys whose weight its score loses.
+
+        Args:
+            text: the line's text.
+            open_keys: the keys the line holds without any of their query words (the others
+                join it to the query through the word itself).
+        """
+        if self.loose or not open_keys:
+            return frozenset()
+        return false_sound_alikes(
+            self.words, text, open_keys, names=self.names, options=self.options
+        )
+
+    def risky(self, collections: Sequence[Collection]) -> list[str]:
+        """The keys that may join a line to the query through another word: those whose
+        document frequency, in some collection, exceeds that of each of their query words (the
+        key's lines are more than the lines holding the words themselves). Other keys are never
+        false, and are not checked line by line."""
+        if self.loose:
+            return []
+        out = []
+        for key, words in self.key_words.items():
+            for collection in collections:
+                df = collection.df
+                if df.get(key, 0) > max(df.get(w, 0) for w in words):
+                    out.append(key)
+                    break
+        return out
 
 
 _QUESTION_MARKS = regex.compile(r"[?\u00bf\u061f\u2e2e\uff1f]")
@@ -1022,6 +1293,21 @@ def rank_collections(
     return out
 
 
+def term_weight(
+    term: str, collections: Sequence[Collection], term_weights: Mapping[str, float] | None = None
+) -> float:
+    """What one matched term adds to a line's score in :func:`rank_collections` over these
+    collections: ``weight(kind) * idf(N, df)``, N and df summed over the collections (a
+    collection whose postings of the term are empty adds no df, as there)."""
+    df = 0
+    for collection in collections:
+        seqs = collection.postings.get(term)
+        if seqs is not None and len(seqs) > 0:
+            df += collection.df.get(term, len(seqs))
+    n_docs = sum(c.n_docs for c in collections)
+    return _weights(term_weights).get(term_kind(term), 1.0) * idf(n_docs, df)
+
+
 def dates_lead(
     words: Sequence[str], dates: Sequence[str], collections: Sequence[Collection]
 ) -> bool:
@@ -1071,16 +1357,29 @@ def matched_seqs(terms: Sequence[str], postings: Postings, seqs: Iterable[int]) 
     Returns:
         Those seqs (a binary search per term: O(terms x len(seqs) x log postings)).
     """
-    wanted = np.unique(np.fromiter(seqs, dtype=np.int64))
-    hit = np.zeros(wanted.size, dtype=bool)
+    return frozenset().union(*holders(terms, postings, seqs).values())
+
+
+def holders(
+    terms: Sequence[str], postings: Postings, seqs: Iterable[int]
+) -> dict[str, frozenset[int]]:
+    """For each of ``terms``, the seqs among ``seqs`` that its postings hold (ascending, as the
+    store keeps them): a binary search per term, O(terms x len(seqs) x log postings).
+
+    Returns:
+        term -> those seqs (every term of ``terms``, possibly with none).
+    """
+    wanted = np.array(sorted(set(seqs)), dtype=np.int64)
+    out: dict[str, frozenset[int]] = {}
     for term in terms:
         found = postings.get(term)
         if found is None or len(found) == 0 or wanted.size == 0:
+            out[term] = frozenset()
             continue
         array = np.asarray(found, dtype=np.int64)
         at = np.minimum(np.searchsorted(array, wanted), array.size - 1)
-        hit |= array[at] == wanted
-    return frozenset(int(seq) for seq in wanted[hit])
+        out[term] = frozenset(wanted[array[at] == wanted].tolist())
+    return out
 
 
 def date_led_order(
@@ -1116,7 +1415,8 @@ def rank_texts(
 
     For short stored texts (memories): each is indexed with :func:`index_terms` (no context
     keys), the query gets :func:`query_terms`, and :func:`rank` scores them with the same
-    weights as recall.
+    weights as recall; the weight of a phonetic key that joined the query and a text only
+    through words that do not sound alike (:func:`false_sound_alikes`) is taken off again.
 
     Returns:
         One score per text (0.0 for a text sharing no term with the query).
@@ -1129,8 +1429,17 @@ def rank_texts(
     for number, text in enumerate(texts):
         for term in wanted.intersection(_text_terms_cached(text, options)):
             postings.setdefault(term, []).append(number)
+    check = SoundAlikes.of(query, query_terms_cached(query, options), options)
     for number, value in rank(list(wanted), postings, {}, len(texts), k=len(texts)):
-        scores[number] = value
+        open_keys = [
+            key
+            for key, words in check.key_words.items()
+            if number in postings.get(key, ())
+            and not any(number in postings.get(w, ()) for w in words)
+        ]
+        for term in check.false_keys(texts[number], open_keys):
+            value -= DEFAULT_TERM_WEIGHTS[PHONETIC_PREFIX] * idf(len(texts), len(postings[term]))
+        scores[number] = value if value > 1e-9 else 0.0
     return scores
 
 

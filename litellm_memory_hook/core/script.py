@@ -74,6 +74,7 @@ Rules of :func:`detect_script`:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -411,6 +412,23 @@ _LETTER_RUNS: Final = regex.compile(
 _LATIN_WORD: Final = regex.compile(
     r"[\p{L}&&\p{Script=Latin}]+(?:['\u2019][\p{L}&&\p{Script=Latin}]+)*", regex.V1
 )
+
+
+_HINGLISH_STRONG: Final[frozenset[str]] = HINGLISH_WORDS - HINGLISH_WEAK_WORDS
+_ASCII_RUN: Final = re.compile("[a-z]+")  # the markers are ASCII: the stdlib's engine is faster
+
+
+def has_hinglish_marker(text: str) -> bool:
+    """Whether a text holds a Hinglish marker that English text almost never holds: a word of
+    :data:`HINGLISH_WORDS` not in :data:`HINGLISH_WEAK_WORDS` (``hai``, ``kya``, ``mera``,
+    ``yaar``), any case. Recall uses it to let romanised-Hindi spelling variants meet
+    (:func:`litellm_memory_hook.core.recall.sound_alike`).
+
+    Returns:
+        True for "Mera kutta bahut cute hai"; False for "Join the beta" and for text without
+        Latin letters.
+    """
+    return not _HINGLISH_STRONG.isdisjoint(_ASCII_RUN.findall(text.casefold()))
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
+from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
@@ -353,6 +354,7 @@ class MemoryHook(CustomLogger):
         model: ExtractionModel | None = None,
     ) -> None:
         super().__init__()
+        recall.load_lemmas()  # ~0.5 s once per process: at startup, not on a request
         self._model = model
         self._buffer: WriteBuffer | None = None
         self._queue: ExtractionQueue | None = None
