@@ -295,6 +295,32 @@ async def test_stored_user_turn_is_the_clients_text_not_the_injected_prompt(
     assert all("base64" not in t["text"] and "mutated" not in t["text"] for t in stored)
 
 
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [("ما هذا؟", "Arabic script"), ("यह क्या है?", "Devanagari"), ("これは何ですか？", "Japanese")],
+)
+async def test_reminder_names_the_script_of_a_question_sent_with_an_image(
+    hook: MemoryHook, text: str, script: str
+) -> None:
+    """A question sent with a photo is in the question's script: the ``[image]`` placeholder
+    of its image part was read as Latin text, so the reminder fell back to "the language the
+    user writes in" (or, for a photo alone, claimed Latin letters)."""
+    parts = [
+        {"type": "text", "text": text},
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+    ]
+    out = await hook.async_pre_call_hook(Auth(), None, chat_request(parts), "acompletion")
+    assert out is not None and out["messages"][-1]["content"] == parts
+    system = out["messages"][0]["content"]
+    assert f"Their last message is in {script}, so write your reply in {script}." in system
+    photo = [{"type": "image_url", "image_url": {"url": "https://example.com/b.png"}}]
+    alone = await hook.async_pre_call_hook(
+        Auth(), None, chat_request(photo, call_id="c2"), "acompletion"
+    )
+    assert alone is not None
+    assert "Latin letters" not in alone["messages"][0]["content"]
+
+
 async def test_users_are_isolated_even_with_the_same_conversation_id(
     hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
 ) -> None:

@@ -66,6 +66,28 @@ def content_text(content: object) -> str:
     return "\n".join(p for p in pieces if p)
 
 
+def typed_text(content: object) -> str:
+    """The words the sender wrote in a message's ``content``: a string as is; text parts
+    joined by a line break. Unlike :func:`content_text`, an image, audio or file part gives
+    nothing: its placeholder (``[image]``) is no word of the sender's language, so a question
+    in Arabic sent with a photo is still a message in Arabic script."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    pieces = [
+        part if isinstance(part, str) else part["text"]
+        for part in content
+        if isinstance(part, str)
+        or (
+            isinstance(part, dict)
+            and part.get("type") in TEXT_PART_TYPES
+            and isinstance(part.get("text"), str)
+        )
+    ]
+    return "\n".join(p for p in pieces if p)
+
+
 _SURROGATE = regex.compile(r"[\ud800-\udfff]")
 
 

@@ -18,6 +18,7 @@ from litellm_memory_hook.core.messages import (
     clean_messages,
     content_text,
     message_to_turn,
+    typed_text,
     without_surrogates,
 )
 from litellm_memory_hook.core.models import ConversationState, Turn
@@ -212,7 +213,7 @@ async def prepare(
         memories=select_items(state.memories, last_text, options.budget.memory_chars),
         summary=cut_start(state.summary, options.budget.summary_chars),
         earlier_lines=found.lines,
-        last_user_text=last_text,
+        last_user_text=_last_user_words(raw_messages),
         timezone=options.timezone,
     )
     built = build_system_message(layers, options.wording)
@@ -301,14 +302,26 @@ def _asked_first(plan: TurnPlan, question: Turn) -> TurnPlan:
     )
 
 
+def _last_user_content(raw_messages: object) -> object:
+    """The ``content`` of the request's last user message (``None`` without one)."""
+    for message in reversed(clean_messages(raw_messages)):
+        if message.get("role") == "user":
+            return message.get("content")
+    return None
+
+
 def _last_user_text(raw_messages: object) -> str:
     """The text of the request's last user message ("" without one), a lone surrogate in it
     as U+FFFD: its words are looked up in Redis (recall), which holds UTF-8 text only."""
-    for message in reversed(clean_messages(raw_messages)):
-        if message.get("role") == "user":
-            text: str = without_surrogates(content_text(message.get("content")))
-            return text
-    return ""
+    text: str = without_surrogates(content_text(_last_user_content(raw_messages)))
+    return text
+
+
+def _last_user_words(raw_messages: object) -> str:
+    """What the user typed in the request's last user message, without the placeholders of
+    its images or files: the text whose script the reminder names."""
+    text: str = without_surrogates(typed_text(_last_user_content(raw_messages)))
+    return text
 
 
 def _exclude_from(plan: TurnPlan, window_seqs: list[int], last_seq: int) -> int:
