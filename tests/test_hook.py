@@ -321,6 +321,39 @@ async def test_reminder_names_the_script_of_a_question_sent_with_an_image(
     assert "Latin letters" not in alone["messages"][0]["content"]
 
 
+async def test_reminder_names_the_script_of_the_task_when_only_tool_results_are_sent(
+    hook: MemoryHook,
+) -> None:
+    """An agent that sends only its new steps answers the stored tool call with its result
+    alone: the request holds no user message, and the reminder said "the language the user
+    writes in" although the task it continues was asked in Cyrillic (the model received it in
+    the window)."""
+    data = await hook.async_pre_call_hook(
+        Auth(), None, chat_request("Найди информацию о Барсике", call_id="t-1"), "acompletion"
+    )
+    assert data is not None
+    tool = ChatCompletionDeltaToolCall(
+        id="c1",
+        index=0,
+        type="function",
+        function=Function(name="lookup", arguments='{"q":"Барсик"}'),
+    )
+    _ = [
+        c
+        async for c in hook.async_post_call_streaming_iterator_hook(
+            Auth(), _stream([_chunk(None, tool)]), data
+        )
+    ]
+    await hook.drain()
+    result = {"role": "tool", "tool_call_id": "c1", "content": "Барсик — кот."}
+    follow = {"model": "demo", "user": "u-A", "litellm_call_id": "t-2", "messages": [result]}
+    out = await hook.async_pre_call_hook(Auth(), None, follow, "acompletion")
+    assert out is not None
+    assert [m["role"] for m in out["messages"]] == ["system", "user", "assistant", "tool"]
+    system = out["messages"][0]["content"]
+    assert "Their last message is in Cyrillic, so write your reply in Cyrillic." in system
+
+
 async def test_users_are_isolated_even_with_the_same_conversation_id(
     hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
 ) -> None:

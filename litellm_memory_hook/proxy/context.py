@@ -213,7 +213,9 @@ async def prepare(
         memories=select_items(state.memories, last_text, options.budget.memory_chars),
         summary=cut_start(state.summary, options.budget.summary_chars),
         earlier_lines=found.lines,
-        last_user_text=_last_user_words(raw_messages),
+        # an agent that sends only its tool results has no user message in the request:
+        # the reminder names the script of the window's last one (its task)
+        last_user_text=_last_user_words(raw_messages) or _last_user_words(window),
         timezone=options.timezone,
     )
     built = build_system_message(layers, options.wording)
