@@ -115,6 +115,27 @@ def test_emoji_and_digits_are_ignored() -> None:
     assert detect_script("🎉🎉🎉 12345 सीमा!!! 🎉") == ScriptGuess("Devanagari", None)
 
 
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        ("このコードを説明してください: `for i in range(10): print(i)`", "Japanese"),
+        ("Объясни этот код:\n```python\ndef add(a, b):\n    return a + b\n```", "Cyrillic"),
+        ("Объясни, почему падает:\n```\nTraceback (most recent call last): KeyError", "Cyrillic"),
+        ("मेरा नया पता है https://example.com/profile/raj-kumar देख लो", "Devanagari"),
+        ("Напиши мне на ivan.petrov@example.com завтра утром", "Cyrillic"),
+        ("اقرأ المقال على www.example.com/news/article-about-things", "Arabic"),
+    ],
+)
+def test_code_and_addresses_are_not_the_language(text: str, script: str) -> None:
+    """Code, web and e-mail addresses are Latin letters in any language: a Japanese question
+    about a Python line was English ("write your reply in English"), a Russian one about a code
+    block or with an e-mail address unclear or Latin letters ("in the same language, in Latin
+    letters")."""
+    assert detect_script(text) == ScriptGuess(script, None)
+    assert detect_script("```\nls -la\n```").script is None  # nothing but code: unclear
+    assert detect_script("What does `ls -la` do?") == ScriptGuess("Latin", "English")
+
+
 def test_c12_devanagari_query_and_clause() -> None:
     """Case C12: the Hindi query is Devanagari and the clause names Devanagari explicitly."""
     guess = detect_script("सीमा कहाँ रहती है?")

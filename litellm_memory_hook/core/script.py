@@ -649,11 +649,34 @@ def _letter_counts(text: str) -> dict[str, int]:
     return {"Latin": latin} if latin else {}
 
 
+#: what is no word of the language the user writes in, each found only in a text holding its
+#: mark: fenced and inline code (`` ` ``), web addresses (``://``, ``www.``) and e-mail addresses
+#: (``@``). A question in Japanese about a line of Python, or in Russian with an e-mail address
+#: in it, was taken for English or "Latin letters".
+_NOT_PROSE: Final[tuple[tuple[tuple[str, ...], regex.Pattern[str]], ...]] = (
+    (("`",), regex.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", regex.DOTALL)),
+    (("://", "www."), regex.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+")),
+    (("@",), regex.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
+)
+
+
+def _prose(text: str) -> str:
+    """``text`` with its code, web and e-mail addresses (:data:`_NOT_PROSE`) each replaced by
+    a space; the text itself when it holds none of their marks."""
+    for marks, pattern in _NOT_PROSE:
+        if any(mark in text for mark in marks):
+            text = pattern.sub(" ", text)
+    return text
+
+
 def detect_script(text: str) -> ScriptGuess:
     """Guess the script of a message (and Hinglish or English for Latin letters).
 
     The rules are in the module docstring: letters only, at least :data:`MIN_LETTERS` of them,
     kana pools Han into "Japanese", a :data:`MAJORITY` share wins.
+
+    Code (fenced or in backticks), web addresses and e-mail addresses are left out first:
+    they are written in Latin letters whatever the language around them.
 
     Args:
         text: The user's message, any length; may hold emoji, digits, markup.
@@ -664,6 +687,7 @@ def detect_script(text: str) -> ScriptGuess:
     Raises:
         Nothing; every ``str`` is accepted.
     """
+    text = _prose(text)
     counts = _letter_counts(text)
     total = sum(counts.values())
     if total < MIN_LETTERS:
