@@ -164,6 +164,41 @@ async def test_prepare_builds_system_window_and_recall(store: MemoryStore, prefi
     assert prepared.layer_chars["earlier_lines"] > 0
 
 
+async def test_a_photo_recalls_no_earlier_photo(store: MemoryStore, prefix: str) -> None:
+    """A message that is a photo alone has no words to recall by: its ``[image]`` placeholder
+    was the query, so every earlier photo line outside the window was recalled (``user:
+    [image]``, nothing the model can use). Its text still recalls as before."""
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
+    old = [
+        Turn(role="user", text="Look at my holiday photo\n[image]", ts_ms=NOW - 10**8),
+        Turn(role="user", text="[image]", ts_ms=NOW - 10**8 + 1),
+    ]
+    filler = [
+        Turn(
+            role="user" if i % 2 else "assistant",
+            text=f"filler chat number {i} " * 5,
+            ts_ms=NOW - 10**7 + i,
+        )
+        for i in range(60)
+    ]
+    await store.append(keys, [indexed(t) for t in old + filler])
+    photo = {"type": "image_url", "image_url": {"url": "https://example.com/c.png"}}
+    prepared = await prepare(
+        store,
+        keys,
+        _memory(keys),
+        [{"role": "user", "content": [photo]}],
+        ContextOptions(),
+        now_ms=NOW,
+    )
+    assert prepared is not None and prepared.recalled == []
+    assert "earlier_lines" not in prepared.messages[0]["content"]
+    question = {"type": "text", "text": "Where was the holiday?"}
+    asked = [{"role": "user", "content": [question, photo]}]
+    prepared = await prepare(store, keys, _memory(keys), asked, ContextOptions(), now_ms=NOW)
+    assert prepared is not None and [t.seq for t in prepared.recalled] == [1]
+
+
 async def test_a_follow_up_to_an_agent_episode_sees_its_task_once(
     store: MemoryStore, prefix: str
 ) -> None:

@@ -150,7 +150,9 @@ async def prepare(
         StoreError: Redis failed (the hook then passes the request through unchanged).
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    last_text = _last_user_text(raw_messages)
+    # the words the user typed: an image's [image] placeholder is no word of theirs (a photo
+    # recalled every earlier photo, and "image" in a question recalled them too)
+    last_text = _last_user_words(raw_messages)
     # With recall off, no postings are read at all.
     query = recall_query(last_text, options.recall, options.timezone, now)
     state, postings = await store.load(
@@ -215,7 +217,7 @@ async def prepare(
         earlier_lines=found.lines,
         # an agent that sends only its tool results has no user message in the request:
         # the reminder names the script of the window's last one (its task)
-        last_user_text=_last_user_words(raw_messages) or _last_user_words(window),
+        last_user_text=last_text or _last_user_words(window),
         timezone=options.timezone,
     )
     built = build_system_message(layers, options.wording)
@@ -312,16 +314,11 @@ def _last_user_content(raw_messages: object) -> object:
     return None
 
 
-def _last_user_text(raw_messages: object) -> str:
-    """The text of the request's last user message ("" without one), a lone surrogate in it
-    as U+FFFD: its words are looked up in Redis (recall), which holds UTF-8 text only."""
-    text: str = without_surrogates(content_text(_last_user_content(raw_messages)))
-    return text
-
-
 def _last_user_words(raw_messages: object) -> str:
-    """What the user typed in the request's last user message, without the placeholders of
-    its images or files: the text whose script the reminder names."""
+    """What the user typed in the request's last user message ("" without one), without the
+    placeholders of its images or files, a lone surrogate in it as U+FFFD: its words are
+    looked up in Redis (recall), which holds UTF-8 text only, and the reminder names its
+    script."""
     text: str = without_surrogates(typed_text(_last_user_content(raw_messages)))
     return text
 
