@@ -13,6 +13,7 @@ from litellm_memory_hook.core.messages import (
     keep_tail,
     message_to_turn,
     split_request,
+    typed_text,
 )
 
 C25_CONTENT = [
@@ -27,6 +28,18 @@ def test_parts_give_text_and_placeholders_never_base64() -> None:
     assert content_text(C25_CONTENT) == "Remember: my locker is 42.\n[image]\n[audio]"
     turn = message_to_turn({"role": "user", "content": C25_CONTENT}, ts_ms=1)
     assert turn is not None and "base64" not in turn.text and len(turn.text) < 60
+
+
+def test_typed_text_leaves_out_media_and_their_stored_placeholders() -> None:
+    """What the user typed, for the reminder's script and recall: no [image]/[audio] for the
+    client's media parts, nor for the placeholder parts a stored message holds in their
+    place (a stored photo with a Japanese question read as partly Latin text)."""
+    assert typed_text(C25_CONTENT) == "Remember: my locker is 42."
+    turn = message_to_turn({"role": "user", "content": C25_CONTENT}, ts_ms=1)
+    assert turn is not None and turn.msg is not None
+    assert typed_text(turn.msg["content"]) == "Remember: my locker is 42."
+    assert typed_text("as is [image]") == "as is [image]"
+    assert typed_text([{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]) == ""
 
 
 def test_malformed_content_is_skipped() -> None:

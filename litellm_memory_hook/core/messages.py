@@ -66,11 +66,15 @@ def content_text(content: object) -> str:
     return "\n".join(p for p in pieces if p)
 
 
+_PLACEHOLDER_TEXTS = frozenset(PART_PLACEHOLDERS.values())
+
+
 def typed_text(content: object) -> str:
     """The words the sender wrote in a message's ``content``: a string as is; text parts
     joined by a line break. Unlike :func:`content_text`, an image, audio or file part gives
-    nothing: its placeholder (``[image]``) is no word of the sender's language, so a question
-    in Arabic sent with a photo is still a message in Arabic script."""
+    nothing, nor does the placeholder part a stored message holds in its place (``[image]``):
+    it is no word of the sender's language, so a question in Arabic sent with a photo is
+    still a message in Arabic script."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -83,6 +87,7 @@ def typed_text(content: object) -> str:
             isinstance(part, dict)
             and part.get("type") in TEXT_PART_TYPES
             and isinstance(part.get("text"), str)
+            and part["text"] not in _PLACEHOLDER_TEXTS
         )
     ]
     return "\n".join(p for p in pieces if p)
