@@ -354,6 +354,23 @@ async def test_reminder_names_the_script_of_the_task_when_only_tool_results_are_
     assert "Their last message is in Cyrillic, so write your reply in Cyrillic." in system
 
 
+async def test_a_short_reply_after_russian_is_answered_in_cyrillic(hook: MemoryHook) -> None:
+    """ "ok" after a question in Russian said "write your reply in the same language, in Latin
+    letters" (found by a fresh-user run); the conversation's earlier message now decides, and
+    a message that tells enough keeps its own script."""
+    await _chat(hook, chat_request("Привет! Как мне приготовить борщ?", call_id="r-1"), "Вот так.")
+    await hook.drain()
+    out = await _chat(hook, chat_request("ok", call_id="r-2"), "Хорошо.")
+    assert "before it they wrote in Cyrillic, so write your reply in Cyrillic." in str(
+        out["messages"][0]["content"]
+    )
+    await hook.drain()
+    out = await _chat(hook, chat_request("Can you write it in English please?", call_id="r-3"), "")
+    assert "Their last message is in English, so write your reply in English." in str(
+        out["messages"][0]["content"]
+    )
+
+
 async def test_users_are_isolated_even_with_the_same_conversation_id(
     hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
 ) -> None:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core.script import (
+    EARLIER_MESSAGES,
     ENGLISH,
     ENGLISH_LEXICON,
     ENGLISH_WORDS,
@@ -19,6 +20,7 @@ from litellm_memory_hook.core.script import (
     OTHER_LATIN_WORDS,
     SCRIPTS,
     ScriptGuess,
+    conversation_script,
     detect_script,
     reminder_language_clause,
 )
@@ -534,3 +536,45 @@ def test_lines_with_names_set_shape() -> None:
     held_out = _names_accuracy("heldout")
     assert held_out["en"][1] >= 80
     assert sum(total for language, (_, total) in held_out.items() if language != "en") >= 80
+
+
+RUSSIAN = "Привет, как у тебя дела сегодня?"
+HINDI = "मुझे कल दिल्ली जाना है, ट्रेन कब है?"
+JAPANESE = "明日は東京に行きます。よろしくお願いします。"
+ENGLISH_LINE = "I will be there tomorrow at noon."
+
+
+@pytest.mark.parametrize(
+    ("last", "earlier", "script", "language"),
+    [
+        ("ok", [RUSSIAN], "Cyrillic", None),  # was "the same language, in Latin letters"
+        ("thanks", [HINDI], "Devanagari", None),  # was "English"
+        ("👍", [RUSSIAN], "Cyrillic", None),  # was unclear
+        ("了解", [JAPANESE], "Japanese", None),  # was "Chinese characters (Han)"
+        ("ok", ["", "???", ENGLISH_LINE], "Latin", ENGLISH),  # the newest clear one decides
+        ("haha", ["Mera kutta bahut cute hai yaar"], "Latin", HINGLISH),
+    ],
+)
+def test_a_short_or_ambiguous_last_message_takes_the_conversations_script(
+    last: str, earlier: list[str], script: str, language: str | None
+) -> None:
+    guess, from_earlier = conversation_script(last, earlier)
+    assert (guess.script, guess.language, from_earlier) == (script, language, True)
+    clause = reminder_language_clause(guess, from_earlier=True)
+    assert clause.startswith("Their last message is too short to tell; before it they wrote in")
+
+
+@pytest.mark.parametrize(
+    ("last", "earlier"),
+    [
+        ("да", [ENGLISH_LINE]),  # a short message in another script was typed on purpose
+        ("東京", ["我明天去北京"]),  # Han after Chinese stays Han
+        ("thanks", [ENGLISH_LINE]),  # English after English: its own guess
+        ("Merci beaucoup mon ami", [RUSSIAN]),  # long enough to stand
+        ("Я буду там завтра", [ENGLISH_LINE]),
+        ("ok", []),
+        ("ok", [f"👍 {i}" for i in range(EARLIER_MESSAGES)] + [RUSSIAN]),  # only the newest few
+    ],
+)
+def test_a_message_that_tells_enough_keeps_its_own_script(last: str, earlier: list[str]) -> None:
+    assert conversation_script(last, earlier) == (detect_script(last), False)

@@ -57,11 +57,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from litellm_memory_hook.core.dates import user_zone
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.script import (
+    CLAUSE_EARLIER,
     CLAUSE_HINGLISH,
     CLAUSE_KNOWN,
     CLAUSE_LATIN_OTHER,
     CLAUSE_UNCLEAR,
-    detect_script,
+    conversation_script,
     reminder_language_clause,
 )
 
@@ -162,6 +163,8 @@ class PromptLayers:
         summary: The rolling summary of the conversation.
         earlier_lines: Recalled old lines, in the order they are shown (time order).
         last_user_text: The user's last message, for the reminder's script detection.
+        earlier_user_texts: The user's messages before it in the recent window, newest first:
+            they decide when the last one tells too little (:func:`conversation_script`).
         timezone: IANA zone name for the earlier lines' time labels; ``None`` or an unknown
             name gives UTC.
     """
@@ -174,6 +177,7 @@ class PromptLayers:
     summary: str = ""
     earlier_lines: Sequence[EarlierLine] = ()
     last_user_text: str = ""
+    earlier_user_texts: Sequence[str] = ()
     timezone: str | None = None
 
 
@@ -200,6 +204,7 @@ class PromptWording(BaseModel):
         clause_hinglish: Language clause for Hinglish; ``{label}``.
         clause_latin_other: Language clause for Latin letters in another or unknown language.
         clause_unclear: Language clause when no script was detected (used as is).
+        clause_earlier: Language clause when the earlier messages decide; ``{label}``.
 
     Raises:
         pydantic.ValidationError: an unknown field or section name, ``<``/``>`` in any text, or
@@ -215,6 +220,7 @@ class PromptWording(BaseModel):
     clause_hinglish: str = CLAUSE_HINGLISH
     clause_latin_other: str = CLAUSE_LATIN_OTHER
     clause_unclear: str = CLAUSE_UNCLEAR
+    clause_earlier: str = CLAUSE_EARLIER
 
     @field_validator("preamble", "clause_unclear")
     @classmethod
@@ -233,7 +239,7 @@ class PromptWording(BaseModel):
             ) from exc
         return value
 
-    @field_validator("clause_known", "clause_hinglish", "clause_latin_other")
+    @field_validator("clause_known", "clause_hinglish", "clause_latin_other", "clause_earlier")
     @classmethod
     def _check_clause(cls, value: str) -> str:
         _no_angle_brackets(value, "language clause")
@@ -443,12 +449,15 @@ def build_system_message(layers: PromptLayers, wording: PromptWording | None = N
         head = [f"<{DATA_TAG}>"] + ([wording.preamble] if wording.preamble else [])
         parts.append("\n".join([*head, *sections, f"</{DATA_TAG}>"]))
 
+    guess, from_earlier = conversation_script(layers.last_user_text, layers.earlier_user_texts)
     clause = reminder_language_clause(
-        detect_script(layers.last_user_text),
+        guess,
         known=wording.clause_known,
         hinglish=wording.clause_hinglish,
         latin_other=wording.clause_latin_other,
         unclear=wording.clause_unclear,
+        from_earlier=from_earlier,
+        earlier=wording.clause_earlier,
     )
     reminder = wording.reminder.format(language_clause=clause).strip()
     reminder_block = f"<{REMINDER_TAG}>\n{reminder}\n</{REMINDER_TAG}>"

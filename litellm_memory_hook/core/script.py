@@ -75,7 +75,7 @@ Rules of :func:`detect_script`:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
@@ -84,6 +84,7 @@ from typing import Final
 import regex
 
 __all__ = [
+    "CLAUSE_EARLIER",
     "CLAUSE_HINGLISH",
     "CLAUSE_KNOWN",
     "CLAUSE_LATIN_OTHER",
@@ -101,6 +102,7 @@ __all__ = [
     "OTHER_LATIN_WORDS",
     "SCRIPTS",
     "ScriptGuess",
+    "conversation_script",
     "detect_script",
     "reminder_language_clause",
 ]
@@ -378,6 +380,20 @@ CLAUSE_LATIN_OTHER: Final = (
 
 CLAUSE_UNCLEAR: Final = "Write your reply in the language the user writes in."
 """Clause when no script was detected."""
+
+CLAUSE_EARLIER: Final = (
+    "Their last message is too short to tell; before it they wrote in {label}, so write your "
+    "reply in {label}."
+)
+"""Clause when the conversation's earlier messages decide (:func:`conversation_script`)."""
+
+SHORT_MESSAGE_LETTERS: Final = 12
+"""A message with fewer letters than this ("ok", "thanks", "lol", "👍") in Latin letters, or
+with no clear script, tells little of the language the user writes in: the conversation's
+earlier messages decide (:func:`conversation_script`)."""
+
+EARLIER_MESSAGES: Final = 6
+"""At most this many of the user's earlier messages are read for :func:`conversation_script`."""
 
 _LABELS: Final[dict[str, str]] = {
     "Latin": "Latin letters",
@@ -706,6 +722,55 @@ def detect_script(text: str) -> ScriptGuess:
     return ScriptGuess(script)
 
 
+def conversation_script(last: str, earlier: Iterable[str] = ()) -> tuple[ScriptGuess, bool]:
+    """The script (and language) the reply should be in: that of the user's last message,
+    unless the last message tells too little and the conversation says more.
+
+    * A short message (fewer than :data:`SHORT_MESSAGE_LETTERS` letters) in Latin letters, or
+      one with no clear script ("ok", "thanks", "lol", "👍" after messages in Russian or
+      Devanagari): the newest earlier message with a clear script decides when it is written
+      in another script, or when the short message's own language is unknown ("ok" after
+      English or Hinglish). A short message in another script than Latin ("да", "हाँ") stands:
+      it was typed on purpose.
+    * A message in Chinese characters only ("了解", "東京駅") after a message in Japanese is
+      Japanese: kanji alone do not tell Japanese from Chinese.
+
+    Args:
+        last: the user's last message.
+        earlier: the user's messages before it, newest first (at most
+            :data:`EARLIER_MESSAGES` are read, and only when ``last`` tells too little).
+
+    Returns:
+        ``(guess, from_earlier)``: the guess, and whether the earlier messages gave it.
+    """
+    guess = detect_script(last)
+    if guess.script == "Han":
+        prior = _newest_clear(earlier)
+        return (prior, True) if prior.script == "Japanese" else (guess, False)
+    if guess.script not in (None, "Latin") or _letters(last) >= SHORT_MESSAGE_LETTERS:
+        return guess, False
+    prior = _newest_clear(earlier)
+    if prior.script is None:
+        return guess, False
+    if prior.script != "Latin" or guess.script is None or guess.language is None:
+        return (prior, True) if prior != guess else (guess, False)
+    return guess, False
+
+
+def _newest_clear(earlier: Iterable[str]) -> ScriptGuess:
+    for number, text in enumerate(earlier):
+        if number >= EARLIER_MESSAGES:
+            break
+        guess = detect_script(text)
+        if guess.script is not None:
+            return guess
+    return ScriptGuess(None)
+
+
+def _letters(text: str) -> int:
+    return sum(_letter_counts(_prose(text)).values())
+
+
 def reminder_language_clause(
     guess: ScriptGuess,
     *,
@@ -713,6 +778,8 @@ def reminder_language_clause(
     hinglish: str = CLAUSE_HINGLISH,
     latin_other: str = CLAUSE_LATIN_OTHER,
     unclear: str = CLAUSE_UNCLEAR,
+    from_earlier: bool = False,
+    earlier: str = CLAUSE_EARLIER,
 ) -> str:
     """Word the reminder's sentence about the reply's language and script.
 
@@ -722,6 +789,9 @@ def reminder_language_clause(
         hinglish: Template for Hinglish; ``{label}`` is replaced.
         latin_other: Template for Latin letters in another or unknown language.
         unclear: Sentence when there is no guess (used as is).
+        from_earlier: the guess came from the conversation's earlier messages
+            (:func:`conversation_script`).
+        earlier: Template for such a guess; ``{label}`` is replaced.
 
     Returns:
         One sentence, e.g. "Their last message is in Devanagari, so write your reply in
@@ -734,6 +804,8 @@ def reminder_language_clause(
     label = guess.label
     if not label:
         return unclear
+    if from_earlier:
+        return earlier.format(label=label)
     if guess.script == "Latin":
         if guess.language == HINGLISH:
             return hinglish.format(label=label)

@@ -9,7 +9,7 @@ recent window (:mod:`litellm_memory_hook.core.window`).
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,6 +35,7 @@ from litellm_memory_hook.core.prompt import (
     PromptWording,
     build_system_message,
 )
+from litellm_memory_hook.core.script import EARLIER_MESSAGES
 from litellm_memory_hook.core.selection import select_items
 from litellm_memory_hook.core.window import Window, fit_window
 from litellm_memory_hook.proxy.recall_step import (
@@ -207,6 +208,7 @@ async def prepare(
         unstored=_unstored(plan, fitted.history_indices, state, now, options.max_stored_chars),
         recallable=passed_over(state),
     )
+    said = _user_words_newest_first(window, last_text)
     layers = PromptLayers(
         operator_rules=(),
         persona=cut_start(options.persona, options.budget.persona_chars),
@@ -216,8 +218,10 @@ async def prepare(
         summary=cut_start(state.summary, options.budget.summary_chars),
         earlier_lines=found.lines,
         # an agent that sends only its tool results has no user message in the request:
-        # the reminder names the script of the window's last one (its task)
-        last_user_text=last_text or _last_user_words(window),
+        # the reminder names the script of the window's last one (its task); the user's
+        # earlier messages decide when the last one tells too little ("ok", "thanks")
+        last_user_text=said[0] if said else "",
+        earlier_user_texts=said[1:],
         timezone=options.timezone,
     )
     built = build_system_message(layers, options.wording)
@@ -321,6 +325,21 @@ def _last_user_words(raw_messages: object) -> str:
     script."""
     text: str = without_surrogates(typed_text(_last_user_content(raw_messages)))
     return text
+
+
+def _user_words_newest_first(window: Sequence[Mapping[str, Any]], last_text: str) -> list[str]:
+    """What the user typed in the window's user messages, newest first, the request's own last
+    user message (``last_text``) first of all even when the window left it out; the newest
+    :data:`EARLIER_MESSAGES` + 1 only."""
+    out = [last_text] if last_text else []
+    for message in reversed(window):
+        if len(out) > EARLIER_MESSAGES:
+            break
+        if message.get("role") == "user":
+            text = without_surrogates(typed_text(message.get("content")))
+            if text and not (len(out) == 1 and last_text and text == last_text):
+                out.append(text)
+    return out
 
 
 def _exclude_from(plan: TurnPlan, window_seqs: list[int], last_seq: int) -> int:
