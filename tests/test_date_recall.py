@@ -249,3 +249,53 @@ def test_date_led_ranking_keeps_to_the_day_and_content() -> None:
     assert [seq for seq, _ in order] == [5, 3, 6]
     greetings = recall.date_led_order(ranked[2:], lambda _: 1, lambda _: False)
     assert [seq for seq, _ in greetings] == [4, 3]
+
+
+def test_a_year_after_in_during_or_of_is_a_date() -> None:
+    """ "What did we talk about in 2023?" named no date (a year alone was not read); a number
+    that is no year stays a word."""
+    terms = {
+        text: [s.term for s in dates.query_dates(text, "UTC")]
+        for text in (
+            "What did we talk about in 2023?",
+            "in May 2023 and during 2022",
+            "the summer of 2019",
+            "In the year 2021 we met",
+            "I walked 2023 steps",
+            "since 2020",
+            "in 2023-05-08",
+        )
+    }
+    assert terms == {
+        "What did we talk about in 2023?": ["@2023"],
+        "in May 2023 and during 2022": ["@2023-05", "@2022"],
+        "the summer of 2019": ["@2019"],
+        "In the year 2021 we met": ["@2021"],
+        "I walked 2023 steps": [],
+        "since 2020": [],
+        "in 2023-05-08": ["@2023-05-08"],
+    }
+    [year] = dates.query_dates("in 2024", "UTC")
+    assert year.end_ms - year.start_ms == 366 * DAY_MS
+    assert "2023" not in dates.without_dates("What did we talk about in 2023?")
+
+
+async def test_a_question_about_a_year_recalls_that_years_lines(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Lines of 2022 and of 2023, then filler: a question about 2022 in words no line shares
+    recalls the 2022 lines only."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "years")
+    memory = keys.user_keys.memory_set(user_scope("demo"))
+    who = Identity("master", "u-A", "years", "demo", keys, memory, "demo")
+    in_2022 = ["We moved to Porto for the new job", "The flat near the river is lovely"]
+    in_2023 = ["Noor started her nursing course", "We adopted a greyhound called Pixel"]
+    lines = [HistoryLine("user", t, T0 - 300 * DAY_MS + i * DAY_MS) for i, t in enumerate(in_2022)]
+    lines += [HistoryLine("user", t, T0 + i * DAY_MS) for i, t in enumerate(in_2023)]
+    lines += [HistoryLine("user", f"ok noted {i}", T0 + 40 * DAY_MS + i) for i in range(50)]
+    await import_lines(store, who, lines)
+    found = await _prepared_lines(
+        store, who, "What did we talk about in 2022?", RecallOptions(), T0 + 60 * DAY_MS
+    )
+    assert found == in_2022

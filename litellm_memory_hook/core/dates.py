@@ -8,8 +8,9 @@ dates themselves are left out by :func:`without_dates`) it recalls the lines sai
 own. Two kinds of form are read, English only:
 
 * absolute, with a four-digit year: "8 May 2023", "8th of May, 2023", "May 8, 2023", ISO
-  "2023-05-08" (a day) and "May 2023" (a month); an impossible day ("31 June 2023") counts as
-  its month;
+  "2023-05-08" (a day), "May 2023" (a month) and a year after "in", "during", "throughout" or
+  "of" ("in 2023", "the summer of 2023", "in the year 2023"; a number alone, "2023 steps", is
+  no year); an impossible day ("31 June 2023") counts as its month;
 * relative to the request's time (``now_ms``), in the user's zone: "today", "yesterday", "the
   day before yesterday", "N days ago" (a day); "last/on <weekday>" (the latest such day before
   today); "this week", "last week" (ISO weeks, Monday first; this week up to today), "N weeks
@@ -87,6 +88,11 @@ _DATE_FORMS = (
     regex.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]\d)-(?P<day>[0-3]\d)\b"),
 )
 _MONTH_FORM = regex.compile(rf"\b(?P<month>{_MONTH})\.?,?\s+{_YEAR}\b", regex.I)
+# in 2023, during 2023, the summer of 2023, in the year 2023; not "since" / "from" (another
+# span), nor a bare number ("2023 steps"), nor the head of an ISO date ("in 2023-05-08")
+_YEAR_FORM = regex.compile(
+    rf"\b(?:in|during|throughout|of)\s+(?:the\s+year\s+)?{_YEAR}\b(?![-/.]\d)", regex.I
+)
 _ANY_YEAR = regex.compile(r"(?:19|20)\d\d")  # every form has one: a cheap test first
 
 
@@ -266,6 +272,13 @@ def _absolute(text: str, zone: tzinfo) -> list[tuple[int, DateSpan]]:
             continue
         first = date(int(match.group("year")), _MONTHS[match.group("month").lower()], 1)
         found.append((match.start(), _span(first, _month_start(first, -1), zone)))
+        taken.append(match.span())
+    for match in _YEAR_FORM.finditer(text):
+        at = match.start("year")
+        if any(a <= at < b for a, b in taken):
+            continue
+        year = int(match.group("year"))
+        found.append((at, _span(date(year, 1, 1), date(year + 1, 1, 1), zone)))
     return found
 
 
@@ -310,7 +323,7 @@ def without_dates(text: str, now_ms: int | None = None) -> str:
     """
     forms: list[regex.Pattern[str]] = []
     if _ANY_YEAR.search(text) is not None:
-        forms.extend((*_DATE_FORMS, _MONTH_FORM))
+        forms.extend((*_DATE_FORMS, _MONTH_FORM, _YEAR_FORM))
     if now_ms is not None:
         forms.append(_RELATIVE)
     for form in forms:
