@@ -376,6 +376,23 @@ def test_readme_path_chat_pin_show_export_forget(served: Served) -> None:
 
 
 @pytest.mark.e2e
+def test_a_killed_embedded_redis_is_reaped_and_started_again(served: Served) -> None:
+    """kill -9 of serve's embedded Redis: serve reaps it, so no defunct redis-server stays
+    under it (found by a fresh-user run); `stats` starts it again, with the data kept."""
+    pid = int((served.folder / "redis.pid").read_text().strip())
+    assert pid in [c.pid for c in psutil.Process(served.process.pid).children()]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while psutil.pid_exists(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not psutil.pid_exists(pid)  # a zombie still exists until its parent reaps it
+    stats = served.cli("stats")
+    assert stats.returncode == 0, stats.stderr
+    assert answers(socket_path(served.folder))
+    assert served.process.poll() is None  # serve runs on
+
+
+@pytest.mark.e2e
 def test_stop_saves_and_releases(served: Served) -> None:
     """Ctrl-C (SIGINT, though started with it ignored): serve exits 0 and leaves no child
     running, the embedded Redis is shut down after saving, the data folder is free again.

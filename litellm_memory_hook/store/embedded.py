@@ -168,6 +168,13 @@ class EmbeddedRedis:
         except (OSError, ValueError):
             return None
 
+    def reap(self) -> None:
+        """Collect the exit status of the server this process started, once it has exited (a
+        server killed under a running ``serve`` would otherwise stay a defunct process until
+        ``serve`` ends); nothing when it runs or was not started here."""
+        if self._process is not None:
+            self._process.poll()
+
     def stop(self) -> None:
         """Save and shut the server down when this process owns it (else nothing happens: a
         server this process only attached to belongs to whoever owns it)."""

@@ -12,9 +12,10 @@ import json
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.panel import Panel
@@ -50,6 +51,12 @@ from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 app = typer.Typer(help="Long memory for chat models behind a LiteLLM proxy.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+if TYPE_CHECKING:
+    from litellm_memory_hook.store.embedded import EmbeddedRedis
+
+SERVE_POLL_S = 1.0
+"""How often ``serve`` looks at its proxy and reaps its embedded Redis when that died (s)."""
+
 BENCH_REDIS_HELP = (
     "A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
     "redis://127.0.0.1:6379/0); the keys the run writes (under membench...) are deleted after."
@@ -105,6 +112,16 @@ def _identity(
 #: The next message ``show`` assumes when none is given and none is stored: no letters, so the
 #: language reminder names no script (a chat's first message decides it).
 SHOW_PLACEHOLDER = "\u2026"
+
+
+def _wait_serving(proxy: subprocess.Popen[bytes], embedded: EmbeddedRedis | None) -> int:
+    """Wait for the proxy to exit (its exit code), reaping the embedded Redis meanwhile should
+    it die: no defunct process is left under a serve that runs on (found by a fresh-user run)."""
+    while (code := proxy.poll()) is None:
+        if embedded is not None:
+            embedded.reap()
+        time.sleep(SERVE_POLL_S)
+    return code
 
 
 @app.command()
@@ -194,7 +211,7 @@ def serve(
                 + " (its output is above)"
             ) from exc
         console.print(f"proxy with memory: {url}  (Ctrl-C stops)")
-        code = proxy.wait()
+        code = _wait_serving(proxy, embedded)
         if code not in (0, -signal.SIGINT, -signal.SIGTERM):
             raise fail(f"the proxy exited with code {code} (its output is above)")
     except KeyboardInterrupt:
