@@ -135,20 +135,25 @@ def test_no_new_user_turn_means_no_plan() -> None:
     assert plan_turn([None, "hello", {"role": "user", "content": "hi"}], _state(), now_ms=NOW)
 
 
+def _filler(count: int = 60) -> list[Turn]:
+    """Chat turns that fill the recent window, newer than the lines a test recalls."""
+    return [
+        Turn(
+            role="user" if i % 2 else "assistant",
+            text=f"filler chat number {i} " * 5,
+            ts_ms=NOW - 10**7 + i,
+        )
+        for i in range(count)
+    ]
+
+
 async def test_prepare_builds_system_window_and_recall(store: MemoryStore, prefix: str) -> None:
     """Old lines outside the window are recalled by rare shared words; window lines are not."""
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c1")
     old = [
         Turn(role="user", text="My sister Seema lives in Pune near the river", ts_ms=NOW - 10**8)
     ]
-    filler = [
-        Turn(
-            role="user" if i % 2 else "assistant",
-            text=f"filler chat number {i} " * 5,
-            ts_ms=NOW - 10**7 + i,
-        )
-        for i in range(60)
-    ]
+    filler = _filler()
     await store.append(keys, [indexed(t) for t in old + filler])
     options = ContextOptions(operator_rules="You are Mira.")
     prepared = await prepare(
@@ -173,14 +178,7 @@ async def test_a_photo_recalls_no_earlier_photo(store: MemoryStore, prefix: str)
         Turn(role="user", text="Look at my holiday photo\n[image]", ts_ms=NOW - 10**8),
         Turn(role="user", text="[image]", ts_ms=NOW - 10**8 + 1),
     ]
-    filler = [
-        Turn(
-            role="user" if i % 2 else "assistant",
-            text=f"filler chat number {i} " * 5,
-            ts_ms=NOW - 10**7 + i,
-        )
-        for i in range(60)
-    ]
+    filler = _filler()
     await store.append(keys, [indexed(t) for t in old + filler])
     photo = {"type": "image_url", "image_url": {"url": "https://example.com/c.png"}}
     prepared = await prepare(

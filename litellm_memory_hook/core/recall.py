@@ -115,6 +115,7 @@ __all__ = [
     "PACKAGED_STOPWORD_LISTS",
     "PHONETIC_PREFIX",
     "PLAIN_TERM_OPTIONS",
+    "SCORE_EPSILON",
     "Collection",
     "SoundAlikes",
     "TermOptions",
@@ -136,6 +137,7 @@ __all__ = [
     "load_stopwords",
     "matched_seqs",
     "phonetic_key",
+    "query_sound_alikes",
     "query_terms",
     "rank",
     "rank_collections",
@@ -770,8 +772,8 @@ def false_sound_alikes(
 
 @dataclass(frozen=True)
 class SoundAlikes:
-    """The query side of :func:`false_sound_alikes`, made once per request, so that each
-    recalled line costs a single regular-expression scan in the usual case.
+    """The query side of :func:`false_sound_alikes` (:func:`query_sound_alikes` makes it once
+    per message).
 
     A line that holds a query word itself matched that word's key through the pair (word,
     word), which sounds alike; only the keys that a line holds without any of their query words
@@ -779,7 +781,6 @@ class SoundAlikes:
 
     Attributes:
         words: the query's plain words.
-        keys: the ``~`` keys among the query's terms.
         key_words: key -> the query words with that key (empty: nothing to check).
         names: the query's :func:`capitalised_words`.
         loose: the query reads as romanised Hindi (every key counts).
@@ -787,33 +788,10 @@ class SoundAlikes:
     """
 
     words: tuple[str, ...] = ()
-    keys: tuple[str, ...] = ()
     key_words: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     names: frozenset[str] = frozenset()
     loose: bool = False
     options: TermOptions = DEFAULT_TERM_OPTIONS
-
-    @classmethod
-    def of(
-        cls, text: str, terms: Sequence[str], options: TermOptions = DEFAULT_TERM_OPTIONS
-    ) -> SoundAlikes:
-        """The check for a query ``text`` whose terms are ``terms`` (:func:`query_terms`)."""
-        words = tuple(t for t in terms if not term_kind(t))
-        keys = tuple(t for t in terms if term_kind(t) == PHONETIC_PREFIX)
-        if not keys or has_hinglish_marker(text):
-            return cls(words, keys, loose=bool(keys), options=options)
-        key_words: dict[str, list[str]] = {}
-        for word in words:
-            key = phonetic_key(word, options)
-            if key is not None:
-                key_words.setdefault(key, []).append(word)
-        return cls(
-            words,
-            keys,
-            MappingProxyType({k: tuple(v) for k, v in key_words.items()}),
-            capitalised_words(text),
-            options=options,
-        )
 
     def false_keys(self, text: str, open_keys: Sequence[str]) -> frozenset[str]:
         """:func:`false_sound_alikes` of a line: the keys whose weight its score loses.
@@ -844,6 +822,31 @@ class SoundAlikes:
                     out.append(key)
                     break
         return out
+
+
+SCORE_EPSILON = 1e-9
+"""A score at or below this is nothing left: float sums and differences of IDF weights, once
+the weight of false keys is taken off (:class:`SoundAlikes`)."""
+
+
+@short_text_memo(max_len=_TERMS_MEMO_MAX_CHARS, maxsize=256)
+def query_sound_alikes(text: str, options: TermOptions = DEFAULT_TERM_OPTIONS) -> SoundAlikes:
+    """The :class:`SoundAlikes` check of a new message (its terms: :func:`query_terms_cached`),
+    memoised: recall and the choice of memories both check the lines of one message."""
+    words = tuple(t for t in query_terms_cached(text, options) if not term_kind(t))
+    key_words: dict[str, list[str]] = {}
+    for word in words:
+        key = phonetic_key(word, options)
+        if key is not None:
+            key_words.setdefault(key, []).append(word)
+    if not key_words or has_hinglish_marker(text):
+        return SoundAlikes(words, loose=bool(key_words), options=options)
+    return SoundAlikes(
+        words,
+        MappingProxyType({k: tuple(v) for k, v in key_words.items()}),
+        capitalised_words(text),
+        options=options,
+    )
 
 
 _QUESTION_MARKS = regex.compile(r"[?\u00bf\u061f\u2e2e\uff1f]")
@@ -1429,7 +1432,8 @@ def rank_texts(
     for number, text in enumerate(texts):
         for term in wanted.intersection(_text_terms_cached(text, options)):
             postings.setdefault(term, []).append(number)
-    check = SoundAlikes.of(query, query_terms_cached(query, options), options)
+    check = query_sound_alikes(query, options)
+    collection = [Collection(postings, {}, len(texts))]
     for number, value in rank(list(wanted), postings, {}, len(texts), k=len(texts)):
         open_keys = [
             key
@@ -1438,8 +1442,8 @@ def rank_texts(
             and not any(number in postings.get(w, ()) for w in words)
         ]
         for term in check.false_keys(texts[number], open_keys):
-            value -= DEFAULT_TERM_WEIGHTS[PHONETIC_PREFIX] * idf(len(texts), len(postings[term]))
-        scores[number] = value if value > 1e-9 else 0.0
+            value -= term_weight(term, collection)
+        scores[number] = value if value > SCORE_EPSILON else 0.0
     return scores
 
 

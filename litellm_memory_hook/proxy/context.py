@@ -328,18 +328,20 @@ def _last_user_words(raw_messages: object) -> str:
 
 
 def _user_words_newest_first(window: Sequence[Mapping[str, Any]], last_text: str) -> list[str]:
-    """What the user typed in the window's user messages, newest first, the request's own last
-    user message (``last_text``) first of all even when the window left it out; the newest
-    :data:`EARLIER_MESSAGES` + 1 only."""
-    out = [last_text] if last_text else []
+    """What the user typed in the window's newest :data:`EARLIER_MESSAGES` + 1 user messages,
+    newest first, headed by the request's own last user message (``last_text``) when the
+    window does not end with it."""
+    said: list[str] = []
     for message in reversed(window):
-        if len(out) > EARLIER_MESSAGES:
+        if len(said) > EARLIER_MESSAGES:
             break
         if message.get("role") == "user":
             text = without_surrogates(typed_text(message.get("content")))
-            if text and not (len(out) == 1 and last_text and text == last_text):
-                out.append(text)
-    return out
+            if text:
+                said.append(text)
+    if last_text and said[:1] != [last_text]:
+        said.insert(0, last_text)
+    return said
 
 
 def _exclude_from(plan: TurnPlan, window_seqs: list[int], last_seq: int) -> int:

@@ -168,7 +168,7 @@ def recall_query(
             w for w in dict.fromkeys(recall.tokenize(without_dates(text, now_ms))) if w in own
         )
     return RecallQuery(
-        terms, dates, options.scope == "user", asks, other, recall.SoundAlikes.of(text, terms)
+        terms, dates, options.scope == "user", asks, other, recall.query_sound_alikes(text)
     )
 
 
@@ -388,7 +388,7 @@ def _without_false_sound_alikes(
     if not risky:
         return ranked
     weights = {k: recall.term_weight(k, collections) for k in risky}
-    ceiling = sum(weights.values()) + _SCORE_EPSILON
+    ceiling = sum(weights.values()) + recall.SCORE_EPSILON
     weak = [key for key, value in ranked if value <= ceiling]
     if not weak:
         return ranked
@@ -411,16 +411,12 @@ def _without_false_sound_alikes(
         for term in check.false_keys(found[key].text, open_keys):
             value -= weights[term]
             changed = True
-        if value > _SCORE_EPSILON:
+        if value > recall.SCORE_EPSILON:
             out.append((key, value))
     if not changed:
         return ranked
     out.sort(key=lambda item: -item[1])  # stable: equal scores keep the ranking's order
     return out
-
-
-#: a score at or below this is nothing left (float sums and differences of IDF weights)
-_SCORE_EPSILON = 1e-9
 
 
 def _seqs_by_collection(ranked: Sequence[tuple[Key, float]]) -> dict[int, list[int]]:

@@ -48,12 +48,12 @@ from litellm_memory_hook.tools.datasets import (
 )
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
-app = typer.Typer(help="Long memory for chat models behind a LiteLLM proxy.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
-app.add_typer(bench_app, name="bench")
 if TYPE_CHECKING:
     from litellm_memory_hook.store.embedded import EmbeddedRedis
 
+app = typer.Typer(help="Long memory for chat models behind a LiteLLM proxy.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
 SERVE_POLL_S = 1.0
 """How often ``serve`` looks at its proxy and reaps its embedded Redis when that died (s)."""
 
