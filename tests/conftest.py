@@ -92,8 +92,9 @@ async def _cleanup(client: aioredis.Redis, prefix: str) -> None:
 
 @pytest.fixture
 async def real_redis(prefix: str) -> AsyncIterator[aioredis.Redis]:
-    """An asyncio client of the real Redis; the test's keys are deleted afterwards."""
-    client = aioredis.from_url(real_redis_url(), decode_responses=False)
+    """The package's own client (:func:`redis_client`) of the real Redis; the test's keys are
+    deleted afterwards."""
+    client = redis_client(real_redis_url())
     try:
         await client.ping()
     except Exception as exc:  # pragma: no cover - CI always has one
@@ -152,7 +153,7 @@ async def any_redis(request: pytest.FixtureRequest, prefix: str) -> AsyncIterato
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
         client = redis_client(cluster.url, cluster=True)
     else:
-        client = aioredis.from_url(real_redis_url(), decode_responses=False)
+        client = redis_client(real_redis_url())
     yield client
     if request.param != "fake":
         await _cleanup(client, prefix)

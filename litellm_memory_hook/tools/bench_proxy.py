@@ -698,18 +698,18 @@ async def _drive(
 async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
     """Time both hook halves in-process on a conversation growing to ``samples`` turn pairs
     (worker off; the extraction schedule is still written)."""
-    import redis.asyncio as aioredis
     from litellm.types.utils import ModelResponse
 
     from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
     from litellm_memory_hook.settings import MemorySettings
+    from litellm_memory_hook.store.client import redis_client
 
     class _Auth:
         token = "litellm_proxy_master_key"
         team_id = None
         user_id = "default_user_id"
 
-    client = aioredis.from_url(redis_url, decode_responses=False)
+    client = redis_client(redis_url)  # the client the hook makes in the proxy
     settings = MemorySettings(redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False)
     hook = MemoryHook(
         settings=settings,
