@@ -6,7 +6,11 @@ import redis.asyncio as aioredis
 
 from litellm_memory_hook.core.models import IndexedTurn, Turn
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, due_key, user_scope
-from litellm_memory_hook.store.redis_store import MemoryStore, unpack_postings
+from litellm_memory_hook.store.redis_store import (
+    LOAD_TERMS_PER_CALL,
+    MemoryStore,
+    unpack_postings,
+)
 
 
 def _keys(prefix: str, user: str = "u-A") -> ConversationKeys:
@@ -53,6 +57,26 @@ async def test_load_reads_tail_meta_and_postings_in_one_go(store: MemoryStore, p
     assert postings.n_docs == 10
     assert postings.df == {"common": 10, "word2": 1}
     assert postings.seqs["word2"].tolist() == [3]
+
+
+async def test_load_reads_every_term_of_a_long_query_and_the_users_chats(
+    store: MemoryStore, prefix: str
+) -> None:
+    """A query longer than one ``unpack`` slice of the read script (LOAD_TERMS_PER_CALL) gets
+    every term's postings, in order; the user's index is read when asked, not otherwise."""
+    keys = _keys(prefix)
+    await store.append(keys, [_turn("user", f"w{i} common") for i in range(3)])
+    await store.touch_user_index(keys, _memory(keys))
+    terms = [f"t{i}" for i in range(2 * LOAD_TERMS_PER_CALL + 500)]
+    terms[LOAD_TERMS_PER_CALL + 7] = "w1"  # in the second slice
+    terms[-1] = "common"  # in the last, short slice
+    state, postings = await store.load(keys, _memory(keys), tail=2, query_terms=terms)
+    assert postings.df == {"w1": 1, "common": 3}
+    assert postings.seqs["w1"].tolist() == [2]
+    assert [t.seq for t in state.tail] == [2, 3]
+    assert postings.chats == []
+    _, listed = await store.load(keys, _memory(keys), tail=2, list_chats=True)
+    assert listed.chats == sorted([keys.index_member, _memory(keys).scope])
 
 
 async def test_postings_keep_only_the_newest_but_count_all(

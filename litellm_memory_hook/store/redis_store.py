@@ -465,6 +465,41 @@ return 1
 )
 
 
+#: most ARGV one ``unpack`` hands to a command inside :data:`LOAD_STATE` (Lua 5.1's C stack
+#: holds 8,000): a longer query reads its postings in slices of this many terms.
+LOAD_TERMS_PER_CALL = 1000
+
+LOAD_STATE = f"""
+-- Everything a request reads, in one call: every key is in the user's slot (hash tag
+-- {{tenant:user}}), so this runs on a Redis Cluster too. Read-only.
+-- KEYS[1] the user's forgets hash, KEYS[2] meta hash, KEYS[3] turns zset, KEYS[4] pinned
+--   hash, KEYS[5] memories hash (of the conversation's memory set), KEYS[6] postings hash,
+--   KEYS[7] the user's index set
+-- ARGV[1] how many of the newest turns to read, ARGV[2] '1' to read the user's index,
+-- ARGV[3], ARGV[4] the forgets fields (the user's, the conversation's), ARGV[5..] the query's
+--   terms, whose postings are read
+-- Returns {{forgets values, meta (field, value, ...), the newest turns oldest first, pinned
+-- (field, value, ...), memories (field, value, ...), the terms' postings (false when none),
+-- the index's members (empty unless asked)}}
+local postings = {{}}
+for first = 5, #ARGV, {LOAD_TERMS_PER_CALL} do
+  local last = math.min(first + {LOAD_TERMS_PER_CALL - 1}, #ARGV)
+  local values = redis.call('HMGET', KEYS[6], unpack(ARGV, first, last))
+  for i = 1, #values do postings[#postings + 1] = values[i] end
+end
+local chats = {{}}
+if ARGV[2] == '1' then chats = redis.call('SMEMBERS', KEYS[7]) end
+return {{
+  redis.call('HMGET', KEYS[1], ARGV[3], ARGV[4]),
+  redis.call('HGETALL', KEYS[2]),
+  redis.call('ZRANGE', KEYS[3], -tonumber(ARGV[1]), -1),
+  redis.call('HGETALL', KEYS[4]),
+  redis.call('HGETALL', KEYS[5]),
+  postings,
+  chats,
+}}
+"""
+
 SEQ_SPANS = """
 -- The turns said within spans of time: for each span, how many there are and the seqs of the
 -- latest (by time) ARGV[1] of them. Read-only.
@@ -762,6 +797,15 @@ def _add_postings(postings: Postings, terms: Sequence[str], values: Sequence[Any
             postings.seqs[term] = seqs
 
 
+def _pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
+    """A hash as Lua's ``HGETALL`` returns it (field, value, field, value, ...) as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _nothing(pipe: Any) -> None:
+    """No plain commands (a :meth:`MemoryStore._pipeline` of script calls only)."""
+
+
 def _text(value: bytes | str | None) -> str:
     if value is None:
         return ""
@@ -842,6 +886,7 @@ class MemoryStore:
         self._fetch = redis.register_script(FETCH_TURNS)
         self._last_question = redis.register_script(LAST_QUESTION)
         self._spans = redis.register_script(SEQ_SPANS)
+        self._load_state = redis.register_script(LOAD_STATE)
         self._delete = redis.register_script(DELETE_TURNS)
         self._begin = redis.register_script(BEGIN_WRITE)
         self._write_batch = redis.register_script(WRITE_TURNS)
@@ -896,28 +941,31 @@ class MemoryStore:
             and the postings.
         """
 
-        def build(pipe: Any) -> None:
-            # the forget tokens first: a forget after them is seen by the write
-            pipe.hmget(keys.user_keys.forgets, list(keys.forget_fields))
-            pipe.hgetall(keys.meta)
-            pipe.zrange(keys.turns, -tail, -1)
-            pipe.hgetall(memory.pinned)
-            pipe.hgetall(memory.memories)
-            if query_terms:
-                pipe.hmget(keys.postings, list(query_terms))
-            if list_chats:
-                pipe.smembers(keys.user_keys.index)
-
-        calls = self._span_calls([keys], date_spans)
+        # one script reads it all (a pipeline of six commands cost redis-py twice the CPU);
+        # the forget tokens are read first: a forget after them is seen by the write
+        names = [
+            keys.user_keys.forgets,
+            keys.meta,
+            keys.turns,
+            memory.pinned,
+            memory.memories,
+            keys.postings,
+            keys.user_keys.index,
+        ]
+        args: list[Any] = [tail, 1 if list_chats else 0, *keys.forget_fields, *query_terms]
+        spans: list[Any] = []
         try:
-            replies, spans = await self._pipeline(build, calls)
+            if date_spans:
+                calls = [(self._load_state, names, args), *self._span_calls([keys], date_spans)]
+                _, (reply, *spans) = await self._pipeline(_nothing, calls)
+            else:
+                reply = await self._load_state(keys=names, args=args)
         except RedisError as exc:
             raise StoreError(f"load {keys.ref}: {exc}") from exc
-        token = token_of(replies[0])
-        replies = replies[1:]
-        meta = {_text(k): _text(v) for k, v in replies[0].items()}
+        forgets, meta_items, members, pinned, memories, values, chats = reply
+        meta = {_text(k): _text(v) for k, v in _pairs(meta_items).items()}
         turns: list[Turn] = []
-        for member in replies[1]:
+        for member in members:
             try:
                 turns.append(Turn.from_member(member))
             except ValueError:
@@ -925,16 +973,15 @@ class MemoryStore:
         state = ConversationState(
             meta=meta,
             tail=turns,
-            pinned=_in_field_order(replies[2]),
-            memories=_in_field_order(replies[3]),
-            forget_token=token,
+            pinned=_in_field_order(_pairs(pinned)),
+            memories=_in_field_order(_pairs(memories)),
+            forget_token=token_of(forgets),
         )
         postings = Postings(n_docs=int(meta.get("idx_n", "0") or 0))
-        rest = iter(replies[4:])
         if query_terms:
-            _add_postings(postings, query_terms, next(rest))
+            _add_postings(postings, query_terms, values)
         if list_chats:
-            postings.chats = sorted(_text(m) for m in next(rest))
+            postings.chats = sorted(_text(m) for m in chats)
         if date_spans:
             postings.spans = _date_seqs(spans[0])
         return state, postings
