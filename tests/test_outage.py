@@ -474,3 +474,37 @@ async def test_a_forget_drops_the_users_turns_waiting_in_the_outage_buffer(
     assert _texts(server.url, prefix) == ["what did I say?", "re: what did I say?"]
     assert hook.counters["writes_forgotten"] == 1 and hook.counters["writes_lost"] == 0
     await hook.store.redis.aclose()
+
+
+async def test_a_chat_during_an_outage_keeps_its_persona_and_the_reminder(
+    server: RedisServer, prefix: str
+) -> None:
+    """Redis down: the stored memory is out of reach, but what the request itself gives still
+    reaches the model: the persona it sent (escaped, as data) and the final reminder, whose
+    script the turns said since Redis went down decide when the last message is too short."""
+    hook = _hook(server.url, prefix)
+    await _turn(hook, "before", "b0")
+    server.stop()
+    await _turn(hook, "Моя сестра живёт в Порту.", "d1")
+    data = await hook.async_pre_call_hook(
+        Auth(),
+        None,
+        chat_request("ok", call_id="d2", metadata={"persona": "Mira, a <calm> guide"}),
+        "acompletion",
+    )
+    assert data is not None
+    system = data["messages"][0]
+    assert system["role"] == "system"
+    assert "Mira, a" in system["content"] and "<calm>" not in system["content"]
+    reminder = system["content"].rsplit("\n\n", 1)[-1]
+    assert reminder.startswith("<memory_reminder>"), reminder
+    assert "too short to tell; before it they wrote in Cyrillic" in reminder, reminder
+    assert [m["content"] for m in data["messages"][1:]] == [
+        "Моя сестра живёт в Порту.",
+        "re: Моя сестра живёт в Порту.",
+        "ok",
+    ]
+    assert "<memories>" not in system["content"] and "<summary>" not in system["content"]
+    server.start()
+    await hook.drain()
+    await hook.store.redis.aclose()

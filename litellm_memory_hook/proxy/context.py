@@ -208,21 +208,12 @@ async def prepare(
         unstored=_unstored(plan, fitted.history_indices, state, now, options.max_stored_chars),
         recallable=passed_over(state),
     )
-    said = _user_words_newest_first(window, last_text)
-    layers = PromptLayers(
-        operator_rules=(),
-        persona=cut_start(options.persona, options.budget.persona_chars),
-        custom_instructions=cut_start(options.custom_instructions, options.budget.persona_chars),
+    layers = replace(
+        _request_layers(window, last_text, options),
         pinned=fit_items(state.pinned, options.budget.pinned_chars),
         memories=select_items(state.memories, last_text, options.budget.memory_chars),
         summary=cut_start(state.summary, options.budget.summary_chars),
         earlier_lines=found.lines,
-        # an agent that sends only its tool results has no user message in the request:
-        # the reminder names the script of the window's last one (its task); the user's
-        # earlier messages decide when the last one tells too little ("ok", "thanks")
-        last_user_text=said[0] if said else "",
-        earlier_user_texts=said[1:],
-        timezone=options.timezone,
     )
     built = build_system_message(layers, options.wording)
     layer_chars = dict(built.layer_chars)
@@ -239,6 +230,41 @@ async def prepare(
         window_seqs=tuple(window_seqs),
         forget_token=state.forget_token,
     )
+
+
+def _request_layers(
+    window: Sequence[Mapping[str, Any]], last_text: str, options: ContextOptions
+) -> PromptLayers:
+    """The layers a request gives by itself, without Redis: the persona and custom instructions
+    it sent (cut to their budget), and what the reminder reads. An agent that sends only its
+    tool results has no user message in the request: the reminder names the script of the
+    window's last one (its task); the user's earlier messages decide when the last one tells
+    too little ("ok", "thanks")."""
+    said = _user_words_newest_first(window, last_text)
+    return PromptLayers(
+        persona=cut_start(options.persona, options.budget.persona_chars),
+        custom_instructions=cut_start(options.custom_instructions, options.budget.persona_chars),
+        last_user_text=said[0] if said else "",
+        earlier_user_texts=said[1:],
+        timezone=options.timezone,
+    )
+
+
+def request_only_block(
+    raw_messages: object, window: Sequence[Mapping[str, Any]], options: ContextOptions
+) -> str:
+    """The memory block of a request that cannot read Redis (an outage, the breaker open):
+    the persona and custom instructions the request sent and the final reminder (the script of
+    the user's last message, read with the window's earlier user messages, the turns said
+    since Redis went down among them), without stored memories, summary or recalled lines.
+
+    Args:
+        raw_messages: the request's messages as the client sent them.
+        window: the recent window the request is sent with.
+        options: the alias's options (budgets, wording, the request's controls).
+    """
+    layers = _request_layers(window, _last_user_words(raw_messages), options)
+    return build_system_message(layers, options.wording).text
 
 
 #: most of a seeding request's own older messages ranked for recall (the newest of them):

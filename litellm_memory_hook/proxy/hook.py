@@ -73,7 +73,12 @@ from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
 from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
-from litellm_memory_hook.proxy.context import ContextOptions, PreparedRequest, prepare
+from litellm_memory_hook.proxy.context import (
+    ContextOptions,
+    PreparedRequest,
+    prepare,
+    request_only_block,
+)
 from litellm_memory_hook.proxy.identity import Identity, identify, request_headers
 from litellm_memory_hook.proxy.metrics import HookMetrics, MetricsPublisher, log_event
 from litellm_memory_hook.proxy.write_buffer import PendingWrite, WriteBuffer
@@ -655,7 +660,9 @@ class MemoryHook(CustomLogger):
                 max_chars=options.budget.chars,
                 max_messages=options.budget.messages,
             )
-            data["messages"] = assemble(plan.lead, window, rules=rules, memory_block="")
+            # what the request itself gives still applies: its persona, the reminder
+            block = request_only_block(raw, window, options)
+            data["messages"] = assemble(plan.lead, window, rules=rules, memory_block=block)
         if plan is None:
             return
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
