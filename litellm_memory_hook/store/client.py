@@ -59,8 +59,11 @@ def pack_with_hiredis(*args: Any) -> list[bytes]:
         args = (*args[0].encode().split(), *args[1:])
     elif b" " in args[0]:
         args = (*args[0].split(), *args[1:])
-    if any(isinstance(arg, bytearray | memoryview) for arg in args):
-        args = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
+    try:
+        return [hiredis.pack_command(args)]
+    except TypeError:
+        pass  # a bytearray (hiredis takes bytes and memoryviews), or a type redis-py refuses
+    args = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
     try:
         return [hiredis.pack_command(args)]
     except TypeError as exc:
