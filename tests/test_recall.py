@@ -484,3 +484,43 @@ def test_small_rank_equals_the_numpy_rank(
     assert _rank_small(main_terms, boost_terms, exclude, k) == _rank_arrays(
         main_terms, boost_terms, exclude, k
     )
+
+
+# Content-free repeats (fresh-user run): every assistant reply was "Got it, thanks for telling
+# me.", and "Can you tell me about the bedroom?" recalled 8 copies of it around the one line
+# about the bedroom; "Tell me something." recalled 8 copies and nothing else.
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["tell", "tells", "told", "telling", "say", "said", "ask", "asked", "know", "knew",
+     "remember", "remembered", "remind", "recall"],
+)  # fmt: skip
+def test_request_verbs_are_not_content(word: str) -> None:
+    """Verbs with which a message asks for what the assistant remembers are stopwords, in
+    every form, like the question words: they recall nothing by themselves."""
+    assert word in recall.default_stopwords() and word in recall.load_stopwords(lists=["en"])
+    assert word not in recall.load_stopwords(lists=["hi-latn"])
+    assert tokenize(f"Can you {word} me about the bedroom?") == ["bedroom"]
+    assert query_terms(f"{word.capitalize()} me something.") == []
+
+
+def test_a_stock_reply_is_not_recalled_by_a_request_verb() -> None:
+    texts = [
+        "The bedroom walls are painted sage green.",
+        "Got it, thanks for telling me.",
+        "Our parrot Kiwi sleeps in the kitchen.",
+        "Got it, thanks for telling me.",
+    ]
+    assert recall_seqs(texts, "Can you tell me about the bedroom?") == [0]
+    assert recall_seqs(texts, "Tell me about the parrot.") == [2]
+    assert recall_seqs(texts, "Tell me something.") == []
+    assert recall_seqs(texts, "What did I tell you?") == []
+
+
+def test_distinct_texts_keeps_the_first_of_each_text() -> None:
+    texts = {1: "Got it, thanks!", 2: "got it,  THANKS! ", 3: "The bedroom", 4: "Got it, thanks!"}
+    ranked = [(4, 3.0), (2, 3.0), (3, 2.0), (1, 1.0)]
+    assert recall.distinct_texts(ranked, texts.__getitem__) == [(4, 3.0), (3, 2.0)]
+    assert recall.same_text(" Got\tit,\nTHANKS! ") == "got it, thanks!"
+    assert recall.distinct_texts([], texts.__getitem__) == []

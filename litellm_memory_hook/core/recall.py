@@ -14,7 +14,8 @@ Terms:
 * Plain words (:func:`tokenize`): runs of letters, combining marks and digits (``regex``'s
   ``[\p{L}\p{M}\p{N}]+``, so a Devanagari vowel sign stays inside its word: सीमा, इंटरव्यू),
   after NFKC and case folding, without short words and without the stopwords of the packaged
-  lists (``stopwords/en.txt``; ``hi-latn.txt``, romanised Hindi / Hinglish; ``hi.txt``, Hindi in
+  lists (``stopwords/en.txt`` and the request verbs :data:`REQUEST_WORDS`, tell / say / ask /
+  know / remember; ``hi-latn.txt``, romanised Hindi / Hinglish; ``hi.txt``, Hindi in
   Devanagari; ``th``, ``lo``, ``km``, ``my``, ``zh``, ``ja``). Scripts written without spaces
   (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar) are split into words by ICU's
   dictionary-based word segmentation (``icu4py``), so lines meet on whole words only: character
@@ -32,7 +33,9 @@ Terms:
     words (parrot / party, team / time): :func:`sound_alike` tells a spelling or form of one
     word from another word, and recall (:class:`SoundAlikes`, used by
     :mod:`litellm_memory_hook.proxy.recall_step`) and :func:`rank_texts` take the weight of such
-    a false key off again, unless the text reads as romanised Hindi.
+    a false key off again. In romanised Hindi (a query or line holding a Hinglish marker word)
+    two words that are neither English words nor names meet on the key alone (rehti / rahti);
+    English words are checked there too (party / parrot in "Kal raat dost ki party thi").
   - ``^`` context keys: a message that follows a question is also indexed under the plain words
     of that question (the store passes the previous message's text as ``previous``), and a query
     looks for each of its words there too, so a reply that answers a question without repeating
@@ -95,7 +98,12 @@ from rapidfuzz.distance import OSA, Indel
 
 from litellm_memory_hook.core.dates import DATE_PREFIX, QUESTION_WORDS
 from litellm_memory_hook.core.memo import short_text_memo
-from litellm_memory_hook.core.script import has_hinglish_marker
+from litellm_memory_hook.core.script import (
+    ENGLISH_LEXICON,
+    ENGLISH_WORDS,
+    HINGLISH_WORDS,
+    has_hinglish_marker,
+)
 
 __all__ = [
     "BOOST_KINDS",
@@ -115,6 +123,7 @@ __all__ = [
     "PACKAGED_STOPWORD_LISTS",
     "PHONETIC_PREFIX",
     "PLAIN_TERM_OPTIONS",
+    "REQUEST_WORDS",
     "SCORE_EPSILON",
     "Collection",
     "SoundAlikes",
@@ -126,12 +135,15 @@ __all__ = [
     "date_postings",
     "dates_lead",
     "default_stopwords",
+    "distinct_texts",
     "english_stem",
     "false_sound_alikes",
     "fill_budget",
     "holders",
     "idf",
     "index_terms",
+    "inner_names",
+    "is_english_word",
     "is_question",
     "load_lemmas",
     "load_stopwords",
@@ -142,6 +154,7 @@ __all__ = [
     "rank",
     "rank_collections",
     "rank_texts",
+    "same_text",
     "score",
     "sound_alike",
     "term_kind",
@@ -305,12 +318,29 @@ def _packaged_list(name: str) -> frozenset[str]:
     return frozenset(_read_stopword_lines(text.read_text(encoding="utf-8").split("\n")))
 
 
+REQUEST_WORDS: frozenset[str] = frozenset(
+    {
+        *("tell", "tells", "told", "telling", "say", "says", "said", "saying"),
+        *("ask", "asks", "asked", "asking", "know", "knows", "knew", "known", "knowing"),
+        *("remember", "remembers", "remembered", "remembering"),
+        *("remind", "reminds", "reminded", "reminding", "recall", "recalls", "recalled"),
+        "recalling",
+    }
+)
+"""English verbs with which a message asks the assistant for its memory, or a reply
+acknowledges it ("Can you tell me about the bedroom?", "Do you remember ...?", "What did I say
+about ...?", "Got it, thanks for telling me."): the request, not its subject. They are
+stopwords of the English list (:func:`load_stopwords` with ``"en"``), with their forms, so
+"tell" does not recall every "thanks for telling me"."""
+
+
 @cache
 def default_stopwords() -> frozenset[str]:
     """The packaged stopwords (English, romanised Hindi, Hindi), loaded once.
 
     Returns:
-        The words of ``stopwords/en.txt``, ``hi-latn.txt`` and ``hi.txt``, NFKC + casefolded.
+        The words of the packaged lists (``stopwords/en.txt`` with :data:`REQUEST_WORDS`,
+        ``hi-latn.txt``, ``hi.txt`` and the others), NFKC + casefolded.
     """
     return load_stopwords()
 
@@ -339,6 +369,8 @@ def load_stopwords(
     words: set[str] = set()
     for name in lists:
         words |= _packaged_list(name)
+    if "en" in lists:
+        words |= REQUEST_WORDS
     for path in extra_files:
         words |= _read_stopword_lines(path.read_text(encoding="utf-8").split("\n"))
     return frozenset(words)
@@ -627,15 +659,50 @@ def _english_lemmas(word: str) -> frozenset[str]:
     return frozenset(lemma for lemmas in getAllLemmas(word).values() for lemma in lemmas)
 
 
+@cache
+def _english_vocabulary() -> frozenset[str]:
+    """The packaged English words of :mod:`litellm_memory_hook.core.script`
+    (:data:`~litellm_memory_hook.core.script.ENGLISH_LEXICON` and its marker words), less the
+    romanised-Hindi marker words (``main``, ``me``)."""
+    return (ENGLISH_LEXICON | ENGLISH_WORDS) - HINGLISH_WORDS
+
+
+@lru_cache(maxsize=65536)
+def is_english_word(word: str) -> bool:
+    """Whether a plain word is a known English word: in the packaged English lexicon of
+    :mod:`litellm_memory_hook.core.script` (itself, or its :func:`english_stem`), or a word of
+    ``lemminflect``'s English dictionary (party, parrot, team, rate, beer), and not a romanised-
+    Hindi marker word (:data:`~litellm_memory_hook.core.script.HINGLISH_WORDS`: hum, main).
+    Romanised Hindi (rehti, nahi, mujhe, behen, raat) is not.
+
+    Args:
+        word: a plain word as :func:`tokenize` returns it.
+
+    Returns:
+        False also for a word that is not ASCII letters once its diacritics go (Devanagari).
+    """
+    plain = _ascii_form(word)
+    if plain is None or plain in HINGLISH_WORDS:
+        return False
+    vocabulary = _english_vocabulary()
+    if plain in vocabulary or english_stem(plain) in vocabulary:
+        return True
+    return bool(_english_lemmas(plain))
+
+
 def sound_alike(a: str, b: str, *, loose: bool = False) -> bool:
     """Whether two plain words that share a phonetic key are one word in two spellings or forms,
     and not two words that the key's consonant skeleton happens to join.
 
     The key was made for romanised Hindi, whose spellings differ mostly in vowels (rehti /
     rahti, theek / thik, bahut / bohot). In English, words with the same consonants are usually
-    different words: parrot / party (``~prt``), team / time, son / sun, share / sure. So, unless
-    ``loose``, two different Latin-script words sound alike only when
+    different words: parrot / party (``~prt``), team / time, son / sun, share / sure. So two
+    different Latin-script words sound alike only when
 
+    * ``loose`` (the text reads as romanised Hindi) and neither word is a known English word
+      (:func:`is_english_word`): any two such words with the same key, as the key intends
+      (rehti / rahti, nahi / nhi, behen / bahen); two English words, or an English word and a
+      Hindi one (rate / raat, time / tum), are judged as below even inside Hinglish text, or
     * they are forms of one English word: a lemma in common (``lemminflect``: take / took,
       find / found, movie / movies), or the same stem by :func:`english_stem` (paint /
       painting), or
@@ -654,13 +721,15 @@ def sound_alike(a: str, b: str, *, loose: bool = False) -> bool:
     Args:
         a / b: plain words as :func:`tokenize` returns them.
         loose: the query or the line reads as romanised Hindi
-            (:func:`~litellm_memory_hook.core.script.has_hinglish_marker`): any two words with
-            the same key sound alike, as the key intends.
+            (:func:`~litellm_memory_hook.core.script.has_hinglish_marker`) and neither word is
+            a name there (:func:`false_sound_alikes` decides).
 
     Returns:
         True when recall may count the key as a match between them.
     """
-    if a == b or loose:
+    if a == b:
+        return True
+    if loose and not is_english_word(a) and not is_english_word(b):
         return True
     left, right = _ascii_form(a), _ascii_form(b)
     if left is None or right is None:
@@ -716,6 +785,23 @@ def _line_words(text: str) -> Iterable[str]:
     }
 
 
+_SENTENCE_START = frozenset(".!?:;\n\u2026\"'(\u201c\u2018[")
+
+
+def inner_names(text: str) -> frozenset[str]:
+    """The words of a text written with a capital first letter inside a sentence, casefolded:
+    its names ("Tom" in "I had a beer with Tom"), not the first word of a sentence ("Kal raat
+    ..."), which :func:`capitalised_words` also gives. A word after a line break, ``.``, ``!``,
+    ``?``, ``:``, ``;``, an ellipsis or an opening bracket or quote opens a sentence."""
+    out: set[str] = set()
+    pattern = _ASCII_CAPITALISED if text.isascii() else _CAPITALISED
+    for match in pattern.finditer(text):
+        before = text[: match.start()].rstrip(" \t")
+        if before and before[-1] not in _SENTENCE_START:
+            out.add(match.group().casefold())
+    return frozenset(out)
+
+
 def false_sound_alikes(
     query_words: Sequence[str],
     text: str,
@@ -723,6 +809,7 @@ def false_sound_alikes(
     *,
     loose: bool = False,
     names: Set[str] = frozenset(),
+    proper: Set[str] = frozenset(),
     options: TermOptions = DEFAULT_TERM_OPTIONS,
 ) -> frozenset[str]:
     """The phonetic keys that a line matched a query on only through words that do not sound
@@ -730,22 +817,29 @@ def false_sound_alikes(
     question about a parrot does not recall a line about a party.
 
     Two words both written with a capital letter, in the query and in the line, are taken for
-    one name in two spellings, whose romanisations vary as romanised Hindi does (Seema / Sima).
+    one name in two spellings, whose romanisations vary as romanised Hindi does (Seema / Sima),
+    unless both are English words (a sentence that starts "Team ..." and the name Tom).
+    When the query or the line reads as romanised Hindi
+    (:func:`~litellm_memory_hook.core.script.has_hinglish_marker`), two words neither of which
+    is a known English word (:func:`is_english_word`) nor a name (:func:`inner_names` of the
+    query or of the line) sound alike by their key alone (``loose`` of :func:`sound_alike`):
+    rehti / rahti meet; parrot / party, team / time, rate / raat and time / Tom do not, in
+    any text.
 
     Args:
         query_words: the query's plain words (the plain terms of :func:`query_terms`).
         text: the line's text.
         keys: the ``~`` keys the line matched (whose postings hold it).
-        loose: the query reads as romanised Hindi (the line is checked here too).
+        loose: the query reads as romanised Hindi.
         names: the query's :func:`capitalised_words`.
+        proper: the query's :func:`inner_names`.
         options: the term scheme of the keys.
 
     Returns:
-        The false keys among ``keys`` (empty when every key joins some pair that sounds alike,
-        or when the text reads as romanised Hindi).
+        The false keys among ``keys`` (empty when every key joins some pair that sounds alike).
     """
     wanted = frozenset(keys)
-    if not wanted or loose:
+    if not wanted:
         return frozenset()
     asked: dict[str, list[str]] = {}
     for word in query_words:
@@ -757,17 +851,22 @@ def false_sound_alikes(
         key = phonetic_key(word, options)
         if key in asked:
             said.setdefault(key, []).append(word)
+    if not said:
+        return frozenset()
     line_names = capitalised_words(text) if names else frozenset()
+    hindi = loose or has_hinglish_marker(text)
+    line_proper = inner_names(text) if hindi else frozenset()
 
     def alike(a: str, b: str) -> bool:
-        return (a in names and b in line_names) or sound_alike(a, b)
+        if a in names and b in line_names and not (is_english_word(a) and is_english_word(b)):
+            return True
+        return sound_alike(a, b, loose=hindi and a not in proper and b not in line_proper)
 
-    false = frozenset(
+    return frozenset(
         key
         for key, words in asked.items()
         if key in said and not any(alike(a, b) for a in words for b in said[key])
     )
-    return false if false and not has_hinglish_marker(text) else frozenset()
 
 
 @dataclass(frozen=True)
@@ -783,8 +882,10 @@ class SoundAlikes:
         words: the query's plain words.
         key_words: key -> the query words with that key (empty: nothing to check).
         names: the query's :func:`capitalised_words`.
-        loose: the query reads as romanised Hindi (every key counts).
+        loose: the query reads as romanised Hindi (its words that are neither English nor
+            names meet their vowel variants).
         options: the term scheme of the keys.
+        proper: the query's :func:`inner_names`.
     """
 
     words: tuple[str, ...] = ()
@@ -792,6 +893,7 @@ class SoundAlikes:
     names: frozenset[str] = frozenset()
     loose: bool = False
     options: TermOptions = DEFAULT_TERM_OPTIONS
+    proper: frozenset[str] = frozenset()
 
     def false_keys(self, text: str, open_keys: Sequence[str]) -> frozenset[str]:
         """:func:`false_sound_alikes` of a line: the keys whose weight its score loses.
@@ -801,10 +903,16 @@ class SoundAlikes:
             open_keys: the keys the line holds without any of their query words (the others
                 join it to the query through the word itself).
         """
-        if self.loose or not open_keys:
+        if not open_keys:
             return frozenset()
         return false_sound_alikes(
-            self.words, text, open_keys, names=self.names, options=self.options
+            self.words,
+            text,
+            open_keys,
+            loose=self.loose,
+            names=self.names,
+            proper=self.proper,
+            options=self.options,
         )
 
     def risky(self, collections: Sequence[Collection]) -> list[str]:
@@ -812,8 +920,6 @@ class SoundAlikes:
         document frequency, in some collection, exceeds that of each of their query words (the
         key's lines are more than the lines holding the words themselves). Other keys are never
         false, and are not checked line by line."""
-        if self.loose:
-            return []
         out = []
         for key, words in self.key_words.items():
             for collection in collections:
@@ -839,13 +945,15 @@ def query_sound_alikes(text: str, options: TermOptions = DEFAULT_TERM_OPTIONS) -
         key = phonetic_key(word, options)
         if key is not None:
             key_words.setdefault(key, []).append(word)
-    if not key_words or has_hinglish_marker(text):
-        return SoundAlikes(words, loose=bool(key_words), options=options)
+    if not key_words:
+        return SoundAlikes(words, options=options)
     return SoundAlikes(
         words,
         MappingProxyType({k: tuple(v) for k, v in key_words.items()}),
         capitalised_words(text),
-        options=options,
+        has_hinglish_marker(text),
+        options,
+        inner_names(text),
     )
 
 
@@ -1445,6 +1553,37 @@ def rank_texts(
             value -= term_weight(term, collection)
         scores[number] = value if value > SCORE_EPSILON else 0.0
     return scores
+
+
+def same_text(text: str) -> str:
+    """What two lines that say the same thing have in common: the text case folded, its runs
+    of whitespace one space, stripped ("Got it,  thanks!" and "got it, thanks!")."""
+    return " ".join(text.casefold().split())
+
+
+def distinct_texts(
+    ranked: Sequence[tuple[Key, float]], text: Callable[[Key], str]
+) -> list[tuple[Key, float]]:
+    """The ranked lines without the repeats of a text already ranked (:func:`same_text`), best
+    first: a line said many times ("Got it, thanks for telling me.") fills one slot of recall,
+    not all of them. The copy kept is the first in ``ranked``: the best score, and among equal
+    scores the one ranked first (:func:`rank` puts the newer line first).
+
+    Args:
+        ranked: ``(key, score)`` pairs, best first.
+        text: a line's text.
+
+    Returns:
+        The pairs whose text comes first, in their order.
+    """
+    seen: set[str] = set()
+    out: list[tuple[Key, float]] = []
+    for key, value in ranked:
+        said = same_text(text(key))
+        if said not in seen:
+            seen.add(said)
+            out.append((key, value))
+    return out
 
 
 def fill_budget(

@@ -9,6 +9,10 @@ postings of the new message's terms in one round trip (:meth:`MemoryStore.load`,
   ``recall_k_max`` of them, each scoring at least ``recall_min_share`` of the best score;
 * ``recall_mode: fixed``: the best ``recall_k`` lines whatever their size (the seed's top 4).
 
+In both modes a text said several times (the same words, case and spacing aside, such as a
+stock reply "Got it, thanks for telling me.") is recalled once, its best-ranked copy
+(:func:`~litellm_memory_hook.core.recall.distinct_texts`).
+
 ``recall_scope: user`` also ranks the lines of the user's other conversations in the same alias
 namespace (at most ``recall_user_chats``, the most recently updated), as one collection with this
 one: one more round trip for their postings (:meth:`MemoryStore.load_chats`), then one fetch of
@@ -358,6 +362,7 @@ async def recall_lines(
             lambda key: recall.content_words(found[key].text),
             lambda key: key[1] in matched[key[0]],
         )
+    present = recall.distinct_texts(present, lambda key: found[key].text)
     chosen = _choose(present, found, options, timezone=timezone, date_led=led)
     by_time = sorted(chosen, key=lambda key: (found[key].ts_ms, key[0], key[1]))
     return Recalled(
