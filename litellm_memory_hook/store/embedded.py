@@ -19,6 +19,11 @@ socket, else starts one. ``serve`` first takes the folder's lock (:class:`ServeL
 exits. Any other command (``show``, ``import``, ``memories`` ...) attaches to the running server
 and never stops it; when none runs, the command starts one and stops it when it exits, unless a
 ``serve`` took the folder meanwhile (that ``serve`` then owns it).
+
+A ``serve`` killed with ``kill -9`` takes its proxy and stand-in with it (they get SIGTERM:
+:func:`litellm_memory_hook.tools.processes.die_with_parent`), but not this server, by choice: it
+runs in its own session, its data is safe (AOF, fsync every second), the other commands keep
+working on it, and the next ``serve`` on the folder adopts it (``owner=True`` below).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from litellm_memory_hook.tools.cli_common import (
     ConfigOption,
     DataDirOption,
     console,
+    counted,
 )
 from litellm_memory_hook.tools.datasets import (
     History,
@@ -187,9 +188,11 @@ def serve(
                 soft_wrap=True,
             )
         settings_env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        # the children end with serve, even on kill -9 (found by a fresh-user run: they were
+        # left holding the ports); the embedded Redis may outlive it (see store/embedded.py)
         if standin_port:
             children.append(
-                subprocess.Popen(processes.standin_command(standin_port), env=settings_env)
+                processes.popen_with_parent(processes.standin_command(standin_port), settings_env)
             )
             try:
                 processes.wait_http(f"http://127.0.0.1:{standin_port}/v1/models", children[-1], 30)
@@ -197,10 +200,19 @@ def serve(
                 raise fail(f"the stand-in model did not start: {exc}".splitlines()[0]) from exc
             console.print(f"stand-in model: http://127.0.0.1:{standin_port}/v1")
         proxy_config = processes.config_for_standin(config, standin_port, data_dir)
-        proxy = subprocess.Popen(
-            processes.proxy_command(proxy_config, port, host), env=settings_env
+        proxy = processes.popen_with_parent(
+            processes.proxy_command(proxy_config, port, host), settings_env
         )
         children.append(proxy)
+        if lock is not None:  # the folder is this serve's: say where its proxy listens
+            processes.ServeRecord(
+                os.getpid(),
+                host,
+                port,
+                standin_port,
+                str(proxy_config.resolve()),
+                {"proxy": proxy.pid, **({"stand-in": children[0].pid} if standin_port else {})},
+            ).write(data_dir)
         url = processes.local_url(host, port)
         console.print(f"starting the LiteLLM proxy on {host}:{port} ...")
         try:
@@ -357,7 +369,7 @@ def import_command(
         return
     if not user:
         raise fail(f"--user is required with --format {fmt}")
-    proxy_config = _load_config(config)
+    proxy_config = cli_ops.command_config(config, data_dir)
     lines, skipped = importable(_read_history(file, fmt, sample_id))
     if not lines:
         what = f", {skipped_summary(skipped)}" if skipped else " (no lines)"
@@ -410,14 +422,14 @@ def import_command(
 def _print_import(result: Any, who: Any, max_messages: int) -> None:
     """What an import of a history file wrote, and what the bound on stored messages took."""
     console.print(
-        f"imported {result.turns} turns (seq {result.first_seq}-{result.last_seq}) into "
-        f"{who.keys.turns}"
+        f"imported {counted(result.turns, 'turn')} (seq {result.first_seq}-{result.last_seq}) "
+        f"into {who.keys.turns}"
     )
     bound = f"to keep max_stored_messages ({max_messages})"
     if result.left_out:
-        console.print(f"left out the file's {result.left_out} oldest lines {bound}")
+        console.print(f"left out the file's {counted(result.left_out, 'oldest line')} {bound}")
     if result.trimmed:
-        console.print(f"deleted the {result.trimmed} oldest turns {bound}")
+        console.print(f"deleted the {counted(result.trimmed, 'oldest turn')} {bound}")
 
 
 @app.command("replay")
@@ -496,7 +508,7 @@ def show_command(
     from litellm_memory_hook.proxy.context import ContextOptions, prepare
     from litellm_memory_hook.store.redis_store import MemoryStore
 
-    proxy_config = _load_config(config)
+    proxy_config = cli_ops.command_config(config, data_dir)
     who = _identity(proxy_config, model, user, conversation, tenant)
     alias = proxy_config.alias(model)
     settings = proxy_config.settings
@@ -527,7 +539,7 @@ def show_command(
         raise _fail(f"embedded Redis in {data_dir}/: {exc}") from exc
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
-    console.print(f"conversation {who.keys.ref}: {count} stored turns")
+    console.print(f"conversation {who.keys.ref}: {counted(count, 'stored turn')}")
     if message is None:
         console.print(
             "next message (no --message): "
@@ -943,5 +955,6 @@ def main() -> None:
     """Console-script entry point."""
     from litellm_memory_hook.tools.cli_memory import register
 
+    processes.watch_parent()  # a stand-in serve started where prctl is missing
     register(app)
     app()

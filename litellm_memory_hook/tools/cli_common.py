@@ -26,3 +26,9 @@ MASTER_TENANT = "master"
 #: the highest TCP port. Port options are checked as click does their type: a value outside
 #: 1..65535 (0..65535 where 0 means "none") is a usage error, exit code 2.
 MAX_PORT = 65535
+
+
+def counted(count: int, singular: str, plural: str | None = None) -> str:
+    """``1 turn``, ``2 turns``, ``0 turns``: a count with its noun in the right number
+    (``plural``: for nouns that do not just add ``s``, e.g. ``memories``)."""
+    return f"{count} {singular if count == 1 else plural or singular + 's'}"

@@ -34,7 +34,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
-from litellm_memory_hook.errors import MemoryHookError
+from litellm_memory_hook.errors import ExtractionError, MemoryHookError
 from litellm_memory_hook.memory_api import (
     MemoryAPI,
     MemoryListing,
@@ -42,6 +42,7 @@ from litellm_memory_hook.memory_api import (
     MemoryTarget,
     resolve_target,
 )
+from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.memory_sets import MemoryItem
 from litellm_memory_hook.store.workers import WorkerHealth, worker_health
 from litellm_memory_hook.tools.cli_common import (
@@ -49,6 +50,7 @@ from litellm_memory_hook.tools.cli_common import (
     ConfigOption,
     DataDirOption,
     console,
+    counted,
 )
 from litellm_memory_hook.tools.cli_ops import (
     DEFAULT_CONFIG,
@@ -56,10 +58,10 @@ from litellm_memory_hook.tools.cli_ops import (
     TenantOption,
     UserOption,
     alias_lookup,
+    command_config,
     run_on_redis,
 )
 from litellm_memory_hook.tools.cli_ops import fail as _fail
-from litellm_memory_hook.tools.cli_ops import load_config as _load_config
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 T = TypeVar("T")
@@ -108,7 +110,7 @@ class MemorySetOptions:
             typer.Exit: (code 2) bad config, unknown alias or user, Redis failure, or any
                 :class:`MemoryHookError` from ``call``.
         """
-        config = _load_config(self.config)
+        config = command_config(self.config, self.data_dir)
         try:
             target = resolve_target(
                 config.settings,
@@ -411,7 +413,7 @@ def stats_command(
 
     Example: litellm-memory stats --json
     """
-    proxy_config = _load_config(config)
+    proxy_config = command_config(config, data_dir, optional=True)
     prefix = proxy_config.settings.key_prefix
 
     async def job(redis: Any) -> StoreStats:
@@ -490,6 +492,43 @@ def _api_key(config: ProxyConfig) -> str | None:
     )
 
 
+def extraction_url(settings: MemorySettings, data_dir: Path) -> str:
+    """Where the standalone worker sends its model calls: ``extraction_base_url`` when it is
+    set (the file or ``LITELLM_MEMORY_EXTRACTION_BASE_URL``), else the proxy of the ``serve``
+    running on ``data_dir`` (its port, whatever ``--port`` it was given; found by a fresh-user
+    run: the worker called 4000, where another proxy may listen), else the default
+    (``http://127.0.0.1:4000/v1``)."""
+    from litellm_memory_hook.tools.processes import running_serve
+
+    if "extraction_base_url" in settings.model_fields_set:
+        return settings.extraction_base_url
+    record = running_serve(data_dir)
+    return record.proxy_url if record is not None else settings.extraction_base_url
+
+
+class NamedModel:
+    """An extraction model whose call errors name the URL called (``... (calling URL)``)."""
+
+    def __init__(self, model: Any, base_url: str) -> None:
+        self._model = model
+        self.base_url = base_url
+
+    async def complete(
+        self, model: str, messages: list[dict[str, str]], *, json_mode: bool, timeout_s: float
+    ) -> Any:
+        """:meth:`litellm_memory_hook.extraction.client.ExtractionModel.complete`."""
+        try:
+            return await self._model.complete(
+                model, messages, json_mode=json_mode, timeout_s=timeout_s
+            )
+        except ExtractionError as exc:
+            raise ExtractionError(f"{exc} (calling {self.base_url})") from exc
+
+    async def close(self) -> None:
+        """Close the model's HTTP client."""
+        await self._model.close()
+
+
 def worker_command(
     once: Annotated[
         bool, typer.Option("--once", help="Run the jobs due now, print them, and exit.")
@@ -502,7 +541,8 @@ def worker_command(
 
     It shares the due conversations in Redis safely with the proxy's worker and other workers.
 
-    Model calls go to extraction_base_url (default: the proxy, http://127.0.0.1:4000/v1).
+    Model calls go to extraction_base_url; unset, to the proxy of the serve running on
+    --data-dir (its --port), else http://127.0.0.1:4000/v1.
 
     Key: extraction_api_key, else LITELLM_MASTER_KEY, else general_settings.master_key.
 
@@ -518,7 +558,7 @@ def worker_command(
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         raise _fail(f"unknown log level {log_level!r} (debug, info, warning, error)")
-    proxy_config = _load_config(config)
+    proxy_config = command_config(config, data_dir)
     settings = proxy_config.settings
     if not settings.extraction_enabled:
         raise _fail(
@@ -539,13 +579,15 @@ def worker_command(
             level=logging.WARNING, format="%(message)s", handlers=[RichHandler(console=console)]
         )
 
+    base_url = extraction_url(settings, data_dir)
+
     async def job(redis: Any) -> list[JobOutcome]:
-        model = OpenAIModel(settings.extraction_base_url, api_key)
+        model = NamedModel(OpenAIModel(base_url, api_key), base_url)
         worker = ExtractionWorker(redis, settings, model, alias_lookup=alias_lookup(proxy_config))
         try:
             if once:
                 return await worker.run_due()
-            await _serve_until_signal(worker, settings.extraction_base_url)
+            await _serve_until_signal(worker, base_url)
             return []
         finally:
             await model.close()
@@ -557,7 +599,7 @@ def worker_command(
     if not outcomes:
         console.print("nothing due")
         return
-    table = Table(title=f"{len(outcomes)} extraction jobs")
+    table = Table(title=counted(len(outcomes), "extraction job"))
     for column in ("status", "jobs", "memories added", "memories deleted", "more to do"):
         table.add_column(column, justify="right")
     by_status = Counter(o.status for o in outcomes)

@@ -62,6 +62,7 @@ from litellm_memory_hook.memory_api import (
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
     MemorySettings,
+    load_settings,
     parse_alias_config,
     shadowed_env,
 )
@@ -72,6 +73,7 @@ from litellm_memory_hook.tools.cli_common import (
     MAX_PORT,
     ConfigOption,
     DataDirOption,
+    counted,
 )
 from litellm_memory_hook.tools.files import read_utf8
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
@@ -265,6 +267,57 @@ def load_config(path: Path) -> ProxyConfig:
         return ProxyConfig.load(path)
     except MemoryHookError as exc:
         raise fail(str(exc)) from exc
+
+
+def option_given(name: str) -> bool:
+    """Whether the running command's option ``name`` (its parameter name, e.g. ``config``) was
+    given on the command line (or from the environment), not left at its default; ``True``
+    outside a command (a caller's value counts as given)."""
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return True
+    source = ctx.get_parameter_source(name)
+    return source is not None and source is not click_core.ParameterSource.DEFAULT
+
+
+def serve_config(data_dir: Path) -> Path | None:
+    """The config a ``serve`` on ``data_dir`` runs (or ran last): the one its record names
+    (:class:`litellm_memory_hook.tools.processes.ServeRecord`), else the folder's
+    ``serve-config.yaml``; ``None`` when neither is there."""
+    from litellm_memory_hook.tools.processes import SERVE_CONFIG, ServeRecord
+
+    record = ServeRecord.read(data_dir)
+    if record is not None and Path(record.config).is_file():
+        return Path(record.config)
+    derived = data_dir / SERVE_CONFIG
+    return derived if derived.is_file() else None
+
+
+def command_config(config: Path, data_dir: Path, *, optional: bool = False) -> ProxyConfig:
+    """The config a command reads: ``--config`` when given (or ``config.yaml`` when it is in
+    the working directory); else the config of the ``serve`` on ``--data-dir``
+    (:func:`serve_config`: the command then works from any folder); else, with ``optional``
+    (commands that need no alias: ``stats``), the settings of the environment alone; else exit
+    with one line saying what to give.
+    """
+    if config.exists() or option_given("config"):
+        return load_config(config)
+    found = serve_config(data_dir)
+    if found is not None:
+        err_console.print(f"config: {found} (the serve of {data_dir}/)", style="dim")
+        return load_config(found)
+    where = f"no {config} in {Path.cwd()}, and {data_dir}/ holds no config of a serve"
+    if optional:
+        try:
+            settings = load_settings()
+        except MemoryHookError as exc:
+            raise fail(str(exc)) from exc
+        err_console.print(f"config: none ({where}): the environment's settings", style="dim")
+        return ProxyConfig(path=config, raw={}, settings=settings)
+    raise fail(
+        f"cannot read {config}: {where}; give --config, run from the config's folder, or "
+        "--data-dir of a serve"
+    )
 
 
 def alias_lookup(config: ProxyConfig) -> Callable[[str], AliasMemoryConfig | None]:
@@ -472,7 +525,7 @@ def forget_command(
 
     Example: litellm-memory forget --user alice --yes
     """
-    proxy_config = load_config(config)
+    proxy_config = command_config(config, data_dir)
     if conversation:
         target = _target(
             proxy_config, user=user, model=model, tenant=tenant, conversation=conversation
@@ -505,7 +558,7 @@ def forget_command(
         return
     out_console.print(
         f"forgot {what}: {result.conversations} conversation(s), {result.memory_sets} memory "
-        f"set(s), {result.deleted_keys} keys deleted",
+        f"set(s), {counted(result.deleted_keys, 'key')} deleted",
         highlight=False,
     )
 
@@ -528,7 +581,7 @@ def export_command(
 
     Example: litellm-memory export --user alice > alice.json
     """
-    proxy_config = load_config(config)
+    proxy_config = command_config(config, data_dir)
     target = _target(proxy_config, user=user, model=model, tenant=tenant, conversation=conversation)
 
     async def job(redis: Any) -> ExportDocument:
@@ -540,7 +593,7 @@ def export_command(
     text = json.dumps(document.model_dump(mode="json"), ensure_ascii=False, indent=2)
     turns = sum(len(c.turns) for c in document.conversations)
     summary = (
-        f"exported {len(document.conversations)} conversation(s), {turns} turns, "
+        f"exported {len(document.conversations)} conversation(s), {counted(turns, 'turn')}, "
         f"{len(document.memory_sets)} memory set(s) of {_who(target, conversation)}"
     )
     if output is None:
@@ -583,7 +636,7 @@ def import_export_file(
 ) -> ImportExportResult:
     """``import FILE --format export``: write an export back (for the file's user and tenant,
     or those given), with a progress bar; prints what was written."""
-    proxy_config = load_config(config)
+    proxy_config = command_config(config, data_dir)
     document = read_export(file)
     to_user = user or document.user
     to_tenant = tenant or document.tenant
@@ -598,8 +651,9 @@ def import_export_file(
 
     result = run_on_redis(proxy_config, data_dir, job, create=True)
     out_console.print(
-        f"imported {result.conversations} conversation(s), {result.turns} turns, "
-        f"{result.memory_sets} memory set(s) ({result.memories} memories) for user {to_user!r} "
+        f"imported {result.conversations} conversation(s), {counted(result.turns, 'turn')}, "
+        f"{result.memory_sets} memory set(s) ({counted(result.memories, 'memory', 'memories')}) "
+        f"for user {to_user!r} "
         f"of tenant {to_tenant!r}",
         highlight=False,
     )
@@ -918,6 +972,40 @@ def _port_check(name: str, host: str, port: int, probe: str, option: str) -> Che
     )
 
 
+def leftover_check(data_dir: Path) -> Check | None:
+    """``warn`` when no ``serve`` holds ``data_dir`` but ports its last ``serve`` recorded
+    (:class:`litellm_memory_hook.tools.processes.ServeRecord`) are still taken: its proxy or
+    stand-in outlived it (a ``kill -9`` of a serve older than the children's death signal, or
+    what took the port since); names the children's pids still alive. ``None`` otherwise."""
+    from litellm_memory_hook.store.embedded import serve_lock_holder
+    from litellm_memory_hook.tools.processes import ServeRecord, port_taken, process_alive
+
+    record = ServeRecord.read(data_dir)
+    if record is None or serve_lock_holder(data_dir) is not None:
+        return None
+    held: list[str] = []
+    pids: list[int] = []
+    for name, (host, port) in record.ports().items():
+        if port_taken(host, port) is None:
+            continue
+        pid = record.children.get(name, 0)
+        if process_alive(pid):
+            pids.append(pid)
+            held.append(f"{name} port {host}:{port} (its {name}, pid {pid})")
+        else:
+            held.append(f"{name} port {host}:{port} (another process)")
+    if not held:
+        return None
+    stop = f"kill {' '.join(map(str, pids))}" if pids else "stop what listens there"
+    return Check(
+        "serve leftovers",
+        "warn",
+        f"no serve holds {data_dir}/ (its last serve, pid {record.pid}, is gone), but its "
+        f"{', '.join(held)} {'is' if len(held) == 1 else 'are'} still taken: a serve with "
+        f"those ports would be refused; {stop}",
+    )
+
+
 def require_distinct_ports(port: int, standin_port: int) -> None:
     """Refuse, as a usage error of the running command (exit code 2), a stand-in port equal to
     the proxy port: ``serve`` starts the stand-in first, and the proxy would then fail to bind.
@@ -1022,6 +1110,9 @@ def doctor_checks(
                         f"one in {data_dir}/ (socket {sock}); set REDIS_URL for your own Redis",
                     )
                 )
+    leftover = leftover_check(data_dir)
+    if leftover is not None:
+        checks.append(leftover)
     checks.append(_port_check("proxy port", host, port, "/health/liveliness", "--port"))
     if standin_port:
         checks.append(
@@ -1073,6 +1164,8 @@ def doctor_command(
     Example: litellm-memory doctor --config config.yaml
     """
     require_distinct_ports(port, standin_port)
+    if not config.exists() and not option_given("config"):
+        config = serve_config(data_dir) or config
     checks = doctor_checks(config, data_dir, host, port, standin_port)
     failed = any(c.status == "fail" for c in checks)
     if as_json:

@@ -7,14 +7,18 @@ commands (:func:`standin_and_proxy` starts both on loopback ports and stops them
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
@@ -35,10 +39,12 @@ def worker_command(config: Path) -> list[str]:
 
 
 def proxy_command(config: Path, port: int, host: str) -> list[str]:
-    """The command line of a LiteLLM proxy with ``config`` (the ``litellm`` CLI of this Python)."""
+    """The command line of a LiteLLM proxy with ``config`` (the ``litellm`` CLI of this Python;
+    :func:`watch_parent` first, which does nothing unless :data:`PARENT_ENV` is set)."""
     return [
         sys.executable,
         "-c",
+        "from litellm_memory_hook.tools.processes import watch_parent; watch_parent(); "
         "from litellm.proxy.proxy_cli import run_server; run_server()",
         "--config",
         str(config),
@@ -242,6 +248,8 @@ def standin_and_proxy(
         terminate_all(processes, stop_timeout_s)
 
 
+#: the copy of the config ``serve`` writes in its data folder when the stand-in's port moves.
+SERVE_CONFIG = "serve-config.yaml"
 #: the stand-in's address in the package's config.yaml.
 DEFAULT_STANDIN_BASE = "http://127.0.0.1:4010/v1"
 
@@ -270,6 +278,156 @@ def config_for_standin(config: Path, standin_port: int, folder: Path) -> Path:
     if not changed:
         return config
     folder.mkdir(parents=True, exist_ok=True)
-    derived = folder / "serve-config.yaml"
+    derived = folder / SERVE_CONFIG
     derived.write_text(yaml.safe_dump(loaded, allow_unicode=True, sort_keys=False))
     return derived
+
+
+# -- children that end with their parent ----------------------------------------------------------
+
+#: Linux's ``prctl`` option that sends the child a signal when its parent dies.
+PR_SET_PDEATHSIG = 1
+#: where prctl is missing: the parent's pid, given to a child that runs :func:`watch_parent`.
+PARENT_ENV = "MEMORY_HOOK_PARENT_PID"  # not LITELLM_MEMORY_*: settings refuse unknown ones
+#: how often :func:`watch_parent` looks whether its parent is gone (s).
+WATCH_PARENT_S = 1.0
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl`` (Linux), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def die_with_parent() -> tuple[Callable[[], None] | None, dict[str, str]]:
+    """What makes a child end (SIGTERM: it shuts down cleanly) when this process dies, even by
+    ``kill -9``: ``(preexec_fn, extra environment)`` for :class:`subprocess.Popen`.
+
+    On Linux, ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` in the child before it runs (and SIGTERM at
+    once should this process have died before that). Elsewhere, :data:`PARENT_ENV` names this
+    process, and a child that calls :func:`watch_parent` (the proxy of :func:`proxy_command`,
+    the stand-in of :func:`standin_command`: ``litellm-memory`` calls it) ends itself.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None, {PARENT_ENV: str(os.getpid())}
+    parent = os.getpid()
+
+    def preexec() -> None:  # runs in the child, between fork and exec
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec, {}
+
+
+def watch_parent() -> None:
+    """When :data:`PARENT_ENV` names this process's parent (:func:`die_with_parent` without
+    prctl), SIGTERM this process once that parent is gone (checked every
+    :data:`WATCH_PARENT_S` s by a daemon thread); nothing when it is unset. The variable is
+    taken out of the environment, so this process's own children do not watch it."""
+    value = os.environ.pop(PARENT_ENV, "")
+    if not value.isdigit():
+        return
+    parent = int(value)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCH_PARENT_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
+def popen_with_parent(command: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """:class:`subprocess.Popen` of ``command`` with ``env``, ending with this process
+    (:func:`die_with_parent`)."""
+    preexec, extra = die_with_parent()
+    return subprocess.Popen(list(command), env={**env, **extra}, preexec_fn=preexec)
+
+
+# -- what a running serve records in its data folder ----------------------------------------------
+
+#: the file ``serve`` writes in its data folder once its children run.
+SERVE_RECORD = "serve.json"
+
+
+@dataclass(frozen=True)
+class ServeRecord:
+    """What ``serve`` wrote in its data folder (:data:`SERVE_RECORD`): its pid, the ports, the
+    config the proxy runs (absolute) and its children's pids by name (``proxy``, ``stand-in``).
+    Written when ``serve`` holds the folder's lock (its embedded Redis), left after it stops."""
+
+    pid: int
+    host: str
+    port: int
+    standin_port: int
+    config: str
+    children: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def proxy_url(self) -> str:
+        """The proxy's OpenAI base URL, as a client on this machine reaches it (``.../v1``)."""
+        return local_url(self.host, self.port) + "/v1"
+
+    def ports(self) -> dict[str, tuple[str, int]]:
+        """The child name -> ``(host, port)`` it listens on (no stand-in: port 0)."""
+        found = {"proxy": (self.host, self.port)}
+        if self.standin_port:
+            found["stand-in"] = ("127.0.0.1", self.standin_port)
+        return found
+
+    def write(self, folder: Path) -> None:
+        """Write the record into ``folder`` (replacing it at once)."""
+        path = folder / SERVE_RECORD
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(asdict(self)) + "\n", encoding="utf-8")
+        temporary.replace(path)
+
+    @classmethod
+    def read(cls, folder: Path) -> ServeRecord | None:
+        """The record in ``folder``, ``None`` when there is none or it cannot be read."""
+        try:
+            data = json.loads((folder / SERVE_RECORD).read_text(encoding="utf-8"))
+            children = {str(k): int(v) for k, v in dict(data.get("children") or {}).items()}
+            return cls(
+                int(data["pid"]),
+                str(data["host"]),
+                int(data["port"]),
+                int(data["standin_port"]),
+                str(data["config"]),
+                children,
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+def running_serve(folder: Path) -> ServeRecord | None:
+    """The record of the ``serve`` running on ``folder`` now (it holds the folder's lock and
+    wrote the record), else ``None``."""
+    from litellm_memory_hook.store.embedded import serve_lock_holder
+
+    holder = serve_lock_holder(folder)
+    record = ServeRecord.read(folder) if holder else None
+    return record if record is not None and record.pid == holder else None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs (a zombie counts as gone, where ``/proc`` says so)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
