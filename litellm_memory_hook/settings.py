@@ -135,7 +135,8 @@ class MemorySettings(BaseSettings):
         max_pinned: most pinned memories per memory set.
         pinned_item_chars: longest pinned memory a user may write (characters; longer is a 400).
         extraction_base_url: OpenAI-compatible base URL the standalone worker calls (default:
-            the proxy itself, ``http://127.0.0.1:4000/v1``).
+            the proxy itself, ``http://127.0.0.1:4000/v1``; left at that default, a worker given
+            the data folder of a running ``serve`` calls that serve's proxy port instead).
         extraction_api_key: the key the standalone worker sends (default: the environment's
             ``LITELLM_MASTER_KEY``).
     """
