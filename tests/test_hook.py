@@ -1136,3 +1136,28 @@ async def test_a_background_write_that_fails_is_counted(hook: MemoryHook) -> Non
     hook._spawn(failing())
     await hook.drain()
     assert hook.counters["postcall_errors"] == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "short", "script"),
+    [
+        ("Привет! Как мне приготовить борщ?", ["ok", "ok"], "Cyrillic"),
+        ("मुझे कल दिल्ली जाना है, ट्रेन कब है?", ["ok", "thanks"], "Devanagari"),
+        ("明日は東京に行きます。よろしくお願いします。", ["了解", "了解"], "Japanese"),
+    ],
+)
+async def test_a_second_short_reply_keeps_the_script_of_the_message_before_both(
+    hook: MemoryHook, first: str, short: list[str], script: str
+) -> None:
+    """A client that sends only the new message: a second short reply after a message in
+    another script was told the first short reply's own guess ("Latin letters", "English",
+    "Chinese characters (Han)"); both short replies take the script of the message before
+    them."""
+    await _chat(hook, chat_request(first, call_id="s2-0"), "…")
+    await hook.drain()
+    for number, text in enumerate(short, start=1):
+        out = await _chat(hook, chat_request(text, call_id=f"s2-{number}"), "…")
+        await hook.drain()
+        assert f"before it they wrote in {script}, so write your reply in {script}." in str(
+            out["messages"][0]["content"]
+        )

@@ -578,3 +578,33 @@ def test_a_short_or_ambiguous_last_message_takes_the_conversations_script(
 )
 def test_a_message_that_tells_enough_keeps_its_own_script(last: str, earlier: list[str]) -> None:
     assert conversation_script(last, earlier) == (detect_script(last), False)
+
+
+@pytest.mark.parametrize(
+    ("last", "earlier", "script", "language"),
+    [
+        ("ok", ["ok", RUSSIAN], "Cyrillic", None),  # was "the same language, in Latin letters"
+        ("thanks", ["ok", HINDI], "Devanagari", None),  # was "English"
+        ("了解", ["了解", JAPANESE], "Japanese", None),  # was "Chinese characters (Han)"
+        ("ok", ["👍", "ok", "thanks", RUSSIAN], "Cyrillic", None),
+        ("了解", ["ok", "了解", JAPANESE], "Japanese", None),
+        ("ok", ["東京", JAPANESE], "Japanese", None),
+        ("ok", ["thanks"], "Latin", ENGLISH),  # a short one with nothing before it tells itself
+    ],
+)
+def test_an_earlier_message_too_short_to_tell_takes_the_script_before_it(
+    last: str, earlier: list[str], script: str, language: str | None
+) -> None:
+    """A second short reply after a message in another script kept the first short reply's own
+    guess ("ok" is Latin letters, "thanks" English, "了解" Han): an earlier message that tells
+    too little is read as the last one is, from the messages before it."""
+    guess, from_earlier = conversation_script(last, earlier)
+    assert (guess.script, guess.language, from_earlier) == (script, language, True)
+
+
+def test_the_window_still_bounds_short_earlier_messages() -> None:
+    """Short earlier messages are read from the messages before them only within the newest
+    :data:`EARLIER_MESSAGES`: a Russian message further back does not decide."""
+    earlier = ["ok"] * EARLIER_MESSAGES + [RUSSIAN]
+    assert conversation_script("ok", earlier) == (detect_script("ok"), False)
+    assert conversation_script("ok", earlier[1:]) == (detect_script(RUSSIAN), True)

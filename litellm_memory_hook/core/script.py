@@ -735,6 +735,10 @@ def conversation_script(last: str, earlier: Iterable[str] = ()) -> tuple[ScriptG
     * A message in Chinese characters only ("了解", "東京駅") after a message in Japanese is
       Japanese: kanji alone do not tell Japanese from Chinese.
 
+    An earlier message that itself tells too little is read the same way, from the messages
+    before it (within the newest :data:`EARLIER_MESSAGES`): after a message in Russian, "ok" and
+    "ok" again are both Cyrillic, and after one in Japanese, "了解" twice is Japanese.
+
     Args:
         last: the user's last message.
         earlier: the user's messages before it, newest first (at most
@@ -744,12 +748,26 @@ def conversation_script(last: str, earlier: Iterable[str] = ()) -> tuple[ScriptG
         ``(guess, from_earlier)``: the guess, and whether the earlier messages gave it.
     """
     guess = detect_script(last)
-    if guess.script == "Han":
-        prior = _newest_clear(earlier)
-        return (prior, True) if prior.script == "Japanese" else (guess, False)
-    if guess.script not in (None, "Latin") or _letters(last) >= SHORT_MESSAGE_LETTERS:
+    if not _tells_little(last, guess):
         return guess, False
-    prior = _newest_clear(earlier)
+    return _with_earlier(guess, _earlier_script(earlier))
+
+
+def _tells_little(text: str, guess: ScriptGuess) -> bool:
+    """Whether ``guess``, :func:`detect_script` of ``text``, may give way to the script of the
+    messages before it: Chinese characters only, or a short message in Latin letters or with
+    no clear script (:func:`conversation_script`)."""
+    if guess.script == "Han":
+        return True
+    return guess.script in (None, "Latin") and _letters(text) < SHORT_MESSAGE_LETTERS
+
+
+def _with_earlier(guess: ScriptGuess, prior: ScriptGuess) -> tuple[ScriptGuess, bool]:
+    """:func:`conversation_script` for a message that tells little: its own ``guess``, or
+    ``prior``, the script of the messages before it (``ScriptGuess(None)`` when they have
+    none)."""
+    if guess.script == "Han":
+        return (prior, True) if prior.script == "Japanese" else (guess, False)
     if prior.script is None:
         return guess, False
     if prior.script != "Latin" or guess.script is None or guess.language is None:
@@ -757,14 +775,26 @@ def conversation_script(last: str, earlier: Iterable[str] = ()) -> tuple[ScriptG
     return guess, False
 
 
-def _newest_clear(earlier: Iterable[str]) -> ScriptGuess:
+def _earlier_script(earlier: Iterable[str]) -> ScriptGuess:
+    """The script of the newest of the ``earlier`` messages (newest first, at most
+    :data:`EARLIER_MESSAGES`) that has one, each message that tells little read as
+    :func:`conversation_script` reads the last one, from the messages before it."""
+    telling_little: list[ScriptGuess] = []
+    prior = ScriptGuess(None)
     for number, text in enumerate(earlier):
         if number >= EARLIER_MESSAGES:
             break
         guess = detect_script(text)
-        if guess.script is not None:
-            return guess
-    return ScriptGuess(None)
+        if _tells_little(text, guess):
+            telling_little.append(guess)
+        elif guess.script is not None:
+            prior = guess
+            break
+    for guess in reversed(telling_little):
+        resolved, _ = _with_earlier(guess, prior)
+        if resolved.script is not None:
+            prior = resolved
+    return prior
 
 
 def _letters(text: str) -> int:
