@@ -269,7 +269,7 @@ def test_a_year_after_in_during_or_of_is_a_date() -> None:
     assert terms == {
         "What did we talk about in 2023?": ["@2023"],
         "in May 2023 and during 2022": ["@2023-05", "@2022"],
-        "the summer of 2019": ["@2019"],
+        "the summer of 2019": ["@2019-06-01..2019-09-01"],
         "In the year 2021 we met": ["@2021"],
         "I walked 2023 steps": [],
         "since 2020": [],
@@ -299,3 +299,60 @@ async def test_a_question_about_a_year_recalls_that_years_lines(
         store, who, "What did we talk about in 2022?", RecallOptions(), T0 + 60 * DAY_MS
     )
     assert found == in_2022
+
+
+def test_a_season_of_a_year_names_its_three_months() -> None:
+    """ "What did we talk about in the summer of 2025?" named the whole year 2025: a season
+    names its months (northern meteorological seasons), winter running into the next year."""
+    terms = {
+        text: [s.term for s in dates.query_dates(text, "UTC")]
+        for text in (
+            "What did we talk about in the summer of 2025?",
+            "spring 2024",
+            "during the Autumn of 2022",
+            "fall 2022 and in 2021",
+            "the winter of 2023",
+            "winter 2023/24",
+            "summer 2023-05-08",
+        )
+    }
+    assert terms == {
+        "What did we talk about in the summer of 2025?": ["@2025-06-01..2025-09-01"],
+        "spring 2024": ["@2024-03-01..2024-06-01"],
+        "during the Autumn of 2022": ["@2022-09-01..2022-12-01"],
+        "fall 2022 and in 2021": ["@2022-09-01..2022-12-01", "@2021"],
+        "the winter of 2023": ["@2023-12-01..2024-03-01"],
+        "winter 2023/24": ["@2023-12-01..2024-03-01"],
+        "summer 2023-05-08": ["@2023-05-08"],
+    }
+    [winter] = dates.query_dates("winter 2023", "Asia/Kolkata")
+    assert winter.end_ms - winter.start_ms == (31 + 31 + 29) * DAY_MS  # 2024 is a leap year
+    assert winter.start_ms == int(datetime(2023, 11, 30, 18, 30, tzinfo=UTC).timestamp() * 1000)
+    assert recall.tokenize(dates.without_dates("What did we discuss in the summer of 2025?")) == [
+        "discuss"
+    ]
+
+
+async def test_a_question_about_a_season_recalls_that_seasons_lines(
+    any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Lines of spring and of summer 2023, then filler: a question about the summer in words no
+    line shares recalls the summer lines only (it recalled the whole year's)."""
+    store = MemoryStore(any_redis, ttl_s=3600)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "seasons")
+    memory = keys.user_keys.memory_set(user_scope("demo"))
+    who = Identity("master", "u-A", "seasons", "demo", keys, memory, "demo")
+    spring = ["We moved to Porto for the new job", "The flat near the river is lovely"]
+    summer = ["Noor started her nursing course", "We adopted a greyhound called Pixel"]
+    lines = [HistoryLine("user", t, T0 - 30 * DAY_MS + i * DAY_MS) for i, t in enumerate(spring)]
+    lines += [HistoryLine("user", t, T0 + 60 * DAY_MS + i * DAY_MS) for i, t in enumerate(summer)]
+    lines += [HistoryLine("user", f"ok noted {i}", T0 + 200 * DAY_MS + i) for i in range(50)]
+    await import_lines(store, who, lines)
+    found = await _prepared_lines(
+        store,
+        who,
+        "What did we talk about in the summer of 2023?",
+        RecallOptions(),
+        T0 + 220 * DAY_MS,
+    )
+    assert found == summer

@@ -8,9 +8,13 @@ dates themselves are left out by :func:`without_dates`) it recalls the lines sai
 own. Two kinds of form are read, English only:
 
 * absolute, with a four-digit year: "8 May 2023", "8th of May, 2023", "May 8, 2023", ISO
-  "2023-05-08" (a day), "May 2023" (a month) and a year after "in", "during", "throughout" or
-  "of" ("in 2023", "the summer of 2023", "in the year 2023"; a number alone, "2023 steps", is
-  no year); an impossible day ("31 June 2023") counts as its month;
+  "2023-05-08" (a day), "May 2023" (a month), a season of a year ("summer 2023", "the summer
+  of 2023": its three months, as northern-hemisphere meteorological seasons: spring March to
+  May, summer June to August, autumn or fall September to November, winter December to
+  February of the next year, so "winter 2023" and "winter 2023/24" are December 2023 to
+  February 2024) and a year after "in", "during", "throughout" or "of" ("in 2023", "in the
+  year 2023"; a number alone, "2023 steps", is no year); an impossible day ("31 June 2023")
+  counts as its month;
 * relative to the request's time (``now_ms``), in the user's zone: "today", "yesterday", "the
   day before yesterday", "N days ago" (a day); "last/on <weekday>" (the latest such day before
   today); "this week", "last week" (ISO weeks, Monday first; this week up to today), "N weeks
@@ -19,8 +23,9 @@ own. Two kinds of form are read, English only:
   365 days). N is a number up to 99 or a word up to "twelve"
   ("a"/"an" is one).
 
-Not read: dates without a year ("8 May"), future forms ("tomorrow", "next week"; memory holds
-the past), and other languages. At most ``MAX_DATES_PER_QUERY`` spans, in text order.
+Not read: dates without a year ("8 May", "last summer"), future forms ("tomorrow", "next
+week"; memory holds the past), and other languages. At most ``MAX_DATES_PER_QUERY`` spans, in
+text order.
 
 A message asks about a time (:func:`litellm_memory_hook.core.recall.asks_about_time`) when it
 holds a question mark or its first word is an English question word (``QUESTION_WORDS``: "what
@@ -88,7 +93,17 @@ _DATE_FORMS = (
     regex.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]\d)-(?P<day>[0-3]\d)\b"),
 )
 _MONTH_FORM = regex.compile(rf"\b(?P<month>{_MONTH})\.?,?\s+{_YEAR}\b", regex.I)
-# in 2023, during 2023, the summer of 2023, in the year 2023; not "since" / "from" (another
+_SEASON_MONTHS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+"""The first month of each season (northern-hemisphere meteorological seasons, three months
+each)."""
+# summer 2023, the summer of 2023, winter 2023 and winter 2023/24 (December 2023 to February
+# 2024); not the head of an ISO date ("summer 2023-05-08")
+_SEASON_FORM = regex.compile(
+    rf"\b(?P<season>{'|'.join(_SEASON_MONTHS)})\s+(?:of\s+)?{_YEAR}(?:[-/](?:\d\d){{1,2}})?"
+    r"\b(?![-/.]\d)",
+    regex.I,
+)
+# in 2023, during 2023, in the year 2023; not "since" / "from" (another
 # span), nor a bare number ("2023 steps"), nor the head of an ISO date ("in 2023-05-08")
 _YEAR_FORM = regex.compile(
     rf"\b(?:in|during|throughout|of)\s+(?:the\s+year\s+)?{_YEAR}\b(?![-/.]\d)", regex.I
@@ -98,12 +113,13 @@ _ANY_YEAR = regex.compile(r"(?:19|20)\d\d")  # every form has one: a cheap test 
 
 @dataclass(frozen=True)
 class DateSpan:
-    """A day, week, month or year named in a query, as a span of time in the user's zone.
+    """A day, week, month, season or year named in a query, as a span of time in the user's
+    zone.
 
     Attributes:
         term: its term (kind ``DATE_PREFIX``): ``"@2023-05-08"`` (a day), ``"@2023-05"`` (a
             month), ``"@2023"`` (a year), ``"@2023-05-01..2023-05-08"`` (other spans, end
-            excluded).
+            excluded: a week, a season ``"@2023-06-01..2023-09-01"``).
         start_ms / end_ms: the span, epoch ms, end excluded: local midnight to midnight.
     """
 
@@ -228,8 +244,8 @@ def _relative(match: regex.Match[str], today: date) -> tuple[date, date] | None:
 def query_dates(
     text: str, timezone: str | None = None, now_ms: int | None = None
 ) -> list[DateSpan]:
-    """The days, weeks, months and years a query names (module docstring), as spans of time in
-    the user's zone.
+    """The days, weeks, months, seasons and years a query names (module docstring), as spans of
+    time in the user's zone.
 
     Args:
         text: the new user message.
@@ -272,6 +288,12 @@ def _absolute(text: str, zone: tzinfo) -> list[tuple[int, DateSpan]]:
             continue
         first = date(int(match.group("year")), _MONTHS[match.group("month").lower()], 1)
         found.append((match.start(), _span(first, _month_start(first, -1), zone)))
+        taken.append(match.span())
+    for match in _SEASON_FORM.finditer(text):
+        if any(a <= match.start("year") < b for a, b in taken):
+            continue
+        first = date(int(match.group("year")), _SEASON_MONTHS[match.group("season").lower()], 1)
+        found.append((match.start(), _span(first, _month_start(first, -3), zone)))
         taken.append(match.span())
     for match in _YEAR_FORM.finditer(text):
         at = match.start("year")
@@ -323,7 +345,7 @@ def without_dates(text: str, now_ms: int | None = None) -> str:
     """
     forms: list[regex.Pattern[str]] = []
     if _ANY_YEAR.search(text) is not None:
-        forms.extend((*_DATE_FORMS, _MONTH_FORM, _YEAR_FORM))
+        forms.extend((*_DATE_FORMS, _MONTH_FORM, _SEASON_FORM, _YEAR_FORM))
     if now_ms is not None:
         forms.append(_RELATIVE)
     for form in forms:
