@@ -608,3 +608,57 @@ def test_the_window_still_bounds_short_earlier_messages() -> None:
     earlier = ["ok"] * EARLIER_MESSAGES + [RUSSIAN]
     assert conversation_script("ok", earlier) == (detect_script("ok"), False)
     assert conversation_script("ok", earlier[1:]) == (detect_script(RUSSIAN), True)
+
+
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        (
+            "このエラーは何ですか: TypeError: Cannot read properties of undefined (reading 'map')",
+            "Japanese",
+        ),
+        ("このエラーは何ですか\nTypeError: Cannot read properties of undefined", "Japanese"),
+        ("Ошибка: ModuleNotFoundError: No module named 'numpy'", "Cyrillic"),
+        ("यह error क्या है：Connection refused by the remote host", "Devanagari"),
+        ("Я использую Python и Django", "Cyrillic"),
+        ("я использую python и django", "Cyrillic"),
+        ("Как установить Docker на Ubuntu 22.04?", "Cyrillic"),
+        ("मुझे Python सीखना है", "Devanagari"),
+        ("Kal मैं Delhi जा रहा हूँ", "Devanagari"),
+        ("أستخدم Python و Django في عملي", "Arabic"),
+        ("저는 Python과 Django를 사용해요", "Hangul"),
+        ("我在用 Python 和 Django 写网站", "Han"),
+        ("Reactの使い方を教えて", "Japanese"),
+    ],
+)
+def test_latin_embedded_in_a_sentence_of_another_script_is_that_script(
+    text: str, script: str
+) -> None:
+    """A sentence in another script with an English error pasted after a colon, or with names
+    of products and tools in it, was called English ("このエラーは何ですか: TypeError: ...") or
+    unclear ("Я использую Python и Django"): the script of the sentence is the user's."""
+    guess = detect_script(text)
+    assert guess == ScriptGuess(script, None)
+    assert reminder_language_clause(guess).startswith(f"Their last message is in {guess.label}")
+
+
+@pytest.mark.parametrize(
+    ("text", "script", "language"),
+    [
+        ("What does спасибо mean?", None, None),
+        ("How do you pronounce Здравствуйте?", None, None),
+        ("I love Tokyo! 東京は最高です", None, None),
+        ("Translate to English please: Я люблю тебя", "Latin", None),
+        ("Python да", "Latin", None),  # too few letters of Cyrillic to be a sentence
+        ("Tokyo 東京", "Latin", None),
+        ("yaar मस्त movie thi", "Latin", HINGLISH),
+        ("The error was: ошибка", None, None),  # the colon follows Latin text only
+    ],
+)
+def test_words_of_a_latin_language_are_not_embedded_terms(
+    text: str, script: str | None, language: str | None
+) -> None:
+    """An English (or Hinglish) sentence about a word of another script keeps its guess: only
+    Latin words no language lists (names, products, identifiers) and Latin text pasted after a
+    colon that follows another script are left out of the count."""
+    assert detect_script(text) == ScriptGuess(script, language)

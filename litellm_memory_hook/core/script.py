@@ -16,6 +16,11 @@ Rules of :func:`detect_script`:
   otherwise Han letters count as "Han" (Chinese).
 * A script wins when it has at least :data:`MAJORITY` (70 %) of the counted letters; otherwise the
   text is mixed and there is no guess.
+* Latin text embedded in a sentence of another script does not count against it: when Latin wins
+  or no script does, the letters are counted again without the Latin words no language lists
+  (names, products, identifiers: "Python", "TypeError") and without the Latin text after a colon
+  that follows a letter of another script (a pasted error or log line); a script other than
+  Latin that then wins with at least :data:`FRAME_LETTERS` letters is the guess.
 * For Latin, the language is told from Latin words (lower-cased runs of Latin letters, with inner
   apostrophes; a right single quotation mark counts as ``'``) by marker words:
   :data:`ENGLISH_WORDS`, :data:`HINGLISH_WORDS` and, for each other language in
@@ -92,6 +97,7 @@ __all__ = [
     "ENGLISH",
     "ENGLISH_LEXICON",
     "ENGLISH_WORDS",
+    "FRAME_LETTERS",
     "HINGLISH",
     "HINGLISH_WEAK_WORDS",
     "HINGLISH_WEIGHT",
@@ -142,6 +148,10 @@ MAJORITY: Final = 0.7
 
 MARKER_SHARE: Final = 0.2
 """Share of the Latin words that must be marker words of English or Hinglish (0-1)."""
+
+FRAME_LETTERS: Final = 3
+"""Letters a script other than Latin needs to be the sentence that Latin terms or a pasted line
+are embedded in (:func:`detect_script`): "Python это" is Cyrillic, "Python да" is not."""
 
 
 def _word_set(words: str) -> frozenset[str]:
@@ -685,6 +695,63 @@ def _prose(text: str) -> str:
     return text
 
 
+def _latin_term(word: str) -> bool:
+    """Whether a Latin word, as written, is no word of a language :func:`detect_script` knows:
+    neither a marker word of English, Hinglish or another Latin-script language
+    (:data:`ENGLISH_WORDS`, :data:`HINGLISH_WORDS`, :data:`OTHER_LATIN_WORDS`) nor, in lower
+    case, an :data:`ENGLISH_LEXICON` word. Names, product names and identifiers ("Python",
+    "Django", "TypeError", "React", "redis") are such terms; "hello", "how", "properties" are
+    not."""
+    tally = _word_tally(word.lower().replace("\u2019", "'"))
+    if tally & ~(_FIELD_MASK << (_FIELD_BITS * _LEXICON_INDEX)):
+        return False
+    return not (tally and word.islower())
+
+
+_NOT_LATIN_LETTER: Final = regex.compile(f"[{_COUNTED}--\\p{{Script=Latin}}]", regex.V1)
+
+
+def _pasted_from(text: str) -> int:
+    """Where the Latin text pasted after a sentence in another script starts: just after the
+    first colon (``:`` or ``：``) that follows a letter of a script other than Latin ("このエラー
+    は何ですか: TypeError: Cannot read properties..."); ``len(text)`` without one."""
+    letter = _NOT_LATIN_LETTER.search(text)
+    if letter is None:
+        return len(text)
+    colons = (text.find(":", letter.end()), text.find("\uff1a", letter.end()))
+    return min((at + 1 for at in colons if at >= 0), default=len(text))
+
+
+def _without_embedded_latin(text: str) -> str:
+    """``text`` without the Latin words embedded in a sentence of another script
+    (:func:`detect_script`): terms (:func:`_latin_term`) and every Latin word after a colon
+    that follows a letter of another script."""
+    pasted_from = _pasted_from(text)
+    return _LATIN_WORD.sub(
+        lambda word: " " if word.start() >= pasted_from or _latin_term(word[0]) else word[0],
+        text,
+    )
+
+
+def _winner(counts: dict[str, int]) -> tuple[str | None, int]:
+    """The script of letter counts (:func:`_letter_counts`) by the rules of the module
+    docstring, with its letter count; ``(None, 0)`` when unclear."""
+    total = sum(counts.values())
+    if total < MIN_LETTERS:
+        return None, 0
+    counts = dict(counts)
+    kana = counts.pop("Hiragana", 0) + counts.pop("Katakana", 0)
+    if kana:
+        counts["Japanese"] = kana + counts.pop("Han", 0)
+    counts.pop("Other", None)
+    if not counts:
+        return None, 0
+    script, count = max(counts.items(), key=lambda item: item[1])
+    if count < MAJORITY * total:
+        return None, 0
+    return script, count
+
+
 def detect_script(text: str) -> ScriptGuess:
     """Guess the script of a message (and Hinglish or English for Latin letters).
 
@@ -693,6 +760,15 @@ def detect_script(text: str) -> ScriptGuess:
 
     Code (fenced or in backticks), web addresses and e-mail addresses are left out first:
     they are written in Latin letters whatever the language around them.
+
+    A sentence in another script with Latin text embedded in it is in that script: when the
+    letters are not in another script already, they are counted again without the Latin terms
+    (names, product names, identifiers: :func:`_latin_term`) and without the Latin text after a
+    colon that follows a letter of another script (a pasted error or log line); if a script
+    other than Latin then wins, with at least :data:`FRAME_LETTERS` letters, it is the guess.
+    So "Я использую Python и Django" is Cyrillic and "このエラーは何ですか: TypeError: Cannot
+    read properties of undefined" Japanese, while "Привет hello" and "hello नमस्ते दोस्त how
+    are" (Latin words of a language) stay unclear.
 
     Args:
         text: The user's message, any length; may hold emoji, digits, markup.
@@ -705,17 +781,12 @@ def detect_script(text: str) -> ScriptGuess:
     """
     text = _prose(text)
     counts = _letter_counts(text)
-    total = sum(counts.values())
-    if total < MIN_LETTERS:
-        return ScriptGuess(None)
-    kana = counts.pop("Hiragana", 0) + counts.pop("Katakana", 0)
-    if kana:
-        counts["Japanese"] = kana + counts.pop("Han", 0)
-    counts.pop("Other", None)
-    if not counts:
-        return ScriptGuess(None)
-    script, count = max(counts.items(), key=lambda item: item[1])
-    if count < MAJORITY * total:
+    script, _ = _winner(counts)
+    if script in (None, "Latin") and "Latin" in counts and len(counts) > 1:
+        framed, count = _winner(_letter_counts(_without_embedded_latin(text)))
+        if framed not in (None, "Latin") and count >= FRAME_LETTERS:
+            return ScriptGuess(framed)
+    if script is None:
         return ScriptGuess(None)
     if script == "Latin":
         return ScriptGuess(script, _latin_language(text))
