@@ -455,8 +455,9 @@ def proxy_without_redis(
 
 def test_redis_down_chat_still_works(proxy_without_redis: tuple[str, httpx.Client]) -> None:
     """Failure policy (DESIGN.md section 8): with the memory Redis down, streaming and
-    non-streaming requests succeed with the client's own messages, unchanged; a later request
-    also gets the turns said since Redis went down (they wait in the outage buffer)."""
+    non-streaming requests succeed with the client's own messages, unchanged, plus what the
+    request gives by itself (the reminder of the reply's script); a later request also gets the
+    turns said since Redis went down (they wait in the outage buffer)."""
     base_url, standin = proxy_without_redis
     client = openai.OpenAI(base_url=base_url, api_key=MASTER_KEY, max_retries=0, timeout=60)
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "hello"}]
@@ -466,10 +467,14 @@ def test_redis_down_chat_still_works(proxy_without_redis: tuple[str, httpx.Clien
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Noted: hello"
     received = standin.get("/_standin/requests").json()
     rules = "You are Mira, a warm and concise companion."
+    reminder = (
+        "<memory_reminder>\nStay in character and keep your reply short. Their last message is "
+        "in English, so write your reply in English.\n</memory_reminder>"
+    )
     assert [_texts(body) for body in received] == [
-        [("system", f"{rules}\n\nS"), ("user", "hello")],
+        [("system", f"{rules}\n\nS\n\n{reminder}"), ("user", "hello")],
         [
-            ("system", f"{rules}\n\nS"),
+            ("system", f"{rules}\n\nS\n\n{reminder}"),
             ("user", "hello"),
             ("assistant", "Noted: hello"),
             ("user", "hello"),

@@ -652,19 +652,20 @@ class MemoryHook(CustomLogger):
             max_stored_chars=options.max_stored_chars,
             regenerate=options.regenerate,
         )
-        if plan is not None and not plan.verbatim:
-            # the buffered call, and the buffered turns before it, go before the results
-            window = build_window(
-                plan.history,
-                plan.new,
-                max_chars=options.budget.chars,
-                max_messages=options.budget.messages,
-            )
-            # what the request itself gives still applies: its persona, the reminder
-            block = request_only_block(raw, window, options)
-            data["messages"] = assemble(plan.lead, window, rules=rules, memory_block=block)
         if plan is None:
             return
+        # the buffered call, and the buffered turns before it, go before the results; a
+        # verbatim plan (nothing buffered) keeps the client's messages as sent
+        window = build_window(
+            plan.history,
+            plan.new,
+            max_chars=options.budget.chars,
+            max_messages=options.budget.messages,
+            verbatim=plan.verbatim,
+        )
+        # what the request itself gives still applies: its persona, the reminder
+        block = request_only_block(raw, window, options)
+        data["messages"] = assemble(plan.lead, window, rules=rules, memory_block=block)
         elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
         prepared = PreparedRequest(
             messages=list(data["messages"]),
