@@ -629,6 +629,11 @@ def test_the_window_still_bounds_short_earlier_messages() -> None:
         ("저는 Python과 Django를 사용해요", "Hangul"),
         ("我在用 Python 和 Django 写网站", "Han"),
         ("Reactの使い方を教えて", "Japanese"),
+        # a two-character label before a pasted line (kana, Han, Hangul: a word each)
+        ("エラー: TypeError: Cannot read properties of undefined", "Japanese"),
+        ("エラー: No module named numpy", "Japanese"),
+        ("错误: TypeError: x is not a function", "Han"),
+        ("오류: Connection refused by the remote host", "Hangul"),
     ],
 )
 def test_latin_embedded_in_a_sentence_of_another_script_is_that_script(

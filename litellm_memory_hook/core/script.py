@@ -20,7 +20,8 @@ Rules of :func:`detect_script`:
   or no script does, the letters are counted again without the Latin words no language lists
   (names, products, identifiers: "Python", "TypeError") and without the Latin text after a colon
   that follows a letter of another script (a pasted error or log line); a script other than
-  Latin that then wins with at least :data:`FRAME_LETTERS` letters is the guess.
+  Latin that then wins with at least :data:`FRAME_LETTERS` letters (:data:`FRAME_SYLLABLES`
+  characters of kana, Han or Hangul before such a colon) is the guess.
 * For Latin, the language is told from Latin words (lower-cased runs of Latin letters, with inner
   apostrophes; a right single quotation mark counts as ``'``) by marker words:
   :data:`ENGLISH_WORDS`, :data:`HINGLISH_WORDS` and, for each other language in
@@ -98,6 +99,7 @@ __all__ = [
     "ENGLISH_LEXICON",
     "ENGLISH_WORDS",
     "FRAME_LETTERS",
+    "FRAME_SYLLABLES",
     "HINGLISH",
     "HINGLISH_WEAK_WORDS",
     "HINGLISH_WEIGHT",
@@ -151,7 +153,16 @@ MARKER_SHARE: Final = 0.2
 
 FRAME_LETTERS: Final = 3
 """Letters a script other than Latin needs to be the sentence that Latin terms or a pasted line
-are embedded in (:func:`detect_script`): "Python это" is Cyrillic, "Python да" is not."""
+are embedded in (:func:`detect_script`): "Python это" is Cyrillic, "Python да" is not. Scripts
+whose every character is a syllable or a word (kana, Han, Hangul) need
+:data:`FRAME_SYLLABLES`."""
+
+FRAME_SYLLABLES: Final = 2
+""":data:`FRAME_LETTERS` for Japanese, Han and Hangul before a colon with a pasted line after it:
+two characters are a word there ("エラー: TypeError ..." is Japanese; the long-vowel mark is not
+counted), while "Tokyo 東京" stays Latin."""
+
+_SYLLABIC: Final = frozenset({"Japanese", "Han", "Hangul"})
 
 
 def _word_set(words: str) -> frozenset[str]:
@@ -784,7 +795,9 @@ def detect_script(text: str) -> ScriptGuess:
     script, _ = _winner(counts)
     if script in (None, "Latin") and "Latin" in counts and len(counts) > 1:
         framed, count = _winner(_letter_counts(_without_embedded_latin(text)))
-        if framed not in (None, "Latin") and count >= FRAME_LETTERS:
+        labelled = framed in _SYLLABIC and _pasted_from(text) < len(text)
+        least = FRAME_SYLLABLES if labelled else FRAME_LETTERS
+        if framed not in (None, "Latin") and count >= least:
             return ScriptGuess(framed)
     if script is None:
         return ScriptGuess(None)
