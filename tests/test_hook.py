@@ -114,16 +114,20 @@ async def test_required_alias_answers_400_without_user(hook: MemoryHook) -> None
 
 
 async def test_redis_down_passes_the_request_through(prefix: str) -> None:
-    """Failure policy: Redis unreachable -> the client's own messages (with the alias's rules,
-    which need no Redis), counted, no exception."""
+    """Failure policy: Redis unreachable -> the client's own messages, plus what needs no
+    Redis (the alias's rules, the reminder of the reply's script), counted, no exception."""
     dead = aioredis.from_url(
         "redis://127.0.0.1:1/0", socket_connect_timeout=0.2, socket_timeout=0.2
     )
     hook = make_hook(dead, prefix)
     data = chat_request()
     out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    reminder = (
+        "<memory_reminder>\nStay in character and keep your reply short. Their last message is "
+        "in English, so write your reply in English.\n</memory_reminder>"
+    )
     assert out is not None and out["messages"] == [
-        {"role": "system", "content": "You are Mira."},
+        {"role": "system", "content": f"You are Mira.\n\n{reminder}"},
         {"role": "user", "content": "My cat is called Miso."},
     ]
     assert hook.counters["precall_errors"] == 1
