@@ -7,6 +7,7 @@ match the key was made for."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -110,15 +111,18 @@ OLD = [
 ]
 
 
-async def _imported(store: MemoryStore, prefix: str) -> None:
+async def _imported(
+    store: MemoryStore, prefix: str, old: Sequence[tuple[str, str]] = OLD, filler_lines: int = 50
+) -> None:
+    """``old`` imported for user u-A, then ``filler_lines`` lines a day later (the window)."""
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
     who = Identity(
         "master", "u-A", "demo", "demo", keys, keys.user_keys.memory_set(user_scope("demo")), "demo"
     )
-    lines = [HistoryLine(role, text, T0 + i * 1000) for i, (role, text) in enumerate(OLD)]
+    lines = [HistoryLine(role, text, T0 + i * 1000) for i, (role, text) in enumerate(old)]
     filler = [
         HistoryLine(("user", "assistant")[i % 2], f"ok noted {i}", T0 + DAY_MS + i * 1000)
-        for i in range(50)
+        for i in range(filler_lines)
     ]
     await import_lines(store, who, lines + filler)
 
@@ -249,19 +253,6 @@ def test_the_loose_match_is_for_words_that_are_neither_english_nor_names() -> No
 MIXED_FILLER = 50
 
 
-async def _imported_mixed(store: MemoryStore, prefix: str) -> None:
-    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
-    who = Identity(
-        "master", "u-A", "demo", "demo", keys, keys.user_keys.memory_set(user_scope("demo")), "demo"
-    )
-    lines = [HistoryLine(role, text, T0 + i * 1000) for i, (role, text) in enumerate(MIXED)]
-    filler = [
-        HistoryLine(("user", "assistant")[i % 2], f"ok noted {i}", T0 + DAY_MS + i * 1000)
-        for i in range(MIXED_FILLER)
-    ]
-    await import_lines(store, who, lines + filler)
-
-
 async def test_hinglish_lines_recalled_by_english_sound_alikes_no_more(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
@@ -270,7 +261,7 @@ async def test_hinglish_lines_recalled_by_english_sound_alikes_no_more(
     parties mein ...", "What did my team do?" "Mere paas time nahi hai ...", "Mere time ka
     kya?" the beer with Tom; now only the lines that share a word, or a Hindi spelling of one."""
     store = MemoryStore(any_redis, ttl_s=3600)
-    await _imported_mixed(store, prefix)
+    await _imported(store, prefix, MIXED, MIXED_FILLER)
     hook = make_hook(any_redis, prefix)
     for number, (question, expected) in enumerate(MIXED_QUESTIONS):
         found = await _earlier(hook, question, f"m{number}")
