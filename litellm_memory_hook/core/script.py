@@ -733,11 +733,11 @@ def _pasted_from(text: str) -> int:
     return min((at + 1 for at in colons if at >= 0), default=len(text))
 
 
-def _without_embedded_latin(text: str) -> str:
+def _without_embedded_latin(text: str, pasted_from: int) -> str:
     """``text`` without the Latin words embedded in a sentence of another script
-    (:func:`detect_script`): terms (:func:`_latin_term`) and every Latin word after a colon
-    that follows a letter of another script."""
-    pasted_from = _pasted_from(text)
+    (:func:`detect_script`): terms (:func:`_latin_term`) and every Latin word from
+    ``pasted_from`` on (:func:`_pasted_from`: after a colon that follows a letter of another
+    script)."""
     return _LATIN_WORD.sub(
         lambda word: " " if word.start() >= pasted_from or _latin_term(word[0]) else word[0],
         text,
@@ -794,8 +794,9 @@ def detect_script(text: str) -> ScriptGuess:
     counts = _letter_counts(text)
     script, _ = _winner(counts)
     if script in (None, "Latin") and "Latin" in counts and len(counts) > 1:
-        framed, count = _winner(_letter_counts(_without_embedded_latin(text)))
-        labelled = framed in _SYLLABIC and _pasted_from(text) < len(text)
+        pasted_from = _pasted_from(text)
+        framed, count = _winner(_letter_counts(_without_embedded_latin(text, pasted_from)))
+        labelled = framed in _SYLLABIC and pasted_from < len(text)
         least = FRAME_SYLLABLES if labelled else FRAME_LETTERS
         if framed not in (None, "Latin") and count >= least:
             return ScriptGuess(framed)
