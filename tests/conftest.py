@@ -45,9 +45,17 @@ def cluster_mode() -> str:
     return os.environ.get("MEMORY_TEST_CLUSTER", "auto").strip().lower()
 
 
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# Read once, when pytest imports this file (before any test or fixture changes the environment):
+# a test that deletes or sets REDIS_URL with monkeypatch never moves the tests' Redis.
+_SESSION_REDIS_URL = os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+
+
 def real_redis_url() -> str:
-    """The real Redis the tests use (``REDIS_URL``, default the local server)."""
-    return os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    """The real Redis the tests use: ``REDIS_URL`` as it was when the test session started, else
+    the local default server. The one place a test finds its Redis; nothing else falls back to a
+    fixed address."""
+    return _SESSION_REDIS_URL
 
 
 def cli_key_prefix(monkeypatch: pytest.MonkeyPatch, stem: str) -> Iterator[str]:

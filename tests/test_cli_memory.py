@@ -5,7 +5,6 @@ copy of the checkout's config.yaml; the worker also against the package's stand-
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 from collections.abc import Iterator
@@ -20,12 +19,12 @@ from typer.testing import CliRunner
 from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 
-from .conftest import cli_key_prefix
+from .conftest import cli_key_prefix, real_redis_url
 from .harness import REPO, free_port, start_standin, start_worker, stop
 
 pytestmark = pytest.mark.redis
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = real_redis_url()
 ID = re.compile(r"\b\d{13}-[0-9a-f]{6}\b")
 register(cli.app)
 

@@ -7,7 +7,6 @@ real Redis (REDIS_URL) with a test key prefix, as tests/test_cli_memory.py."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +18,12 @@ from typer.testing import CliRunner
 from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 
-from .conftest import cli_key_prefix
+from .conftest import cli_key_prefix, real_redis_url
 from .harness import REPO
 
 pytestmark = pytest.mark.redis
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = real_redis_url()
 ID = re.compile(r"\b\d{13}-[0-9a-f]{6}\b")
 #: a memory that is not valid rich markup (a closing tag with nothing to close), with tags and
 #: an emoji code that would otherwise be rendered.

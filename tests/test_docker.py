@@ -20,11 +20,12 @@ import yaml
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.settings import load_settings
 
+from .conftest import real_redis_url
 from .harness import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 COMPOSE = REPO / "docker-compose.yml"
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = real_redis_url()
 CLI = Path(sys.executable).parent / "litellm-memory"
 
 

@@ -29,9 +29,10 @@ from litellm_memory_hook.tools.cli_ops import (
     _policy_check,
 )
 
+from .conftest import real_redis_url
 from .harness import REPO, free_port
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = real_redis_url()
 register(cli.app)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -46,13 +45,13 @@ from litellm_memory_hook.store.redis_store import MemoryStore
 from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 
-from .conftest import Auth, chat_request, model_response
+from .conftest import Auth, chat_request, model_response, real_redis_url
 from .harness import REPO, free_port
 from .redis_servers import RedisServer, free_ports, redis_binaries
 
 pytestmark = pytest.mark.redis
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = real_redis_url()
 ALIASES: dict[str, dict[str, Any]] = {
     "demo": {"memory": {"enabled": True}},
     "private": {"memory": {"enabled": True, "memory_scope": "conversation"}},

@@ -27,9 +27,11 @@ from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
+from .conftest import real_redis_url
+
 pytestmark = pytest.mark.redis
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = real_redis_url()
 ALIASES: dict[str, dict[str, Any]] = {"demo": {"memory": {"enabled": True}}}
 TENANT_HEADER = "x-test-tenant"
 
