@@ -6,10 +6,11 @@ so that deleting or trimming a turn removes exactly the entries its append wrote
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.excerpt import ANALYSED_CHARS
 from litellm_memory_hook.core.models import IndexedTurn, Turn
 
 
@@ -55,3 +56,27 @@ def indexed_chain(turns: Sequence[Turn], previous: str = "") -> list[IndexedTurn
         out.append(indexed(turn, previous))
         previous = turn.text
     return out
+
+
+#: characters of text (each turn counted up to ``ANALYSED_CHARS``, what its terms read) indexed
+#: in one slice of :func:`indexed_slices`: a few milliseconds of work
+INDEX_SLICE_CHARS = 16_000
+
+
+def indexed_slices(
+    turns: Sequence[Turn], previous: str = "", slice_chars: int = INDEX_SLICE_CHARS
+) -> Iterator[list[IndexedTurn]]:
+    """:func:`indexed_chain` in slices of about ``slice_chars`` characters of text each (at
+    least one turn), so that a caller on an event loop can let other work run between slices
+    (a whole-history client's first request stores its whole history at once)."""
+    out: list[IndexedTurn] = []
+    chars = 0
+    for turn in turns:
+        out.append(indexed(turn, previous))
+        previous = turn.text
+        chars += min(len(turn.text), ANALYSED_CHARS)
+        if chars >= slice_chars:
+            yield out
+            out, chars = [], 0
+    if out:
+        yield out

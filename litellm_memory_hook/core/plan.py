@@ -170,19 +170,34 @@ def _tool_call_ids(message: Message | Turn) -> set[str]:
     return {bound_id(str(c.get("id"))) for c in calls or () if isinstance(c, dict)}
 
 
-def _same(message: Message, turn: Turn, max_chars: int) -> bool:
-    """True when a client message is the stored turn (role, text as stored, tool call ids)."""
-    if message.get("role") != turn.role:
-        return False
+#: what makes a client message the same as a stored turn (:func:`_message_key`)
+_Key = tuple[object, str, frozenset[str] | None, str | None]
+
+
+def _message_key(message: Message, max_chars: int) -> _Key:
+    """What :func:`align` compares of a client message: its role, its text as stored (the end
+    kept within ``max_chars``) without surrounding white space, the ids of an assistant's tool
+    calls and a tool result's call id (both in their stored, bounded form)."""
+    role = message.get("role")
     text = content_text(message.get("content"))
     if len(text) > max_chars:
         text = keep_tail(text, max_chars)
-    if text.strip() != turn.text.strip():
-        return False
-    if turn.role == "assistant" and _tool_call_ids(message) != _tool_call_ids(turn):
-        return False
     return (
-        turn.role != "tool" or bound_id(str(message.get("tool_call_id") or "")) == turn.tool_call_id
+        role if isinstance(role, str) else None,
+        text.strip(),
+        frozenset(_tool_call_ids(message)) if role == "assistant" else None,
+        bound_id(str(message.get("tool_call_id") or "")) if role == "tool" else None,
+    )
+
+
+def _turn_key(turn: Turn) -> _Key:
+    """:func:`_message_key` of a stored turn (``None`` for a tool turn without a call id:
+    it is the same as no client message)."""
+    return (
+        turn.role,
+        turn.text.strip(),
+        frozenset(_tool_call_ids(turn)) if turn.role == "assistant" else None,
+        turn.tool_call_id if turn.role == "tool" else None,
     )
 
 
@@ -219,16 +234,24 @@ def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> 
     edited message where it was, and the client's history was stored after the old first
     exchange, its reply twice. ``None`` when no offset has any equal message.
     """
+    # Each message and turn is keyed once, and only the offsets at which some message meets an
+    # equal turn are tried: linear in the messages' length for distinct messages, and at most
+    # (n + m) x m key comparisons when many are alike, where every offset was compared
+    # message by message before.
+    client_keys = [_message_key(message, max_chars) for message in client]
+    stored_keys = [_turn_key(turn) for turn in stored]
+    positions: dict[_Key, list[int]] = {}
+    for si, stored_key in enumerate(stored_keys):
+        positions.setdefault(stored_key, []).append(si)
+    offsets = {si - ci for ci, found in enumerate(client_keys) for si in positions.get(found, ())}
     # (first diff = run, run after the first diff, matches, end, offset)
     best: tuple[int, int, int, int, int] | None = None
     n, m = len(client), len(stored)
-    for offset in range(-n + 1, m):
+    for offset in sorted(offsets):
         ci, si = max(0, -offset), max(0, offset)
         length = min(n - ci, m - si)
-        same = [_same(client[ci + k], stored[si + k], max_chars) for k in range(length)]
+        same = [client_keys[ci + k] == stored_keys[si + k] for k in range(length)]
         matches = sum(same)
-        if not matches:
-            continue
         first_diff = same.index(False) if False in same else length
         after = same[first_diff + 1 :]
         run_after = after.index(False) if False in after else len(after)

@@ -97,6 +97,7 @@ from indic_transliteration import sanscript
 from rapidfuzz.distance import OSA, Indel
 
 from litellm_memory_hook.core.dates import DATE_PREFIX, QUESTION_WORDS
+from litellm_memory_hook.core.excerpt import excerpt
 from litellm_memory_hook.core.memo import short_text_memo
 from litellm_memory_hook.core.script import (
     ENGLISH_LEXICON,
@@ -459,7 +460,10 @@ def tokenize(text: str, stopwords: frozenset[str] | None = None) -> list[str]:
 
     Returns:
         The terms; ``[]`` when the text holds only stopwords, short words, emoji or punctuation.
+        Of a text over :data:`~litellm_memory_hook.core.excerpt.ANALYSED_CHARS`, only the words
+        of its :func:`~litellm_memory_hook.core.excerpt.excerpt` (its start and end).
     """
+    text = excerpt(text)
     if stopwords is None:
         return list(_default_tokens(text))
     return _tokenize(text, stopwords)
@@ -792,12 +796,15 @@ def inner_names(text: str) -> frozenset[str]:
     """The words of a text written with a capital first letter inside a sentence, casefolded:
     its names ("Tom" in "I had a beer with Tom"), not the first word of a sentence ("Kal raat
     ..."), which :func:`capitalised_words` also gives. A word after a line break, ``.``, ``!``,
-    ``?``, ``:``, ``;``, an ellipsis or an opening bracket or quote opens a sentence."""
+    ``?``, ``:``, ``;``, an ellipsis or an opening bracket or quote opens a sentence. Linear in
+    ``len(text)``: each word looks back only over the spaces and tabs before it."""
     out: set[str] = set()
     pattern = _ASCII_CAPITALISED if text.isascii() else _CAPITALISED
     for match in pattern.finditer(text):
-        before = text[: match.start()].rstrip(" \t")
-        if before and before[-1] not in _SENTENCE_START:
+        index = match.start() - 1
+        while index >= 0 and text[index] in " \t":
+            index -= 1
+        if index >= 0 and text[index] not in _SENTENCE_START:
             out.add(match.group().casefold())
     return frozenset(out)
 
@@ -938,7 +945,9 @@ the weight of false keys is taken off (:class:`SoundAlikes`)."""
 @short_text_memo(max_len=_TERMS_MEMO_MAX_CHARS, maxsize=256)
 def query_sound_alikes(text: str, options: TermOptions = DEFAULT_TERM_OPTIONS) -> SoundAlikes:
     """The :class:`SoundAlikes` check of a new message (its terms: :func:`query_terms_cached`),
-    memoised: recall and the choice of memories both check the lines of one message."""
+    memoised: recall and the choice of memories both check the lines of one message. Of a long
+    message, its :func:`~litellm_memory_hook.core.excerpt.excerpt` is read."""
+    text = excerpt(text)
     words = tuple(t for t in query_terms_cached(text, options) if not term_kind(t))
     key_words: dict[str, list[str]] = {}
     for word in words:
@@ -986,7 +995,7 @@ def content_words(text: str) -> int:
     """How many distinct words of a line recall matches on (:func:`tokenize`, default stopwords):
     what a date-led recall prefers among the lines of a day ("Hey Mel! How's it going?" 2,
     "I adopted a greyhound named Pixel" 4). Memoised with :func:`tokenize` for short texts."""
-    return len(set(_default_tokens(text)))
+    return len(set(tokenize(text)))
 
 
 def is_question(text: str) -> bool:

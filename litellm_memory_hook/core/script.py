@@ -81,6 +81,7 @@ Rules of :func:`detect_script`:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -88,6 +89,8 @@ from types import MappingProxyType
 from typing import Final
 
 import regex
+
+from litellm_memory_hook.core.excerpt import excerpt
 
 __all__ = [
     "CLAUSE_EARLIER",
@@ -577,16 +580,35 @@ def _name_tally(tally: int) -> int:
     return kept
 
 
-#: what may end a sentence before a word (a capitalised word after it is not taken for a name)
-_SENTENCE_END: Final = regex.compile(r"[.!?:;\n\u2026\p{Ps}\p{Pi}\u3002\uff01\uff1f]\s*$")
+#: what may end a sentence before a word (a capitalised word after it is not taken for a name),
+#: besides any opening bracket or quote (general categories ``Ps`` and ``Pi``)
+_SENTENCE_END_CHARS: Final = frozenset(".!?:;\n\u2026\u3002\uff01\uff1f")
+
+#: the characters ``regex`` takes for white space (``\s``; every one is below U+3001)
+_SPACE: Final = "".join(c for c in map(chr, range(0x3001)) if regex.match(r"\s", c))
+
+
+def _ends_sentence(gap: str) -> bool:
+    """Whether ``gap``, the text between two words, ends a sentence: its last character that is
+    not white space is in :data:`_SENTENCE_END_CHARS` or opens a bracket or quote, or a line
+    break follows it. Linear in ``len(gap)``."""
+    body = gap.rstrip(_SPACE)
+    if "\n" in gap[len(body) :]:
+        return True
+    if not body:
+        return False
+    last = body[-1]
+    return last in _SENTENCE_END_CHARS or unicodedata.category(last) in ("Ps", "Pi")
 
 
 def _names_inside_sentences(text: str) -> set[int]:
     """Positions (in :data:`_LATIN_WORD` order) of the words taken for names: capitalised
     words (an upper-case letter, at least one more letter before any apostrophe, the rest lower
     case: ``Ana``, ``Luigi's``, not ``I'm`` or ``NASA``) that do not start the text or a
-    sentence."""
+    sentence. Linear in ``len(text)``: each word looks only at the gap since the word before
+    it."""
     out = set()
+    previous_end = 0
     for position, match in enumerate(_LATIN_WORD.finditer(text)):
         word = match.group()
         if (
@@ -594,9 +616,10 @@ def _names_inside_sentences(text: str) -> set[int]:
             and len(word.partition("'")[0]) > 1
             and word[0].isupper()
             and word[1:].islower()
-            and not _SENTENCE_END.search(text, 0, match.start())
+            and not _ends_sentence(text[previous_end : match.start()])
         ):
             out.add(position)
+        previous_end = match.end()
     return out
 
 
@@ -788,9 +811,11 @@ def detect_script(text: str) -> ScriptGuess:
         A :class:`ScriptGuess`; ``ScriptGuess(None)`` when unclear.
 
     Raises:
-        Nothing; every ``str`` is accepted.
+        Nothing; every ``str`` is accepted. Of a text over
+        :data:`~litellm_memory_hook.core.excerpt.ANALYSED_CHARS`, only its
+        :func:`~litellm_memory_hook.core.excerpt.excerpt` (its start and end) is read.
     """
-    text = _prose(text)
+    text = _prose(excerpt(text))
     counts = _letter_counts(text)
     script, _ = _winner(counts)
     if script in (None, "Latin") and "Latin" in counts and len(counts) > 1:
@@ -883,7 +908,7 @@ def _earlier_script(earlier: Iterable[str]) -> ScriptGuess:
 
 
 def _letters(text: str) -> int:
-    return sum(_letter_counts(_prose(text)).values())
+    return sum(_letter_counts(_prose(excerpt(text))).values())
 
 
 def reminder_language_clause(

@@ -8,12 +8,15 @@ recent window (:mod:`litellm_memory_hook.core.window`).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from litellm_memory_hook.core.assemble import assemble
+from litellm_memory_hook.core.excerpt import ANALYSED_CHARS
 from litellm_memory_hook.core.messages import (
     clean_messages,
     content_text,
@@ -126,6 +129,11 @@ class ContextOptions:
         )
 
 
+#: a request with more messages than this is planned in a thread (:func:`prepare`): planning
+#: costs ~25 us a message (10,000 messages held the event loop ~250 ms)
+PLAN_IN_THREAD_MESSAGES = 200
+
+
 async def prepare(
     store: MemoryStore,
     keys: ConversationKeys,
@@ -164,7 +172,8 @@ async def prepare(
         date_spans=query.spans,
         list_chats=query.user_scope,
     )
-    plan = plan_with_buffered(
+    planning = partial(
+        plan_with_buffered,
         raw_messages,
         state,
         buffered,
@@ -175,6 +184,12 @@ async def prepare(
         max_stored_chars=options.max_stored_chars,
         regenerate=options.regenerate,
     )
+    if isinstance(raw_messages, list) and len(raw_messages) > PLAN_IN_THREAD_MESSAGES:
+        # a long history (a whole-history client's first request seeds all of it): planned in
+        # a thread, so the event loop serves other requests meanwhile
+        plan = await asyncio.to_thread(planning)
+    else:
+        plan = planning()
     if plan is None:
         return None
     fitted = _fit(plan, options)
@@ -272,6 +287,11 @@ def request_only_block(
 #: machine: +740 ms for a 10,000-message first request without a bound, 25-50 ms with it).
 UNSTORED_RECALL_MAX = 200
 
+#: most characters of those messages indexed on the request path (each message counted up to
+#: :data:`~litellm_memory_hook.core.excerpt.ANALYSED_CHARS`, what its terms read): 200
+#: messages of 5,000 characters held the event loop ~270 ms before this bound.
+UNSTORED_RECALL_CHARS = 24_000
+
 
 def _unstored(
     plan: TurnPlan,
@@ -282,19 +302,21 @@ def _unstored(
 ) -> list[Turn]:
     """The client's history messages the window left out while the store holds nothing yet (a
     whole-history client's first request, or its first after a forget), the newest
-    :data:`UNSTORED_RECALL_MAX` of them: this request seeds them, and until then only recall
-    can bring their lines back."""
+    :data:`UNSTORED_RECALL_MAX` of them within :data:`UNSTORED_RECALL_CHARS`: this request seeds
+    them, and until then only recall can bring their lines back."""
     if state.last_seq or not plan.history:
         return []
     window = set(kept)
     out: list[Turn] = []
+    chars = 0
     for index in range(len(plan.history) - 1, -1, -1):
-        if len(out) >= UNSTORED_RECALL_MAX:
+        if len(out) >= UNSTORED_RECALL_MAX or chars >= UNSTORED_RECALL_CHARS:
             break
         if index not in window:
             turn = message_to_turn(plan.history[index], ts_ms=now_ms, max_chars=max_chars)
             if turn is not None:
                 out.append(turn)
+                chars += min(len(turn.text), ANALYSED_CHARS)
     return out[::-1]
 
 

@@ -59,13 +59,13 @@ from redis.exceptions import ResponseError
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
-from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
+from litellm_memory_hook.core.indexing import indexed_slices, stored_terms
 from litellm_memory_hook.core.messages import (
     is_valid_request,
     message_to_turn,
     without_surrogates,
 )
-from litellm_memory_hook.core.models import ConversationState, Turn, copy_json
+from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn, copy_json
 from litellm_memory_hook.core.plan import plan_with_buffered
 from litellm_memory_hook.core.side_requests import side_request_pattern
 from litellm_memory_hook.core.window import build_window
@@ -947,9 +947,14 @@ class MemoryHook(CustomLogger):
             return
         previous = str(record.get("previous") or "")
         memory = keys.user_keys.memory_set(str(record.get("mscope") or ""))
+        chain: list[IndexedTurn] = []
+        for part in indexed_slices(turns, previous):
+            if chain:  # a long history: other requests run between its slices
+                await asyncio.sleep(0)
+            chain.extend(part)
         result = await self.store.append(
             keys,
-            indexed_chain(turns, previous),
+            chain,
             call_id=call_id,
             meta_if_new={**record.get("meta", {}), "created_ms": str(item.answered_ms)},
             replace=[stored_terms(t) for t in replace],

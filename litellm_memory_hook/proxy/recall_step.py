@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.dates import DATE_PREFIX, DateSpan, query_dates, without_dates
+from litellm_memory_hook.core.excerpt import excerpt
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import speaker_label
@@ -160,6 +161,7 @@ def recall_query(
     request's time, for relative dates ("yesterday"; :func:`dates.query_dates`)."""
     if not text or not options.enabled:
         return RecallQuery()
+    text = excerpt(text)
     terms = recall.query_terms_cached(text)
     if not terms:
         return RecallQuery()
