@@ -79,7 +79,12 @@ from litellm_memory_hook.proxy.context import (
     prepare,
     request_only_block,
 )
-from litellm_memory_hook.proxy.identity import Identity, identify, request_headers
+from litellm_memory_hook.proxy.identity import (
+    Identity,
+    identify,
+    request_headers,
+    tenant_from_auth,
+)
 from litellm_memory_hook.proxy.metrics import HookMetrics, MetricsPublisher, log_event
 from litellm_memory_hook.proxy.write_buffer import PendingWrite, WriteBuffer
 from litellm_memory_hook.settings import (
@@ -546,6 +551,11 @@ class MemoryHook(CustomLogger):
         if side is not None:
             self.counters["side_requests"] += 1
             logger.info("memory hook: side request (%s); no memory, not stored", side)
+            data["messages"] = with_rules(data.get("messages"), rules)
+            return
+        if tenant_from_auth(auth) is None:  # no team, user or key: no tenant, no memory
+            self.counters["no_tenant_passthrough"] += 1
+            logger.info("memory hook: the caller has no team, user or key id; no memory")
             data["messages"] = with_rules(data.get("messages"), rules)
             return
         namespace = alias.namespace or str(data.get("model"))

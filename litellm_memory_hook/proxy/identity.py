@@ -1,8 +1,11 @@
-"""Who a request belongs to: tenant, user and conversation (DESIGN.md section 3).
+"""Who a request belongs to: tenant, user and conversation.
 
 * tenant: from LiteLLM auth only (``UserAPIKeyAuth``): ``team-<team_id>``, else
   ``user-<user_id>`` (unless a placeholder), else ``key-<24 hex of SHA-256 of LiteLLM's key
-  token>``; the master key is the tenant ``master``. Never from the request body.
+  token>``; the master key is the tenant ``master``. Never from the request body. An
+  authentication with none of these (a ``custom_auth`` returning a bare ``UserAPIKeyAuth()``)
+  has no tenant: such a caller gets no memory, rather than sharing one with every other such
+  caller and the master key.
 * user: the request's ``user`` field, else the configured header; placeholders never get memory.
 * conversation: ``metadata.conversation_id``, else the ``x-litellm-session-id`` header, else the
   alias namespace (one default conversation per user and namespace). An explicit conversation id
@@ -73,8 +76,10 @@ def is_tenant(value: object) -> bool:
     return value.startswith("key-") and len(digits) == 24 and set(digits) <= _KEY_TENANT
 
 
-def tenant_from_auth(auth: object) -> str:
-    """The tenant id for a ``UserAPIKeyAuth`` (or any object with the same attributes)."""
+def tenant_from_auth(auth: object) -> str | None:
+    """The tenant id for a ``UserAPIKeyAuth`` (or any object with the same attributes), or
+    ``None`` when it carries no team, no usable user id and no key: a caller without identity
+    has no tenant (and so no memory). The master key is the tenant ``master``."""
     team_id = getattr(auth, "team_id", None)
     if isinstance(team_id, str) and team_id:
         return f"team-{team_id}"
@@ -82,8 +87,10 @@ def tenant_from_auth(auth: object) -> str:
     if is_usable_user_id(user_id):
         return f"user-{user_id}"
     token = getattr(auth, "token", None) or getattr(auth, "api_key", None)
-    if token == MASTER_KEY_TOKEN or not isinstance(token, str) or not token:
+    if token == MASTER_KEY_TOKEN:
         return "master"
+    if not isinstance(token, str) or not token.strip():
+        return None
     # LiteLLM's token is a key hash for sk- keys, but "hashed-jwt-<sha>" for JWTs and the raw
     # key for custom auth: hash it again, so tenants never collide and no key text is stored.
     return "key-" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:24]
@@ -139,7 +146,8 @@ def identify(
     alias: str = "",
     conversation_header: str | None = None,
 ) -> Identity | None:
-    """Identify a chat request; ``None`` when it has no usable user id.
+    """Identify a chat request; ``None`` when it has no usable user id or its authentication
+    no tenant (:func:`tenant_from_auth`).
 
     Args:
         memory_scope: ``user`` (memories shared by the user's conversations in ``namespace``)
@@ -151,9 +159,9 @@ def identify(
             are hashed by :func:`litellm_memory_hook.store.keys.key_id`.
     """
     user = user_from_request(data, user_header)
-    if user is None:
-        return None
     tenant = tenant_from_auth(auth)
+    if user is None or tenant is None:
+        return None
     conversation = conversation_from_request(data, conversation_header) or namespace
     keys = ConversationKeys.for_ids(prefix, tenant, user, conversation)
     scope = (

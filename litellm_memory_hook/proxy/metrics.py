@@ -15,7 +15,8 @@ Every metric lives in the hook's own :class:`~prometheus_client.CollectorRegistr
 global one, so LiteLLM's own Prometheus integration and a second hook in tests stay apart):
 
 * ``litellm_memory_requests_total{outcome}`` (counter): chat requests to memory-enabled aliases:
-  ``memory`` (rebuilt from memory), ``no_user``, ``mode_off``, ``no_new_turn``,
+  ``memory`` (rebuilt from memory), ``no_user``, ``no_tenant`` (an authentication with no team,
+  user or key id: no memory), ``mode_off``, ``no_new_turn``,
   ``rejected_no_user``, ``rejected_controls``, ``extraction_call``, ``side_request`` (a title or
   tag request of the app, passed through), ``invalid`` (messages the hook cannot rebuild,
   passed through), ``fail_open_error``, ``fail_open_config``, ``fail_open_breaker``;
@@ -134,6 +135,7 @@ HOOK_MS_BUCKETS: tuple[float, ...] = (0.25, 0.5, 1, 2, 3, 5, 10, 25, 50, 100, 25
 REQUEST_OUTCOMES: Mapping[str, str] = {
     "rebuilt": "memory",
     "no_user_passthrough": "no_user",
+    "no_tenant_passthrough": "no_tenant",
     "mode_off": "mode_off",
     "no_new_turn": "no_new_turn",
     "rejected_no_user": "rejected_no_user",

@@ -39,7 +39,8 @@ running proxy (``litellm_memory_hook/proxy_callback.py`` calls it when LiteLLM l
 Auth and tenants: every route runs LiteLLM's own key check (``user_api_key_auth``), so any key
 that may call the proxy's chat API may call these routes, and the caller's tenant comes from that
 key (``team-<id>``, ``user-<id>``, ``key-<hash>``, or ``master`` for the master key; see
-:func:`litellm_memory_hook.proxy.identity.tenant_from_auth`), never from the request. A key
+:func:`litellm_memory_hook.proxy.identity.tenant_from_auth`), never from the request; a caller
+whose authentication has no team, user or key id has no tenant and gets 403. A key
 therefore only ever sees and edits the memories that its own chat requests read: the id of
 another tenant's memory is simply not found (404). ``user`` is the same id a chat request sends
 in its OpenAI ``user`` field; ``model`` names a memory-enabled alias (its memory namespace and
@@ -51,8 +52,8 @@ virtual keys that are not proxy admins need LiteLLM's route permission for ``/me
 Status codes: 400 bad input (empty or too long ``text``, unknown ``user`` or ``model``; the
 ``detail`` names the problem), 401 missing or wrong key (LiteLLM itself answers 500 or 400
 "No connected db." there without a database, BerriAI/litellm#35457), 403 / 429 when LiteLLM
-refuses a valid key, 404 no such memory for this caller, 422 a malformed body, 503 Redis is
-unreachable. The routes never answer 500.
+refuses a valid key (403 also for a caller without team, user or key id), 404 no such memory
+for this caller, 422 a malformed body, 503 Redis is unreachable. The routes never answer 500.
 
 Examples (the demo config's master key)::
 
@@ -422,13 +423,29 @@ def _answers(hook: MemoryHook) -> Iterator[None]:
         ) from exc
 
 
+def caller_tenant(auth: object) -> str:
+    """The caller's tenant (:func:`tenant_from_auth`).
+
+    Raises:
+        HTTPException: 403 when the authentication carries no team, user or key id (a
+            ``custom_auth`` returning a bare ``UserAPIKeyAuth()``): such a caller has no memory.
+    """
+    tenant = tenant_from_auth(auth)
+    if tenant is None:
+        raise HTTPException(
+            status_code=403,
+            detail="no memory for this caller: its authentication has no team, user or key id",
+        )
+    return tenant
+
+
 def _target(
     hook: MemoryHook, auth: object, user: str, model: str, conversation: str | None
 ) -> MemoryTarget:
     return resolve_target(
         hook.settings,
         hook.alias_config,
-        tenant=tenant_from_auth(auth),
+        tenant=caller_tenant(auth),
         user=user,
         model=model,
         conversation=conversation,
@@ -440,6 +457,7 @@ def _target(
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "Bad input; the detail names the problem."},
     401: {"model": ErrorOut, "description": "Missing or wrong API key."},
+    403: {"model": ErrorOut, "description": "The key may not be used, or has no identity."},
     503: {"model": ErrorOut, "description": "The memory store (Redis) is unavailable."},
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -563,7 +581,7 @@ async def forget(
     with _answers(hook):
         whole_user = not (conversation and conversation.strip())
         if whole_user:  # whatever the alias: ``model`` is not used (it may have left the config)
-            target = resolve_user(hook.settings, tenant=tenant_from_auth(auth), user=user)
+            target = resolve_user(hook.settings, tenant=caller_tenant(auth), user=user)
         else:
             target = _target(hook, auth, user, model or "", conversation)
         # its turns waiting in this proxy's outage buffer are not written after the forget
