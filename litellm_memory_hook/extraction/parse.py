@@ -1,9 +1,10 @@
-"""Tolerant parsing and cleaning of an extraction reply (DESIGN.md section 7).
+"""Tolerant parsing and cleaning of an extraction reply.
 
 Two steps, both pure:
 
-1. :func:`find_json` finds the JSON value in the model's reply text: inside a code fence of any
-   kind or with prose around it, repaired where that is safe (field cases C08, C09).
+1. :func:`~litellm_memory_hook.extraction.reply_json.find_json` finds the JSON value in the
+   model's reply text: inside a code fence of any kind or with prose around it, repaired where
+   that is safe, in time linear in the reply's length (field cases C08, C09).
 2. :func:`parse_extraction` checks its shape with :class:`ExtractionReply` (a pydantic model) and
    cleans the items: the rules are listed there and are the contract with the worker (C10, C15,
    C18, C19).
@@ -16,8 +17,6 @@ returns.
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 import unicodedata
 from collections import Counter
 from collections.abc import Collection, Sequence
@@ -30,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from litellm_memory_hook.core.escape import ANGLE_CLOSE, ANGLE_OPEN
 from litellm_memory_hook.core.messages import ELLIPSIS, keep_head
 from litellm_memory_hook.errors import ExtractionError
+from litellm_memory_hook.extraction.reply_json import MAX_REPLY_CHARS, find_json
 
 __all__ = [
     "DROP_RULES",
@@ -45,9 +45,6 @@ __all__ = [
     "repeats_pinned",
 ]
 
-MAX_REPLY_CHARS: Final = 200_000
-"""A reply longer than this (characters) is rejected without looking for JSON in it."""
-
 DROP_RULES: Final[tuple[str, ...]] = (
     "not_text",
     "empty",
@@ -62,194 +59,6 @@ DROP_RULES: Final[tuple[str, ...]] = (
     "summary_too_long_cut",
 )
 """Every key :attr:`ExtractionResult.dropped` can hold (see :func:`parse_extraction`)."""
-
-# ---------------------------------------------------------------------------------------------
-# Finding the JSON value
-# ---------------------------------------------------------------------------------------------
-
-_MAX_STARTS: Final = 2000  # `{` / `[` positions tried at most per candidate text
-_MAX_REPAIRS: Final = 16  # of which at most this many are also tried repaired
-
-_DECODER: Final = json.JSONDecoder(strict=False)  # raw control characters inside strings pass
-
-# A fenced block: ``` or ~~~ (3 or more), an optional language tag (json, JSON, json5, ...), the
-# body, then the same fence again or the end of the text. Only the fence lines are dropped.
-_FENCE: Final = re.compile(
-    r"(?P<fence>`{3,}|~{3,})[ \t]*[A-Za-z0-9_.+-]*(?P<body>.*?)(?:(?P=fence)|\Z)", re.DOTALL
-)
-_VALUE_START: Final = re.compile(r"[{\[]")
-
-# Surrogate code points in the text itself, and \uXXXX escapes of a lone surrogate (a high one
-# not followed by a low one, or a low one alone). An escaped backslash is consumed first, so
-# "\\ud800" (a backslash, then the letters) is left alone.
-_RAW_SURROGATES: Final = re.compile("[\ud800-\udfff]+")
-_SURROGATE_ESCAPE: Final = re.compile(
-    r"\\(?:(?P<backslash>\\)"
-    r"|u(?P<high>[dD][89abAB][0-9a-fA-F]{2})(?P<low>\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
-    r"|u[dD][c-fC-F][0-9a-fA-F]{2})"
-)
-
-# Repairs, applied to the text from one `{` / `[` on: inside each string literal, a backslash
-# that starts no valid escape is doubled (\q -> \\q, \u12 -> \\u12); outside strings, a comma
-# right before } or ] is removed.
-_REPAIR_TOKEN: Final = re.compile(r'"(?:[^"\\]|\\.)*"|,(?=\s*[}\]])', re.DOTALL)
-_ESCAPE: Final = re.compile(r'\\(?:(?P<valid>["\\/bfnrt]|u[0-9a-fA-F]{4})|(?P<other>.))', re.DOTALL)
-
-
-def _drop_lone_surrogate_escape(match: re.Match[str]) -> str:
-    if match.group("backslash") or (match.group("high") and match.group("low")):
-        return match.group(0)
-    return ""
-
-
-def _fix_escape(match: re.Match[str]) -> str:
-    if match.group("valid") is not None:
-        return match.group(0)
-    return "\\\\" + match.group("other")
-
-
-def _repair_token(match: re.Match[str]) -> str:
-    token = match.group(0)
-    if token == ",":
-        return ""
-    return _ESCAPE.sub(_fix_escape, token)
-
-
-def _decode_from(text: str, start: int) -> tuple[bool, object, int, str]:
-    """Decode one JSON value at ``start``: (found, value, end index, error message)."""
-    try:
-        value, end = _DECODER.raw_decode(text, start)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        return False, None, start, str(exc) or type(exc).__name__
-    return True, value, end, ""
-
-
-def _closing(text: str, start: int) -> int:
-    """The index after the bracket that closes the one at ``start`` (strings and their escapes
-    skipped); the end of the text when it is not closed."""
-    depth = 0
-    in_string = escaped = False
-    for index in range(start, len(text)):
-        char = text[index]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return index + 1
-    return len(text)
-
-
-def _scan(text: str, errors: list[str]) -> tuple[bool, object]:
-    """The first complete JSON object in ``text``, else its first complete array, trying each
-    ``{``/``[`` in turn; a start inside an array already decoded is not tried (its items are
-    not values of their own).
-
-    At each start the text is decoded as is, then (for the first few failures) repaired. The
-    first decode error is appended to ``errors``.
-    """
-    repairs = tried = 0
-    array: tuple[object] | None = None
-    skip_to = 0
-    for match in _VALUE_START.finditer(text):
-        start = match.start()
-        if start < skip_to:
-            continue
-        if tried >= _MAX_STARTS:
-            break
-        tried += 1
-        found, value, end, error = _decode_from(text, start)
-        if not found:
-            if not errors:
-                errors.append(error)
-            if repairs < _MAX_REPAIRS:
-                repairs += 1
-                rest = text[start:]
-                repaired = _REPAIR_TOKEN.sub(_repair_token, rest)
-                if repaired != rest:
-                    found, value, _, _ = _decode_from(repaired, 0)
-                    end = _closing(text, start)  # the repaired text's offsets differ
-        if not found:
-            continue
-        if isinstance(value, dict):
-            return True, value
-        if array is None:
-            array = (value,)
-        skip_to = end
-    return (True, array[0]) if array is not None else (False, None)
-
-
-def find_json(text: str) -> object:
-    """Find the JSON value in a model's reply.
-
-    Rules, in order:
-
-    1. Surrogate code points, and ``\\uXXXX`` escapes of a lone surrogate (``"\\ud800"``), are
-       removed; a valid pair (``"\\ud83d\\ude00"``) is kept.
-    2. A reply that is one JSON object or array as a whole (around it only whitespace) is that
-       value, whatever its strings hold (a memory that quotes a code fence).
-    3. Else the candidates are the bodies of the code fences (```` ``` ````, ```` ```json ````,
-       ```` ```JSON ````, ``~~~json``, ... up to the matching fence or the end of the text), in
-       order, and then the whole text. Only the fence markers are skipped, never their content
-       (mem0 PR #4026 deleted the fenced JSON, case C08).
-    4. In each candidate, every ``{`` and ``[`` is tried in turn with a ``raw_decode``-style
-       decode; the first complete object wins and what follows it is ignored, so prose around
-       the JSON may hold braces of its own (case C09), and an array before it ("lines [1] and
-       [2]: {...}") is passed over. Where no candidate holds an object, the first complete
-       array is returned. Raw control characters inside strings are accepted (they are cleaned
-       later).
-    5. Where a start does not decode, it is tried once more repaired: a backslash that starts
-       no valid escape is doubled (``\\q`` becomes the two characters ``\\q``), and a trailing
-       comma before ``}`` or ``]`` is removed.
-
-    Args:
-        text: The reply text.
-
-    Returns:
-        The decoded value: a ``dict`` or a ``list`` (scalars are never returned), with no
-        surrogate code point in any string.
-
-    Raises:
-        ExtractionError: the reply is empty, longer than :data:`MAX_REPLY_CHARS`, has no ``{``
-            or ``[``, or no complete JSON value could be decoded; the message says which (and
-            the first decode error).
-    """
-    if not text.strip():
-        raise ExtractionError("the reply is empty")
-    if len(text) > MAX_REPLY_CHARS:
-        raise ExtractionError(f"the reply is longer than {MAX_REPLY_CHARS} characters")
-    text = _SURROGATE_ESCAPE.sub(_drop_lone_surrogate_escape, _RAW_SURROGATES.sub("", text))
-    if not _VALUE_START.search(text):
-        raise ExtractionError("no JSON object or array in the reply")
-    whole = text.strip()
-    if whole[:1] in ("{", "["):
-        found, value, end, _ = _decode_from(whole, 0)
-        if found and end == len(whole):
-            return value
-    candidates = [m.group("body") for m in _FENCE.finditer(text)]
-    candidates.append(text)
-    errors: list[str] = []
-    array: tuple[object] | None = None
-    for candidate in candidates:
-        found, value = _scan(candidate, errors)
-        if found and isinstance(value, dict):
-            return value
-        if found and array is None:
-            array = (value,)
-    if array is not None:
-        return array[0]
-    first = f" (first error: {errors[0]})" if errors else ""
-    raise ExtractionError(f"no complete JSON value in the reply{first}")
-
 
 # ---------------------------------------------------------------------------------------------
 # Cleaning and comparing texts

@@ -592,10 +592,13 @@ class ExtractionWorker:
                 tokens_prompt=reply.prompt_tokens, tokens_completion=reply.completion_tokens
             )
             try:
-                result = parse_extraction(
+                # in a thread: parsing and cleaning a long reply is CPU work (bounded, linear)
+                # that must not hold the proxy's event loop
+                result = await asyncio.to_thread(
+                    parse_extraction,
                     reply.text,
                     pinned=pinned,
-                    tombstones=state.tombs,
+                    tombstones=frozenset(state.tombs),
                     max_items=settings.max_memories,
                     max_item_chars=settings.memory_item_chars,
                     max_summary_chars=settings.summary_chars,
