@@ -37,6 +37,7 @@ question ("remind me on 3 May 2023 to call Bob") keeps its dates as a lift only.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -214,6 +215,10 @@ def _collection(
     return recall.Collection(seqs, df, postings.n_docs, exclude_from)
 
 
+#: a request's unstored lines of more characters than this are indexed in a thread
+UNSTORED_IN_THREAD_CHARS = 4_000
+
+
 def _unstored_collection(turns: Sequence[Turn], query: RecallQuery) -> recall.Collection:
     """The client's own older lines that the store does not hold yet, indexed here as the store
     indexes them (:func:`~litellm_memory_hook.core.indexing.indexed_chain`), ``seq`` = their
@@ -227,6 +232,17 @@ def _unstored_collection(turns: Sequence[Turn], query: RecallQuery) -> recall.Co
         for term in wanted.intersection(item.terms):
             seqs.setdefault(term, []).append(number)
     return recall.Collection(seqs, {t: len(v) for t, v in seqs.items()}, n_docs, None)
+
+
+async def _unstored_collection_async(
+    turns: Sequence[Turn], query: RecallQuery
+) -> recall.Collection:
+    """:func:`_unstored_collection`; in a thread for more than
+    :data:`UNSTORED_IN_THREAD_CHARS` characters (tens of milliseconds for some scripts: Chinese
+    is segmented by ICU), so the event loop serves other requests meanwhile."""
+    if sum(len(t.text) for t in turns) > UNSTORED_IN_THREAD_CHARS:
+        return await asyncio.to_thread(_unstored_collection, turns, query)
+    return _unstored_collection(turns, query)
 
 
 def _namespace_filter(
@@ -310,7 +326,7 @@ async def recall_lines(
     local = -1
     if unstored:
         local = len(collections)
-        collections.append(_unstored_collection(unstored, query))
+        collections.append(await _unstored_collection_async(unstored, query))
         labels.append("")
     collections.append(_collection(postings, query, exclude_from, recallable))
     if not any(c.n_docs for c in collections):

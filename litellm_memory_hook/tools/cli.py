@@ -951,6 +951,65 @@ def bench_proxy(
         console.print(f"json: {json_out}")
 
 
+@bench_app.command("stall")
+def bench_stall(
+    sizes: Annotated[
+        str, typer.Option(help="Comma-separated sizes of the large text, characters.")
+    ] = "10000,100000,1000000",
+    kinds: Annotated[
+        str, typer.Option(help="Comma-separated kinds: english,russian,hindi,hinglish,...")
+    ] = "english,russian,hindi,hinglish,chinese,code,log",
+    proxy: Annotated[
+        bool, typer.Option(help="Also measure through a real proxy, plain alias beside it.")
+    ] = False,
+    redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
+) -> None:
+    """Whether one user's large message stalls the others: the hook's time for 10 KB to 1 MB
+    texts (new-message and whole-history clients) and another user's added wait meanwhile."""
+    from litellm_memory_hook.tools.bench_stall import SAMPLES, run_stall, stall_rows_json
+
+    url = redis_url or _env_redis_url()
+    kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
+    unknown = [k for k in kind_list if k not in SAMPLES]
+    if unknown:
+        raise _fail(f"bad --kinds: {', '.join(unknown)} (known: {', '.join(SAMPLES)})")
+    try:
+        size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError as exc:
+        raise _fail(f"bad --sizes: {sizes}") from exc
+    if not size_list or any(size < 1 for size in size_list):
+        raise _fail(f"bad --sizes: {sizes} (each at least 1 character)")
+    rows = run_stall(url, kinds=kind_list, sizes=size_list, proxy=proxy)
+    table = Table(title=f"one large message and another user's small one, on {url}")
+    columns = ["kind", "chars", "client", "pre-call ms", "write ms", "added wait ms", "small"]
+    if proxy:
+        columns += ["proxy: memory alias added wait ms", "plain alias (baseline) ms"]
+    for column in columns:
+        table.add_column(column, justify="right")
+    for r in rows:
+        cells = [r.kind, str(r.chars), r.client, f"{r.hook_ms:.1f}", f"{r.write_ms:.1f}"]
+        cells += [f"{r.added_wait_ms:.1f}", str(r.small_requests)]
+        if proxy:
+            cells += [
+                "-" if ms is None else f"{ms:.1f}"
+                for ms in (r.proxy_added_wait_ms, r.plain_added_wait_ms)
+            ]
+        table.add_row(*cells)
+    console.print(table)
+    worst = max(rows, key=lambda r: r.hook_ms)
+    console.print(
+        f"targets: pre-call <= 50 ms at 1 MB, added wait <= 20 ms; worst pre-call "
+        f"{worst.hook_ms:.1f} ms "
+        f"({worst.kind} {worst.chars} {worst.client}), worst added wait "
+        f"{max(r.added_wait_ms for r in rows):.1f} ms"
+    )
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(stall_rows_json(rows), indent=2), encoding="utf-8")
+        console.print(f"json: {json_out}")
+
+
 def main() -> None:
     """Console-script entry point."""
     from litellm_memory_hook.tools.cli_memory import register
