@@ -378,7 +378,8 @@ def test_readme_path_chat_pin_show_export_forget(served: Served) -> None:
 @pytest.mark.e2e
 def test_a_killed_embedded_redis_is_reaped_and_started_again(served: Served) -> None:
     """kill -9 of serve's embedded Redis: serve reaps it, so no defunct redis-server stays
-    under it (found by a fresh-user run); `stats` starts it again, with the data kept."""
+    under it (found by a fresh-user run); it answers again, started by serve or by `stats`,
+    whichever comes first (serve then keeps it: tests/test_serve_supervise.py)."""
     pid = int((served.folder / "redis.pid").read_text().strip())
     assert pid in [c.pid for c in psutil.Process(served.process.pid).children()]
     os.kill(pid, signal.SIGKILL)

@@ -15,10 +15,11 @@ and keeps every file in the data folder (``--data-dir``, default ``.litellm-memo
 
 Who starts and stops it: :func:`start_embedded` attaches to the server answering on the folder's
 socket, else starts one. ``serve`` first takes the folder's lock (:class:`ServeLock`; a second
-``serve`` on the same folder is refused, naming the first one's pid) and stops the server when it
-exits. Any other command (``show``, ``import``, ``memories`` ...) attaches to the running server
-and never stops it; when none runs, the command starts one and stops it when it exits, unless a
-``serve`` took the folder meanwhile (that ``serve`` then owns it).
+``serve`` on the same folder is refused, naming the first one's pid), starts the server again
+when it dies (:meth:`EmbeddedRedis.restart_if_dead`, on every poll of ``serve``) and stops it
+when it exits. Any other command (``show``, ``import``, ``memories`` ...) attaches to the
+running server and never stops it; when none runs, the command starts one and stops it when it
+exits, unless a ``serve`` took the folder meanwhile (that ``serve`` then owns it).
 
 A ``serve`` killed with ``kill -9`` takes its proxy and stand-in with it (they get SIGTERM:
 :func:`litellm_memory_hook.tools.processes.die_with_parent`), but not this server, by choice: it
@@ -34,6 +35,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -42,7 +44,9 @@ from pathlib import Path
 from typing import IO
 
 import redis
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
+from redis.retry import Retry
 
 DEFAULT_FOLDER = Path(".litellm-memory")
 SOCKET_NAME = "redis.sock"
@@ -53,6 +57,10 @@ AOF_NAME = "appendonly.aof"
 MAX_SOCKET_PATH = 100
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 30.0
+#: a probe or a SHUTDOWN is tried once: redis-py's default retries (with backoff) made a PING of
+#: a dead server's socket take ~4.7 s, and a SHUTDOWN retry after the server closed the connection
+#: as long.
+_NO_RETRY = Retry(NoBackoff(), 0)
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -110,7 +118,7 @@ def answers(socket: Path | str, timeout_s: float = 1.0) -> bool:
     """Whether a Redis server answers PING on the unix socket."""
     if not os.path.exists(socket):
         return False
-    client = redis.Redis(unix_socket_path=str(socket), socket_timeout=timeout_s)
+    client = redis.Redis(unix_socket_path=str(socket), socket_timeout=timeout_s, retry=_NO_RETRY)
     try:
         return bool(client.ping())
     except (RedisError, OSError):
@@ -180,6 +188,60 @@ class EmbeddedRedis:
         if self._process is not None:
             self._process.poll()
 
+    def death(self) -> str | None:
+        """How the server this process owns died (``"killed by SIGKILL"``, ``"exit code 1"``,
+        ``"its process 123 is gone"``), or ``None`` while it runs, when that cannot be told, or
+        when this process does not own it. Reaps a server this process started. A server that
+        is slow to answer is never taken for dead: only a process known to be gone is."""
+        if not self.owner or self._stopped:
+            return None
+        if self._process is not None:
+            code = self._process.poll()
+            if code is None:
+                return None
+            if code < 0:
+                with contextlib.suppress(ValueError):
+                    return f"killed by {signal.Signals(-code).name}"
+                return f"killed by signal {-code}"
+            return f"exit code {code}"
+        pid = self.pid()  # a server this process adopted: its pid file tells
+        if pid is None or _process_exists(pid):
+            return None
+        return f"its process {pid} is gone"
+
+    def restart_if_dead(self) -> str | None:
+        """For ``serve``, on every poll: when the server it owns died, start it again on the
+        same socket and data (AOF and RDB kept), or adopt the one another command started
+        meanwhile. Returns one line saying what happened, else ``None`` (the server runs, or
+        this process does not own it).
+
+        Raises:
+            EmbeddedRedisError: the server died and did not start again (the message says why);
+                the next call tries again.
+        """
+        died = self.death()
+        if died is None:
+            return None
+        old = self.pid()
+        if answers(self.socket, 0.5):  # a command started it again already: serve keeps it
+            self._process = None
+            self.started = False
+            return (
+                f"embedded Redis (pid {old}) died ({died}); another command had started it "
+                f"again (pid {self.pid()}), serve looks after it"
+            )
+        began = time.monotonic()
+        try:
+            fresh = _start(self.folder, Path(self.socket))
+        except EmbeddedRedisError as exc:
+            raise EmbeddedRedisError(f"embedded Redis (pid {old}) died ({died}): {exc}") from exc
+        self._process = fresh._process
+        self.started = True
+        return (
+            f"embedded Redis (pid {old}) died ({died}); restarted it in "
+            f"{time.monotonic() - began:.1f} s (pid {self.pid()}, data kept in {self.folder}/)"
+        )
+
     def stop(self) -> None:
         """Save and shut the server down when this process owns it (else nothing happens: a
         server this process only attached to belongs to whoever owns it)."""
@@ -199,11 +261,26 @@ class EmbeddedRedis:
             time.sleep(0.1)
 
 
+def _process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[:1] != ["Z"]
+    except OSError:
+        return True  # no /proc (macOS): the signal check said it exists
+
+
 def _shutdown(socket: str, deadline: float) -> None:
     """Ask the server on ``socket`` to save and shut down, again every 0.1 s while it refuses
     (Redis 6.2 refuses SHUTDOWN while it writes its first AOF, after AOF is switched on at run
     time: "Writing initial AOF, can't exit"), until ``deadline`` (``time.monotonic()``)."""
-    client = redis.Redis(unix_socket_path=socket, socket_timeout=STOP_TIMEOUT_S)
+    client = redis.Redis(unix_socket_path=socket, socket_timeout=STOP_TIMEOUT_S, retry=_NO_RETRY)
     try:
         while True:
             try:

@@ -115,14 +115,121 @@ def _identity(
 SHOW_PLACEHOLDER = "\u2026"
 
 
+#: the longest wait between two attempts to start a dead embedded Redis that would not start.
+RESTART_BACKOFF_MAX_S = 30.0
+#: lines of one kind (a restart, a failed restart) ``serve`` prints at most once per period.
+SERVE_LINE_PERIOD_S = 60.0
+#: the key of the example configuration; ``serve`` names it in its ready line.
+DEMO_KEY = "sk-memory-demo"
+
+
+class _Supervisor:
+    """``serve``'s watch over its embedded Redis: a server that died is started again at the
+    next poll (within :data:`SERVE_POLL_S` s), with one line saying so; one that will not start
+    is tried again with a growing pause (up to :data:`RESTART_BACKOFF_MAX_S`); lines of a kind
+    repeat at most once per :data:`SERVE_LINE_PERIOD_S`, with a count."""
+
+    def __init__(
+        self, embedded: EmbeddedRedis, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        from litellm_memory_hook.ratelimited_log import RateLimitedLog
+
+        self.embedded = embedded
+        self.clock = clock
+        self.lines = RateLimitedLog(lambda text: _serve_line(text), SERVE_LINE_PERIOD_S, clock)
+        self.failures = 0
+        self.next_try = 0.0
+        self.restarts = 0
+
+    def poll(self) -> None:
+        """Reap or restart the server if it died; print what happened."""
+        from litellm_memory_hook.store.embedded import EmbeddedRedisError
+
+        self.lines.flush()
+        now = self.clock()
+        if now < self.next_try:
+            self.embedded.reap()
+            return
+        try:
+            line = self.embedded.restart_if_dead()
+        except EmbeddedRedisError as exc:
+            self.failures += 1
+            pause = min(RESTART_BACKOFF_MAX_S, 2.0**self.failures)
+            self.next_try = now + pause
+            self.lines.emit("failed", f"{exc}; trying again in {pause:g} s")
+            return
+        if line is not None:
+            self.restarts += 1
+            self.failures = 0
+            self.next_try = 0.0
+            self.lines.emit("restarted", line)
+
+    def close(self) -> None:
+        """Print the counts still held back."""
+        self.lines.flush(force=True)
+
+
+def _serve_line(text: str) -> None:
+    console.print(text, soft_wrap=True, highlight=False)
+
+
 def _wait_serving(proxy: subprocess.Popen[bytes], embedded: EmbeddedRedis | None) -> int:
-    """Wait for the proxy to exit (its exit code), reaping the embedded Redis meanwhile should
-    it die: no defunct process is left under a serve that runs on (found by a fresh-user run)."""
-    while (code := proxy.poll()) is None:
-        if embedded is not None:
-            embedded.reap()
-        time.sleep(SERVE_POLL_S)
+    """Wait for the proxy to exit (its exit code), looking after the embedded Redis meanwhile:
+    a server that died is reaped (no defunct process is left under a serve that runs on) and
+    started again within about :data:`SERVE_POLL_S` seconds (:class:`_Supervisor`)."""
+    supervisor = _Supervisor(embedded) if embedded is not None else None
+    try:
+        while (code := proxy.poll()) is None:
+            if supervisor is not None:
+                supervisor.poll()
+            time.sleep(SERVE_POLL_S)
+    finally:
+        if supervisor is not None:
+            supervisor.close()
     return code
+
+
+def _stop_serving(
+    children: list[subprocess.Popen[bytes]],
+    embedded: EmbeddedRedis | None,
+    lock: Any,
+    *,
+    standin: bool,
+) -> list[str]:
+    """Stop what ``serve`` started: its children all at once (each waits for its own shutdown),
+    so the proxy's pending memory writes land before the embedded Redis saves and stops; then
+    release the data folder. Returns what was stopped, for the last line."""
+    processes.terminate_all(children, timeout_s=10)
+    names = (["the stand-in model"] if standin else []) + ["the proxy"]
+    stopped = names[: len(children)]
+    if embedded is not None:
+        embedded.stop()
+        stopped.append("the embedded Redis (saved)")
+    if lock is not None:
+        lock.release()
+    return stopped
+
+
+def _ready_line(url: str, master_key: str | None) -> str:
+    """``serve``'s ready line: the proxy URL, the inspector's URL and the key to use (the demo
+    key by name; any other master key only by where it is set, never its text)."""
+    if master_key == DEMO_KEY:
+        key = f"key: {DEMO_KEY}"
+    elif master_key:
+        key = "key: the master_key of the config"
+    else:
+        key = "no master key set"
+    return f"proxy with memory: {url}  inspector: {url}/memory/ui  {key}  (Ctrl-C stops)"
+
+
+def _stopped_line(stopped: list[str], data_dir: Path | None, redis_url: str) -> str:
+    """``serve``'s last line: what it stopped and where the memory stays."""
+    what = ", ".join(stopped) if stopped else "nothing was running"
+    if data_dir is not None:
+        where = f"the memory stays in {data_dir.resolve()}/ (the next serve there uses it)"
+    else:
+        where = f"the memory stays in the Redis at {cli_ops.mask_url(redis_url)}"
+    return f"serve stopped: {what}; {where}"
 
 
 @app.command()
@@ -172,6 +279,7 @@ def serve(
     settings_env = os.environ.copy()
     embedded = None
     lock = None
+    ready = False
     children: list[subprocess.Popen[bytes]] = []
     try:
         if "redis_url" not in proxy_settings.model_fields_set:
@@ -222,20 +330,25 @@ def serve(
                 f"the proxy did not start on {host}:{port}: {exc}".splitlines()[0]
                 + " (its output is above)"
             ) from exc
-        console.print(f"proxy with memory: {url}  (Ctrl-C stops)")
+        console.print(_ready_line(url, loaded.master_key), soft_wrap=True, highlight=False)
+        ready = True
         code = _wait_serving(proxy, embedded)
         if code not in (0, -signal.SIGINT, -signal.SIGTERM):
             raise fail(f"the proxy exited with code {code} (its output is above)")
     except KeyboardInterrupt:
         pass
     finally:
-        # All at once (each waits for its own shutdown), the proxy's pending memory writes
-        # before the embedded Redis stops.
-        processes.terminate_all(children, timeout_s=10)
-        if embedded is not None:
-            embedded.stop()
-        if lock is not None:
-            lock.release()
+        stopped = _stop_serving(children, embedded, lock, standin=bool(standin_port))
+        if ready:  # a serve that refused to start said why in its one line
+            console.print(
+                _stopped_line(
+                    stopped,
+                    data_dir if embedded is not None else None,
+                    proxy_settings.redis_url,
+                ),
+                soft_wrap=True,
+                highlight=False,
+            )
 
 
 @app.command("standin")

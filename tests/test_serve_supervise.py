@@ -1,0 +1,357 @@
+"""`serve` looks after its embedded Redis (issue 27 item 8, issue 29 item 3): a server that dies
+is started again within seconds with one line saying so, on the same socket and data; a server
+that will not start is tried again with a growing pause, its failure line printed once per
+period with a count; the ready line names the proxy, the inspector and the key; the last line
+says what stopped and where the memory stays. Rate-limited lines: ``ratelimited_log``.
+
+Before, a kill -9 of the embedded Redis left memory off until another command happened to start
+it, and serve's terminal printed 71 retry lines in 40 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+import redis
+
+from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.ratelimited_log import RateLimitedLog
+from litellm_memory_hook.store import embedded as embedded_module
+from litellm_memory_hook.store.embedded import (
+    EmbeddedRedis,
+    EmbeddedRedisError,
+    answers,
+    start_embedded,
+)
+from litellm_memory_hook.tools import cli
+
+from .harness import MASTER_KEY, derived_config, free_port, wait_http
+
+CLI = [sys.executable, "-m", "litellm_memory_hook"]
+RESTART_LINE = re.compile(
+    r"^embedded Redis \(pid \d+\) died \(killed by SIGKILL\); restarted it in \d+\.\d s "
+    r"\(pid \d+, data kept in .+/\)$",
+    re.M,
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- the rate-limited lines -----------------------------------------------------------------------
+
+
+def test_one_line_per_period_per_kind_with_the_count_of_the_others() -> None:
+    """The first line of a kind is written at once; the next 4 within the period are only
+    counted; the first after the period says 4 more were held back. Another kind is apart."""
+    lines: list[str] = []
+    clock = FakeClock()
+    log = RateLimitedLog(lines.append, period_s=60, clock=clock)
+    assert log.emit("down", "Redis unreachable") is True
+    for _ in range(4):
+        clock.now += 5
+        assert log.emit("down", "Redis unreachable") is False
+    assert log.emit("other", "something else") is True
+    assert log.held("down") == 4
+    clock.now += 60
+    assert log.emit("down", "Redis unreachable") is True
+    assert lines == [
+        "Redis unreachable",
+        "something else",
+        "Redis unreachable (4 more like it in the last 60 s)",
+    ]
+    assert log.held("down") == 0
+
+
+def test_flush_reports_a_burst_that_went_quiet() -> None:
+    """Held lines whose period is over are written by flush, once, as the last of them with
+    the count of the others; before the period ends nothing; force writes at once."""
+    lines: list[str] = []
+    clock = FakeClock()
+    log = RateLimitedLog(lines.append, period_s=30, clock=clock)
+    log.emit("k", "try 1")
+    log.emit("k", "try 2")
+    log.emit("k", "try 3")
+    assert log.flush() == 0 and lines == ["try 1"]
+    clock.now += 30
+    assert log.flush() == 1
+    assert log.flush() == 0
+    assert lines == ["try 1", "try 3 (1 more like it in the last 30 s)"]
+    log.emit("j", "a")
+    log.emit("j", "b")
+    assert log.flush(force=True) == 1 and lines[-1] == "b"
+
+
+def test_to_logger_writes_at_the_level(caplog: pytest.LogCaptureFixture) -> None:
+    """to_logger: the lines go to a logging.Logger at the given level."""
+    import logging
+
+    log = RateLimitedLog.to_logger(logging.getLogger("litellm_memory_hook.t"), logging.ERROR)
+    with caplog.at_level(logging.DEBUG, logger="litellm_memory_hook.t"):
+        log.emit("x", "boom")
+        log.emit("x", "boom")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [(logging.ERROR, "boom")]
+
+
+# -- the embedded Redis starts again ---------------------------------------------------------------
+
+
+@pytest.fixture
+def owned(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """An embedded Redis owned as serve owns it; stopped afterwards."""
+    server = start_embedded(tmp_path / "data", owner=True)
+    yield server
+    server.stop()
+
+
+def _kill(server: EmbeddedRedis) -> int:
+    pid = server.pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while answers(server.socket, 0.2) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pid
+
+
+def test_a_killed_server_is_started_again_with_its_data(owned: EmbeddedRedis) -> None:
+    """kill -9: restart_if_dead starts it again on the same socket, with the data it had
+    (AOF, fsync every second), says so in one line naming both pids; then nothing to do."""
+    client = redis.Redis(unix_socket_path=owned.socket)
+    client.set("kept", "yes")
+    time.sleep(1.2)  # appendfsync everysec
+    client.close()
+    assert owned.restart_if_dead() is None
+    old = _kill(owned)
+    line = owned.restart_if_dead()
+    assert line is not None and RESTART_LINE.fullmatch(line), line
+    assert f"(pid {old})" in line and owned.pid() != old
+    assert answers(owned.socket)
+    client = redis.Redis(unix_socket_path=owned.socket)
+    assert client.get("kept") == b"yes"
+    client.close()
+    assert owned.restart_if_dead() is None
+    assert psutil.Process(owned.pid() or 0).status() != psutil.STATUS_ZOMBIE
+
+
+def test_a_server_another_command_started_is_adopted(owned: EmbeddedRedis) -> None:
+    """A command started the server again before serve looked: serve adopts it (no second
+    server on the socket) and stops it at the end as its own."""
+    _kill(owned)
+    guest = start_embedded(owned.folder)  # what `stats` does when the server is gone
+    assert guest.started
+    line = owned.restart_if_dead()
+    assert line is not None and "another command had started it again" in line
+    assert f"(pid {guest.pid()})" in line
+    assert owned.restart_if_dead() is None
+    owned.stop()
+    assert not answers(owned.socket)
+
+
+def test_an_adopted_server_that_dies_is_started_again(tmp_path: Path) -> None:
+    """A server serve did not start (left by an earlier serve) has no process handle: its pid
+    file tells that it is gone, and it is started again."""
+    first = start_embedded(tmp_path / "data", owner=True)
+    adopter = start_embedded(tmp_path / "data", owner=True)
+    try:
+        assert not adopter.started
+        pid = _kill(adopter)
+        first.reap()  # its parent here is this test process
+        line = adopter.restart_if_dead()
+        assert line is not None
+        assert f"embedded Redis (pid {pid}) died (its process {pid} is gone); restarted" in line
+        assert answers(adopter.socket)
+    finally:
+        adopter.stop()
+
+
+def test_only_the_owner_restarts_and_a_slow_server_is_not_dead(
+    owned: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that only attached never restarts the server; a server whose process runs
+    is never taken for dead, even when it does not answer in time."""
+    guest = start_embedded(owned.folder)
+    assert guest.restart_if_dead() is None and guest.death() is None
+    monkeypatch.setattr(embedded_module, "answers", lambda *a, **k: False)
+    assert owned.death() is None and owned.restart_if_dead() is None
+
+
+def test_a_server_that_will_not_start_is_retried_with_one_line_per_period(
+    owned: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The restart fails: one line naming why, then a growing pause between tries (2, 4, 8 s
+    ... at most 30 s) and no more lines within the period; once it starts, one restart line."""
+    lines: list[str] = []
+    monkeypatch.setattr(cli, "_serve_line", lines.append)
+    clock = FakeClock()
+    supervisor = cli._Supervisor(owned, clock)
+    _kill(owned)
+    real_start = embedded_module._start
+    tries: list[float] = []
+
+    def broken(folder: Path, socket: Path) -> EmbeddedRedis:
+        tries.append(clock.now)
+        raise EmbeddedRedisError("redis-server exited with 1 (log x): Bad file format")
+
+    monkeypatch.setattr(embedded_module, "_start", broken)
+    for _ in range(40):
+        supervisor.poll()
+        clock.now += 1
+    assert [t - tries[0] for t in tries] == [0, 2, 6, 14, 30]
+    assert lines == [
+        "embedded Redis (pid "
+        + lines[0].split("(pid ")[1].split(")")[0]
+        + ") died (killed by SIGKILL): redis-server exited with 1 (log x): Bad file format; "
+        "trying again in 2 s"
+    ]
+    monkeypatch.setattr(embedded_module, "_start", real_start)
+    clock.now = tries[-1] + 30  # the next try, 60 s after the first line
+    supervisor.poll()
+    assert len(lines) == 3, lines
+    assert lines[1].endswith("trying again in 30 s (3 more like it in the last 60 s)")
+    assert RESTART_LINE.fullmatch(lines[2]), lines
+    assert supervisor.restarts == 1 and answers(owned.socket)
+    supervisor.close()
+    assert len(lines) == 3
+
+
+def test_the_ready_and_stopped_lines() -> None:
+    """The ready line names the proxy, the inspector and the demo key (never another master
+    key's text); the last line names what stopped and where the memory stays (a Redis URL
+    without its password)."""
+    url = "http://127.0.0.1:4000"
+    assert cli._ready_line(url, "sk-memory-demo") == (
+        "proxy with memory: http://127.0.0.1:4000  inspector: http://127.0.0.1:4000/memory/ui  "
+        "key: sk-memory-demo  (Ctrl-C stops)"
+    )
+    secret = cli._ready_line(url, "sk-very-secret")
+    assert "sk-very-secret" not in secret and "key: the master_key of the config" in secret
+    stopped = ["the stand-in model", "the proxy", "the embedded Redis (saved)"]
+    line = cli._stopped_line(stopped, Path("/tmp/x/.litellm-memory"), "redis://ignored")
+    assert line == (
+        "serve stopped: the stand-in model, the proxy, the embedded Redis (saved); the memory "
+        "stays in /tmp/x/.litellm-memory/ (the next serve there uses it)"
+    )
+    line = cli._stopped_line(["the proxy"], None, "redis://u:pw@host:6380/0")
+    assert line.endswith("the memory stays in the Redis at redis://u:***@host:6380/0")
+    assert "pw" not in line
+
+
+# -- through a real serve --------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    drop = ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL", "LITELLM_MEMORY_KEY_PREFIX")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def _chat(base: str, user: str, text: str) -> None:
+    response = httpx.post(
+        f"{base}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {MASTER_KEY}"},
+        json={"model": "demo", "user": user, "messages": [{"role": "user", "content": text}]},
+        timeout=60,
+    )
+    response.raise_for_status()
+
+
+def _stored(socket: str, user: str) -> list[str]:
+    """The texts of the user's stored user turns (empty when Redis does not answer)."""
+    try:
+        client = redis.Redis(unix_socket_path=socket, socket_timeout=2)
+        try:
+            raw = client.zrange(f"mem:{{master:{user}}}:c:demo:turns", 0, -1)
+        finally:
+            client.close()
+    except (redis.RedisError, OSError):
+        return []
+    turns: list[dict[str, Any]] = [json.loads(member) for member in raw]
+    return [stored_text(turn) for turn in turns if turn.get("role") == "user"]
+
+
+@pytest.mark.e2e
+def test_serve_brings_its_redis_back_after_kill_9(tmp_path: Path) -> None:
+    """A real serve: kill -9 of its embedded redis-server; within a few seconds a new server
+    answers and a chat request's turn is stored again; serve printed exactly one restart line
+    (and the ready line with the inspector and the key); Ctrl-C: the last line says what
+    stopped and where the memory stays."""
+    standin, port = free_port(), free_port()
+    config = derived_config(tmp_path / "config.yaml", standin_port=standin, prefix="mem")
+    folder = tmp_path / "data"
+    log = tmp_path / "serve.log"
+    command = [*CLI, "serve", "--config", str(config), "--port", str(port)]
+    command += ["--standin-port", str(standin), "--data-dir", str(folder)]
+    process = subprocess.Popen(
+        command, stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=tmp_path, env=_env()
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base}/health/liveliness", process, 240, log)
+        deadline = time.monotonic() + 30
+        while "proxy with memory" not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
+            time.sleep(0.2)
+        text = log.read_text(errors="replace")
+        assert (
+            f"proxy with memory: {base}  inspector: {base}/memory/ui  key: {MASTER_KEY}  "
+            "(Ctrl-C stops)"
+        ) in text
+        socket = str(folder.resolve() / "redis.sock")
+        user = "u" + uuid.uuid4().hex[:8]
+        _chat(base, user, "Before the crash.")
+        assert _stored(socket, user) == ["Before the crash."]
+        time.sleep(1.2)  # appendfsync everysec: the turn is on disk
+
+        old = int((folder / "redis.pid").read_text().strip())
+        os.kill(old, signal.SIGKILL)
+        killed = time.monotonic()
+        while not RESTART_LINE.search(log.read_text(errors="replace")):
+            assert time.monotonic() - killed < 10, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.1)
+        assert answers(socket)
+        new = int((folder / "redis.pid").read_text().strip())
+        assert new != old and new in [c.pid for c in psutil.Process(process.pid).children()]
+
+        stored = False
+        n = 0
+        while not stored:  # the hook's breaker may keep memory off a few seconds more
+            assert time.monotonic() - killed < 30, log.read_text(errors="replace")[-3000:]
+            n += 1
+            _chat(base, user, f"After the crash {n}.")
+            time.sleep(0.5)
+            stored = f"After the crash {n}." in _stored(socket, user)
+        assert _stored(socket, user)[0] == "Before the crash."
+        text = log.read_text(errors="replace")
+        assert len(RESTART_LINE.findall(text)) == 1, text[-3000:]
+        assert "another command had started it" not in text
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    assert process.returncode == 0
+    last = log.read_text(errors="replace").strip().splitlines()[-1]
+    assert last == (
+        "serve stopped: the stand-in model, the proxy, the embedded Redis (saved); the memory "
+        f"stays in {folder.resolve()}/ (the next serve there uses it)"
+    )
