@@ -139,6 +139,14 @@ class MemorySettings(BaseSettings):
             the data folder of a running ``serve`` calls that serve's proxy port instead).
         extraction_api_key: the key the standalone worker sends (default: the environment's
             ``LITELLM_MASTER_KEY``).
+        extraction_max_attempts: tries of one extraction job whose model call fails or
+            answers nothing usable (4); then it is given up (counted as ``jobs_given_up``, one
+            warning line) until the conversation's next message.
+        extraction_backoff_s: seconds before the second try (30); each further try waits twice
+            as long, up to ``extraction_backoff_max_s``.
+        extraction_auth_backoff_s: seconds before the second try when the model answered 401,
+            403 or 404 (600: a key or a model name is fixed by a person, not by waiting).
+        extraction_backoff_max_s: longest wait between two tries (seconds; 3600).
     """
 
     model_config = SettingsConfigDict(
@@ -194,6 +202,10 @@ class MemorySettings(BaseSettings):
     pinned_item_chars: int = Field(default=500, ge=1, le=20_000)
     extraction_base_url: str = "http://127.0.0.1:4000/v1"
     extraction_api_key: str | None = None
+    extraction_max_attempts: int = Field(default=4, ge=1, le=50)
+    extraction_backoff_s: float = Field(default=30.0, ge=0, le=DAY_S)
+    extraction_auth_backoff_s: float = Field(default=600.0, ge=0, le=DAY_S)
+    extraction_backoff_max_s: float = Field(default=3600.0, ge=0, le=DAY_S)
 
     @field_validator("redis_url")
     @classmethod

@@ -254,8 +254,9 @@ async def test_unusable_replies_keep_what_was_stored(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
     """C10: a reply without JSON, then a wrong shape after the retry, changes nothing; the job
-    counts as failed, the retry message was sent once, and the conversation leaves the due set
-    until the next message (no tight loop)."""
+    counts as failed, the retry message was sent once, and the conversation is due again only
+    after extraction_backoff_s (30 s; issue 27: an unusable reply is a failed try like any other,
+    never one job per message)."""
     hook = make_hook(any_redis, prefix)
     await _talk(hook, 1, memory_flush=True)
     await _worker(any_redis, prefix, ScriptedModel([_reply(["Has a cat."], "Cats.")])).run_due()
@@ -269,21 +270,21 @@ async def test_unusable_replies_keep_what_was_stored(
     assert await _memories(any_redis, prefix) == ["Has a cat."]
     meta = await any_redis.hgetall(_keys(prefix).meta)
     assert meta[b"summary"] == b"Cats." and int(meta[b"cursor"]) == 2
-    assert await any_redis.zcard(due_key(prefix)) == 0
+    due = await any_redis.zscore(due_key(prefix), _keys(prefix).ref)
+    assert due is not None and due >= time.time() * 1000 + 25_000
     stats = await any_redis.hgetall(stats_key(prefix))
     assert int(stats[b"jobs_failed"]) == 1 and int(stats[b"jobs_retried"]) == 1
-    await _talk(hook, 1, start=2)
-    assert await any_redis.zcard(due_key(prefix)) == 1  # the next message schedules it again
+    assert int(stats[b"failures_reply"]) == 1
 
 
 async def test_a_failed_model_call_runs_again_a_minute_later(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
     """A model call that fails (connection refused, timeout: the model may answer later)
-    counts as failed and keeps the conversation due CALL_RETRY_MS later, where an unusable
-    reply waits for the next message (a fresh-user test saw a dead model endpoint drop the job
-    until the 600 s sweep); the retry then commits."""
-    from litellm_memory_hook.extraction.worker import CALL_RETRY_MS
+    counts as failed and keeps the conversation due extraction_backoff_s (30 s) later (a
+    fresh-user test saw a dead model endpoint drop the job until the 600 s sweep); the retry
+    then commits."""
+    retry_ms = 30_000
 
     hook = make_hook(any_redis, prefix)
     await _talk(hook, 1, memory_flush=True)
@@ -291,10 +292,11 @@ async def test_a_failed_model_call_runs_again_a_minute_later(
     [outcome] = await _worker(any_redis, prefix, ScriptedModel([])).run_due()
     assert (outcome.status, outcome.call_failed) == ("failed", True)
     due = await any_redis.zscore(due_key(prefix), _keys(prefix).ref)
-    assert due is not None and before + CALL_RETRY_MS <= due <= before + CALL_RETRY_MS + 5000
+    assert due is not None and before + retry_ms <= due <= before + retry_ms + 5000
     stats = await any_redis.hgetall(stats_key(prefix))
     assert int(stats[b"jobs_failed"]) == 1
-    await any_redis.zadd(due_key(prefix), {_keys(prefix).ref: 0})  # the minute has passed
+    await any_redis.delete(_keys(prefix).extraction_failures)  # the backoff has passed
+    await any_redis.zadd(due_key(prefix), {_keys(prefix).ref: 0})
     [outcome] = await _worker(any_redis, prefix, ScriptedModel([_reply(["Has a cat."])])).run_due()
     assert outcome.status == "committed"
     assert await _memories(any_redis, prefix) == ["Has a cat."]

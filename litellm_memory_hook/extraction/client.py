@@ -11,8 +11,9 @@ injects memory into it nor stores it: the extraction prompt starts with
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from litellm_memory_hook.errors import ExtractionError
 
@@ -20,6 +21,64 @@ logger = logging.getLogger("litellm_memory_hook")
 
 #: request metadata of every extraction call (our hook passes such a request through).
 EXTRACTION_METADATA = {"memory_mode": "off", "memory_extraction": True}
+
+#: the kinds of failed calls (:func:`failure_kind`): the prompt is too long for the model
+#: (``context``), the key is refused (``auth``: 401, 403), the model is unknown (``not_found``:
+#: 404), anything else (``other``: a timeout, a refused connection, a 5xx, a 429, ...).
+FAILURE_KINDS: Final = ("context", "auth", "not_found", "other")
+
+# What providers and LiteLLM say when a prompt does not fit the model's context window.
+_CONTEXT_ERROR: Final = re.compile(
+    r"context[ _-]?(?:length|window)|maximum context|contextwindowexceeded|too many tokens|"
+    r"prompt is too long|input is too long|reduce the length|input length .{0,40}exceed|"
+    r"exceeds? the (?:model's )?(?:maximum|max)",
+    re.IGNORECASE,
+)
+
+
+def failure_kind(status: int | None, message: str) -> str:
+    """The kind of a failed model call (one of :data:`FAILURE_KINDS`).
+
+    Args:
+        status: the HTTP status the provider (or the proxy) answered, ``None`` when none
+            (a timeout, a refused connection).
+        message: the error's text.
+
+    Returns:
+        ``context`` when the message says the prompt exceeds the model's context (any status:
+        providers answer it as 400, 413 or 422); ``auth`` for 401 and 403; ``not_found`` for
+        404; else ``other``.
+    """
+    if _CONTEXT_ERROR.search(message[:4000]):
+        return "context"
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    return "other"
+
+
+class ExtractionCallError(ExtractionError):
+    """The model call itself failed (not its reply).
+
+    Attributes:
+        status: the HTTP status answered, or ``None`` (timeout, connection).
+        kind: :func:`failure_kind` of the status and message.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = failure_kind(status, message)
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status carried by a LiteLLM or OpenAI exception, if any."""
+    for name in ("status_code", "status"):
+        value = getattr(exc, name, None)
+        if isinstance(value, int) and 100 <= value <= 599:
+            return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -66,7 +125,13 @@ def _reply(response: Any) -> ModelReply:
 
 
 def _rejects_json_mode(exc: Exception) -> bool:
-    text = str(exc).lower()
+    """Whether a failed call was refused for its ``response_format`` (then it is sent once more
+    without): a 400-class answer naming it, never a context, auth or not-found error (asking
+    again would only double the calls that fail)."""
+    text = str(exc)[:4000].lower()
+    status = _status_of(exc)
+    if failure_kind(status, text) != "other" or (status is not None and not 400 <= status < 500):
+        return False
     return "response_format" in text or ("json" in text and "support" in text)
 
 
@@ -104,7 +169,7 @@ class RouterModel:
         except ExtractionError:
             raise
         except Exception as exc:
-            raise ExtractionError(f"model {model!r} failed: {exc}") from exc
+            raise ExtractionCallError(f"model {model!r} failed: {exc}", _status_of(exc)) from exc
         return _reply(response)
 
 
@@ -146,7 +211,7 @@ class OpenAIModel:
             else:
                 response = await self._client.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
-            raise ExtractionError(f"model {model!r} failed: {exc}") from exc
+            raise ExtractionCallError(f"model {model!r} failed: {exc}", _status_of(exc)) from exc
         return _reply(response)
 
     async def close(self) -> None:

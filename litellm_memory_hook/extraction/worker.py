@@ -1,27 +1,31 @@
 """The extraction worker: claims due conversations and runs their extraction jobs.
 
-One job (DESIGN.md section 7, issue 7): read the conversation's meta, the messages since its
-cursor (at most ``extraction_lines_chars``; a longer backlog is done in several jobs) and its
-memory set; show the model the summary, the pinned memories (fixed) and the stored memories that
-concern the new messages (:func:`litellm_memory_hook.core.selection.select_items`); parse and
-clean its JSON (:mod:`litellm_memory_hook.extraction.parse`, one retry with "Reply with valid JSON
-only."); then replace the shown memories, the summary and the cursor in one transaction, only if
-nothing changed them since the job read them (:meth:`MemorySetStore.commit_extraction`). A
-conflict re-reads once (the user's deletions and pins are applied to the model's list again) and
-otherwise gives up; the conversation stays due and runs again.
+One job: read the conversation's meta, the messages since its cursor (at most
+``extraction_lines_chars``; a longer backlog is done in several jobs) and its memory set; show
+the model the summary, the pinned memories (fixed) and the stored memories that concern the new
+messages (:func:`~litellm_memory_hook.core.selection.select_items`); parse and clean its JSON
+off the event loop (:mod:`~litellm_memory_hook.extraction.parse`, one retry with "Reply with
+valid JSON only."); then write the changes (:mod:`~litellm_memory_hook.extraction.changes`),
+the summary and the cursor in one transaction, only if nothing changed them since the job read
+them (:meth:`MemorySetStore.commit_extraction`). A conflict re-reads once, else the job runs
+again.
+
+Failures by kind (:mod:`~litellm_memory_hook.extraction.failures`): a prompt too long for the
+model halves the new lines (then shows no stored memory) and asks again at once; a single line
+that does not fit alone is skipped (the cursor moves past it). Any other failure (the call, or
+a reply unusable twice) is tried again after an exponential backoff (longer for 401, 403, 404)
+up to ``extraction_max_attempts`` times, then given up with one warning line until the
+conversation's next message; meanwhile new messages run no job that calls the model.
 
 Any number of workers (in-proxy tasks and ``litellm-memory worker`` processes) share one Redis:
-a conversation's lease (:class:`ExtractionQueue`) lets one job run at a time, and a worker killed
-mid-job loses its lease after ``extraction_lease_s`` (at least two model calls' timeouts plus
-30 s: :func:`lease_s`). A periodic sweep (SCAN, never KEYS)
-schedules conversations whose cursor lags behind their last message (a schedule lost in an
-outage). A running worker writes a heartbeat (``mem:{workers}:w:<worker id>``, every
-``extraction_heartbeat_s``, expiring after three; :mod:`litellm_memory_hook.store.workers`), so
-the metrics, ``litellm-memory doctor`` and ``stats`` tell whether any worker is alive.
+a conversation's lease (:class:`ExtractionQueue`) lets one job run at a time (a killed worker
+loses it after :func:`lease_s`); a periodic sweep (:mod:`~litellm_memory_hook.extraction.sweep`)
+schedules conversations whose cursor lags; a running worker writes a heartbeat
+(:mod:`litellm_memory_hook.store.workers`).
 
-Counters (``HGETALL mem:stats``): ``jobs_run``, ``jobs_committed``, ``jobs_failed``,
-``jobs_retried``, ``jobs_discarded``, ``jobs_conflict``, ``jobs_nothing_new``, ``jobs_deferred``,
-``dropped_<rule>`` per cleaning rule, ``tokens_prompt``, ``tokens_completion``, ``swept``.
+Counters (``HGETALL mem:stats``): ``jobs_<outcome>``, ``jobs_given_up``, ``jobs_split``,
+``lines_skipped``, ``failures_<kind>``, ``dropped_<rule>``, ``tokens_prompt``,
+``tokens_completion``, ``swept``.
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.core.selection import select_items
 from litellm_memory_hook.errors import (
     ConfigError,
     ExtractionError,
@@ -48,23 +51,35 @@ from litellm_memory_hook.errors import (
     MemoryHookError,
     StoreError,
 )
-from litellm_memory_hook.extraction.client import ExtractionModel
+from litellm_memory_hook.extraction.changes import filter_again, plan_commit
+from litellm_memory_hook.extraction.client import ExtractionCallError, ExtractionModel
+from litellm_memory_hook.extraction.failures import (
+    REPLY_KIND,
+    Failures,
+    FailureStore,
+)
+from litellm_memory_hook.extraction.job_steps import (
+    MAX_TURNS_PER_JOB,
+    JobOutcome,
+    batch_of,
+    read_conversation,
+    record_failure,
+    shown_memories,
+)
 from litellm_memory_hook.extraction.parse import (
     ExtractionResult,
     fact_hash,
-    fact_key,
     parse_extraction,
-    repeats_pinned,
 )
 from litellm_memory_hook.extraction.prompt import (
     RETRY_MESSAGE,
     ExtractionLine,
     build_extraction_messages,
 )
+from litellm_memory_hook.extraction.sweep import sweep
 from litellm_memory_hook.periodic import cancel_swallowed, finish_even_if_cancelled
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
-from litellm_memory_hook.store.forgets import token_of
-from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, sweep_key
+from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 from litellm_memory_hook.store.memory_sets import (
     ExtractionCommit,
     MemoryItem,
@@ -74,6 +89,8 @@ from litellm_memory_hook.store.memory_sets import (
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import write_progress_ms
 from litellm_memory_hook.store.workers import KIND_STANDALONE, Heartbeat, WorkerBeat
+
+__all__ = ["MAX_TURNS_PER_JOB", "ExtractionWorker", "JobOutcome", "lease_s", "plan_commit"]
 
 logger = logging.getLogger("litellm_memory_hook")
 
@@ -86,12 +103,10 @@ ABANDONED_WRITE_MARGIN_S = 60
 #: a job that Redis failed in the middle of (a blip: the due entry was taken out after) runs
 #: again this much later (ms).
 STORE_RETRY_MS = 5_000
-#: a job whose model call failed (connection refused, timeout, an error answer: the model may
-#: answer later) runs again this much later (ms); an unusable reply waits for the next message.
-CALL_RETRY_MS = 60_000
-
-#: most stored turns one job reads past the cursor (the character budget usually ends it first).
-MAX_TURNS_PER_JOB = 400
+#: a job whose model call answered that the prompt is too long is tried again at once with
+#: half the new lines (or no stored memories) this many times at most; a single line that does
+#: not fit alone is skipped (the cursor moves past it, counted as ``lines_skipped``).
+MAX_SPLITS = 10
 
 
 def lease_s(settings: MemorySettings) -> float:
@@ -106,74 +121,30 @@ def _now_ms() -> int:
 
 
 @dataclass(frozen=True)
-class JobOutcome:
-    """What one job did: ``status`` is ``committed``, ``nothing_new``, ``busy`` (another worker
-    holds the lease), ``deferred`` (a batched write is under way: runs again in ``DEFER_MS``),
-    ``failed`` (the model's reply was unusable twice, or the call failed: ``call_failed``),
-    ``conflict`` (lost the compare-and-set twice) or ``discarded`` (expired conversation, no
-    user, unknown alias or extraction off)."""
+class _Job:
+    """What one job read: the conversation, its memory set and its failures."""
 
-    status: str
-    added: int = 0
-    deleted: int = 0
-    more: bool = False
-    #: a failed job whose model call failed: it runs again in ``CALL_RETRY_MS``
-    call_failed: bool = False
-    #: a failed job that Redis failed: it runs again in ``STORE_RETRY_MS``
-    store_failed: bool = False
-
-
-def plan_commit(
-    shown: Sequence[MemoryItem],
-    others: Sequence[MemoryItem],
-    result_memories: Sequence[str],
-    *,
-    max_memories: int,
-) -> tuple[list[str], list[str]]:
-    """The ids to delete and the texts to add so that the shown memories become the model's list.
-
-    Rules: a returned text equal (by :func:`fact_key`) to a shown memory keeps that memory (its
-    id and creation time; an unchanged fact is a no-op, case C18); a shown memory the model did
-    not return is deleted (changed or merged); a returned text equal to a memory that was not
-    shown is not added again; the rest is added. Past ``max_memories`` the oldest memories are
-    deleted.
-
-    Returns:
-        (ids to delete, texts to add), both in stored / reply order.
-    """
-    shown_by_key: dict[str, MemoryItem] = {}
-    for item in shown:
-        shown_by_key.setdefault(fact_key(item.text), item)
-    other_keys = {fact_key(item.text) for item in others}
-    kept: set[str] = set()
-    add: list[str] = []
-    for text in result_memories:
-        key = fact_key(text)
-        if key in shown_by_key:
-            kept.add(shown_by_key[key].id)
-        elif key not in other_keys:
-            add.append(text)
-            other_keys.add(key)
-    delete = [item.id for item in shown if item.id not in kept]
-    remaining = sorted([i.id for i in shown if i.id in kept] + [i.id for i in others])
-    excess = len(remaining) + len(add) - max_memories
-    if excess > 0:
-        delete.extend(remaining[:excess])
-        if excess > len(remaining):
-            add = add[: max(0, max_memories)]
-    return delete, add
+    keys: ConversationKeys
+    memory: MemoryKeys
+    alias_name: str
+    alias: AliasMemoryConfig
+    cursor: int
+    last_seq: int
+    token: str
+    summary: str
+    turns: list[Turn]
+    failures: Failures
+    state: MemorySetState
 
 
-def _filter_again(result: ExtractionResult, state: MemorySetState) -> list[str]:
-    """The model's memories without those the user pinned (by the rule of
-    :func:`~litellm_memory_hook.extraction.parse.repeats_pinned`, as the parser drops them) or
-    deleted since the job read."""
-    pinned = frozenset(k for k in (fact_key(p.text) for p in state.pinned) if k)
-    return [
-        m
-        for m in result.memories
-        if fact_hash(m) not in state.tombs and not repeats_pinned(fact_key(m), pinned)
-    ]
+@dataclass(frozen=True)
+class _Answer:
+    """The model's cleaned answer, the memories it was shown and the seq it covers."""
+
+    result: ExtractionResult
+    shown: list[MemoryItem]
+    others: list[MemoryItem]
+    through: int
 
 
 class ExtractionWorker:
@@ -211,6 +182,7 @@ class ExtractionWorker:
         self.alias_lookup = alias_lookup
         self.queue = queue or ExtractionQueue(redis, settings.key_prefix)
         self.memsets = MemorySetStore(redis, ttl_s=settings.retention_s)
+        self.failures = FailureStore(redis)
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.kind = kind
         self.started_ms = _now_ms()
@@ -348,8 +320,8 @@ class ExtractionWorker:
             again = _now_ms() + lease_ms // 4
         if outcome.status == "deferred":
             again = _now_ms() + DEFER_MS
-        if outcome.call_failed:
-            again = _now_ms() + CALL_RETRY_MS
+        if outcome.again_ms is not None:
+            again = outcome.again_ms
         if outcome.store_failed:
             again = _now_ms() + STORE_RETRY_MS
         await self.queue.finish(keys, self.worker_id, claim, again_ms=again)
@@ -357,60 +329,9 @@ class ExtractionWorker:
 
     # -- one job ---------------------------------------------------------------------------------
 
-    async def _read(self, keys: ConversationKeys) -> tuple[dict[str, str], list[Turn], str]:
-        """The conversation's meta, its turns after the cursor (at most ``MAX_TURNS_PER_JOB``)
-        and its forget token (:mod:`litellm_memory_hook.store.forgets`), which the commit is
-        checked against.
-
-        Raises:
-            StoreError: Redis failed.
-        """
-        try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.hmget(keys.user_keys.forgets, list(keys.forget_fields))  # first: see load
-                pipe.hgetall(keys.meta)
-                tokens, meta_raw = await pipe.execute()
-            meta = {
-                (k.decode() if isinstance(k, bytes) else str(k)): (
-                    v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-                )
-                for k, v in meta_raw.items()
-            }
-            cursor = int(meta.get("cursor", "0") or 0)
-            members = await self.redis.zrangebyscore(
-                keys.turns, f"({cursor}", "+inf", start=0, num=MAX_TURNS_PER_JOB
-            )
-        except RedisError as exc:
-            raise StoreError(f"read {keys.ref}: {exc}") from exc
-        turns = []
-        for member in members:
-            if not isinstance(member, bytes | str):
-                continue
-            try:
-                turns.append(Turn.from_member(member))
-            except ValueError:
-                continue
-        return meta, turns, token_of(tokens)
-
-    def _batch(self, turns: Sequence[Turn]) -> tuple[list[Turn], int]:
-        """The turns of this job within the character budget, and the seq extracted through."""
-        budget = self.settings.extraction_lines_chars
-        chosen: list[Turn] = []
-        used = 0
-        through = 0
-        for turn in turns:
-            useful = turn.role in ("user", "assistant") and turn.text and not turn.partial
-            if useful and chosen and used + len(turn.text) > budget:
-                break
-            if useful:
-                chosen.append(turn)
-                used += len(turn.text)
-            through = turn.seq
-        return chosen, through
-
     async def _job(self, keys: ConversationKeys) -> JobOutcome:
         await self.queue.count(jobs_run=1)
-        meta, turns, token = await self._read(keys)
+        meta, turns, token = await read_conversation(self.redis, keys)
         if not meta or not meta.get("user") or not meta.get("mscope"):
             logger.warning("memory worker: %s has no stored user or scope; dropped", keys.ref)
             await self.queue.count(jobs_discarded=1)
@@ -425,73 +346,118 @@ class ExtractionWorker:
         if alias is None or not alias.extraction or not self.settings.extraction_enabled:
             await self.queue.count(jobs_discarded=1)
             return JobOutcome("discarded")
-        cursor = int(meta.get("cursor", "0") or 0)
         last_seq = int(meta.get("seq", "0") or 0)
-        batch, through = self._batch(turns)
-        if through <= cursor:
-            await self.queue.count(jobs_nothing_new=1)
-            return JobOutcome("nothing_new")
+        failures = await self.failures.read(keys)
+        if failures.waiting_for_message(last_seq):
+            await self.queue.count(jobs_waiting=1)
+            return JobOutcome("waiting")
+        if failures.given_up:
+            failures = failures.new_round()  # a message came since it was given up
+        if failures.next_ms > _now_ms():
+            return JobOutcome("backoff", again_ms=failures.next_ms)
         memory = keys.user_keys.memory_set(meta["mscope"])
-        state = await self.memsets.read(memory)
-        if not batch:
-            # nothing a person said (a tool step, cut replies): the cursor moves past it, and
-            # the model is not asked (it would rewrite the memories from no lines)
-            return await self._skip(
-                keys, memory, state.version, cursor, through, token, more=last_seq > through
-            )
-        lines_text = " ".join(t.text for t in batch if t.role == "user")
-        shown_texts = set(
-            select_items(
-                [m.text for m in state.memories],
-                lines_text,
-                self.settings.extraction_memory_chars,
-                max_items=self.settings.max_memories,
-            )
+        job = _Job(
+            keys=keys,
+            memory=memory,
+            alias_name=alias_name,
+            alias=alias,
+            cursor=int(meta.get("cursor", "0") or 0),
+            last_seq=last_seq,
+            token=token,
+            summary=meta.get("summary", ""),
+            turns=turns,
+            failures=failures,
+            state=await self.memsets.read(memory),
         )
-        shown = [m for m in state.memories if m.text.strip() in shown_texts]
-        others = [m for m in state.memories if m.text.strip() not in shown_texts]
-        summary = meta.get("summary", "")
-        try:
-            result = await self._ask(
-                alias_name,
-                alias,
-                [m.text for m in shown],
-                [p.text for p in state.pinned],
-                summary,
-                batch,
-                state,
-                speaker_names=(meta.get("user", "user"),),
+        answer = await self._ask_fitting(job)
+        if isinstance(answer, JobOutcome):
+            return answer
+        return await self._commit(job, answer)
+
+    async def _ask_fitting(self, job: _Job) -> JobOutcome | _Answer:
+        """Ask the model about the new lines; a context error halves the lines (then shows no
+        stored memory) and asks again, up to :data:`MAX_SPLITS` times; a line that does not fit
+        alone is skipped. Other failures are recorded (:func:`record_failure`)."""
+        full = self.settings.extraction_lines_chars
+        lines_chars = min(job.failures.fit or full, full)
+        memory_chars = self.settings.extraction_memory_chars
+        kind, error = "context", ExtractionError(f"no fit after {MAX_SPLITS} splits")
+        for _ in range(MAX_SPLITS + 1):
+            batch, through = batch_of(job.turns, lines_chars)
+            if through <= job.cursor:
+                await self.queue.count(jobs_nothing_new=1)
+                return JobOutcome("nothing_new")
+            if not batch:
+                # nothing a person said (a tool step, cut replies): the cursor moves past it,
+                # and the model is not asked (it would rewrite the memories from no lines)
+                return await self._skip(job, through)
+            shown, others = shown_memories(
+                job.state, batch, memory_chars, max_items=self.settings.max_memories
             )
-        except ExtractionError as exc:
-            logger.warning("memory worker: extraction call failed: %s", exc)
-            return JobOutcome("failed", call_failed=True)
-        if result is None:
-            return JobOutcome("failed")
-        more = last_seq > through
+            try:
+                result = await self._ask(job, [m.text for m in shown], batch)
+            except ExtractionCallError as exc:
+                kind, error = exc.kind, exc
+                if exc.kind != "context":
+                    break
+                if len(batch) > 1:
+                    lines_chars = max(1, sum(len(t.text) for t in batch) // 2)
+                elif shown:
+                    memory_chars = 0
+                else:
+                    return await self._too_long(job, through, batch)
+                await self.queue.count(jobs_split=1)
+                continue
+            except ExtractionError as exc:  # a model that raised no call error of its own
+                kind, error = "other", exc
+                break
+            if result is None:
+                kind, error = REPLY_KIND, ExtractionError("no usable reply, twice")
+                break
+            fit = lines_chars if lines_chars < full else 0
+            if job.failures != Failures(fit=fit):
+                await self.failures.write(job.keys, Failures(fit=fit))
+            return _Answer(result, shown, others, through)
+        return await record_failure(
+            self.failures,
+            self.queue,
+            self.settings,
+            job.keys,
+            job.failures,
+            kind,
+            job.last_seq,
+            error,
+        )
+
+    async def _commit(self, job: _Job, answer: _Answer) -> JobOutcome:
+        """Write the model's answer (compare-and-set; one re-read after a lost race)."""
+        keys, memory, state = job.keys, job.memory, job.state
+        result, shown, others = answer.result, answer.shown, answer.others
+        more = job.last_seq > answer.through
         for attempt in range(2):
-            memories = list(result.memories) if attempt == 0 else _filter_again(result, state)
+            memories = list(result.memories) if attempt == 0 else filter_again(result, state)
             delete, add = plan_commit(
                 shown, others, memories, max_memories=self.settings.max_memories
             )
             commit = ExtractionCommit(
                 read_version=state.version,
-                read_cursor=cursor,
+                read_cursor=job.cursor,
                 delete_ids=delete,
                 add=add,
                 summary=result.summary,
-                cursor=through,
-                forget_token=token,
+                cursor=answer.through,
+                forget_token=job.token,
             )
             if await self.memsets.commit_extraction(keys, memory, commit, now_ms=_now_ms()):
                 await self.queue.count(jobs_committed=1)
                 return JobOutcome("committed", len(add), len(delete), more)
             # Lost the compare-and-set: a user edited the memory set (or another job ran).
-            fresh_meta, _, fresh_token = await self._read(keys)
-            if fresh_token != token or not fresh_meta:
+            fresh_meta, _, fresh_token = await read_conversation(self.redis, keys)
+            if fresh_token != job.token or not fresh_meta:
                 # forgotten while the model answered: nothing it drew from them is kept
                 await self.queue.count(jobs_discarded=1)
                 return JobOutcome("discarded")
-            if int(fresh_meta.get("cursor", "0") or 0) != cursor:
+            if int(fresh_meta.get("cursor", "0") or 0) != job.cursor:
                 break  # another job already extracted these messages
             state = await self.memsets.read(memory)
             live = {m.id for m in state.memories}
@@ -503,6 +469,21 @@ class ExtractionWorker:
             others = [m for m in state.memories if m.id not in {s.id for s in shown}]
         await self.queue.count(jobs_conflict=1)
         return JobOutcome("conflict")
+
+    async def _too_long(self, job: _Job, through: int, batch: Sequence[Turn]) -> JobOutcome:
+        """Skip a line that does not fit the model's context even alone (no stored memory
+        shown): the cursor moves past it (counted as ``lines_skipped``, one warning line) and
+        the rest of the backlog runs at once, starting from a one-line budget."""
+        chars = sum(len(t.text) for t in batch)
+        logger.warning(
+            "memory worker: a %d-character line of %s does not fit the extraction model's "
+            "context; skipped",
+            chars,
+            job.keys.ref,
+        )
+        await self.queue.count(lines_skipped=len(batch))
+        await self.failures.write(job.keys, Failures(fit=max(1, chars)))
+        return await self._skip(job, through)
 
     def _extracts(self, alias_name: bytes | str | None) -> bool:
         """Whether conversations of this alias (as meta stores its name) get extraction jobs."""
@@ -525,64 +506,48 @@ class ExtractionWorker:
         now = _now_ms()
         return any(now - at < limit_ms for at in write_progress_ms(meta))
 
-    async def _skip(
-        self,
-        keys: ConversationKeys,
-        memory: MemoryKeys,
-        version: int,
-        cursor: int,
-        through: int,
-        token: str,
-        *,
-        more: bool,
-    ) -> JobOutcome:
+    async def _skip(self, job: _Job, through: int) -> JobOutcome:
         """Move the cursor past turns with nothing to extract; memories and summary stay.
-        ``more``: turns after ``through`` wait (the job runs again at once)."""
+        Turns after ``through`` wait (the job runs again at once)."""
         commit = ExtractionCommit(
-            read_version=version,
-            read_cursor=cursor,
+            read_version=job.state.version,
+            read_cursor=job.cursor,
             delete_ids=(),
             add=(),
             summary=None,
             cursor=through,
-            forget_token=token,
+            forget_token=job.token,
         )
-        if await self.memsets.commit_extraction(keys, memory, commit, now_ms=_now_ms()):
+        if await self.memsets.commit_extraction(job.keys, job.memory, commit, now_ms=_now_ms()):
             await self.queue.count(jobs_nothing_new=1)
-            return JobOutcome("nothing_new", more=more)
+            return JobOutcome("nothing_new", more=job.last_seq > through)
         await self.queue.count(jobs_conflict=1)
         return JobOutcome("conflict")
 
     async def _ask(
-        self,
-        alias_name: str,
-        alias: AliasMemoryConfig,
-        memories: list[str],
-        pinned: list[str],
-        summary: str,
-        batch: Sequence[Turn],
-        state: MemorySetState,
-        speaker_names: Sequence[str],
+        self, job: _Job, memories: list[str], batch: Sequence[Turn]
     ) -> ExtractionResult | None:
         """Call the model (one retry on an unusable reply); ``None`` when the reply was
         unusable twice.
 
         Raises:
-            ExtractionError: the call itself failed.
+            ExtractionCallError: the call itself failed (its ``kind`` says how).
+            ExtractionError: the model failed without saying how.
         """
-        del speaker_names
+        alias, state = job.alias, job.state
+        pinned = [p.text for p in state.pinned]
         lines = [
             ExtractionLine(ts_ms=t.ts_ms, speaker=t.name or t.role, text=t.text) for t in batch
         ]
         messages = build_extraction_messages(
             memories=memories,
             pinned=pinned,
-            summary=summary,
+            summary=job.summary,
             lines=lines,
             timezone=self.settings.timezone,
             wording=alias.extraction_wording,
         )
-        model = alias.extraction_model or alias_name
+        model = alias.extraction_model or job.alias_name
         settings = self.settings
         for attempt in range(2):
             reply = await self.model.complete(
@@ -620,47 +585,8 @@ class ExtractionWorker:
     # -- sweep -----------------------------------------------------------------------------------
 
     async def sweep(self, batch: int = 500) -> int:
-        """Schedule conversations whose cursor lags behind their last message and that are not
-        due; one worker at a time (a lease on ``mem:sweep``). Returns how many were scheduled.
-        Conversations of an alias without extraction (unknown, or ``extraction: false``) are
-        left alone, and nothing is scheduled while ``extraction_enabled`` is false.
-
-        Uses SCAN over ``<prefix>:{*}:c:*:meta`` (every node of a Cluster), never KEYS.
-        """
-        prefix = self.settings.key_prefix
-        if not self.settings.extraction_enabled:
-            return 0
-        lease_s = max(1, int(self.settings.extraction_sweep_s or 60))
-        try:
-            if not await self.redis.set(sweep_key(prefix), self.worker_id, nx=True, ex=lease_s):
-                return 0
-            scheduled = 0
-            quiet_ms = int(self.settings.extraction_quiet_s * 1000)
-            async for key in self.redis.scan_iter(match=f"{prefix}:{{*}}:c:*:meta", count=batch):
-                name = key.decode() if isinstance(key, bytes) else str(key)
-                keys = _keys_from_meta_key(prefix, name)
-                if keys is None:
-                    continue
-                seq, cursor, alias = await self.redis.hmget(name, ["seq", "cursor", "alias"])
-                if not self._extracts(alias):
-                    continue  # its job would be discarded, at every sweep
-                if int(seq or 0) > int(cursor or 0) and await self.queue.due_time(keys) is None:
-                    await self.redis.zadd(self.queue.due, {keys.ref: _now_ms() + quiet_ms}, nx=True)
-                    scheduled += 1
-        except RedisError as exc:
-            raise StoreError(f"sweep: {exc}") from exc
-        await self.queue.count(swept=scheduled)
-        return scheduled
-
-
-def _keys_from_meta_key(prefix: str, name: str) -> ConversationKeys | None:
-    """The conversation of a ``<prefix>:{t:u}:c:<c>:meta`` key name, or ``None``."""
-    head = f"{prefix}:{{"
-    if not name.startswith(head) or not name.endswith(":meta"):
-        return None
-    tag, _, rest = name[len(head) :].partition("}:c:")
-    conversation = rest[: -len(":meta")]
-    tenant, _, user = tag.partition(":")
-    if not (tenant and user and conversation) or ":" in user or ":" in conversation:
-        return None
-    return ConversationKeys(prefix, tenant, user, conversation)
+        """Schedule conversations whose cursor lags behind their last message
+        (:func:`~litellm_memory_hook.extraction.sweep.sweep`). Returns how many."""
+        return await sweep(
+            self.redis, self.settings, self.queue, self.worker_id, self._extracts, batch=batch
+        )

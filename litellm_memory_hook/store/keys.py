@@ -13,6 +13,10 @@ and every script or transaction stays inside one slot (DESIGN.md section 4, issu
                                       seq (4 bytes, big-endian): dates find their turns in any
                                       stored order; absent in a conversation stored before it
     mem:{t:u}:c:<c>:lease      string the extraction job's lease (worker id), with an expiry
+    mem:{t:u}:c:<c>:xfail      hash   the extraction job's failures: tries, next try (epoch ms),
+                                      kind, the seq it gave up at, the lines budget that fits
+    mem:{t:u}:<s>:history      list   replaced and deleted memories, newest first (JSON: id,
+                                      text, time, job, reason), bounded; restorable
 
     mem:{t:u}:<s>:pinned       hash   pinned memories, id -> text as the user typed it
     mem:{t:u}:<s>:memories     hash   extracted memories, id -> text
@@ -84,9 +88,10 @@ PLACEHOLDER_IDS = frozenset(
 #: conversation sets its index member, ``c:<c>``).
 FORGET_USER_FIELD = "u"
 
-#: suffixes of a conversation's keys and of a memory set's keys (for TTL refresh and deletion).
-CONVERSATION_SUFFIXES = ("meta", "turns", "calls", "postings", "times", "lease")
-MEMORY_SUFFIXES = ("pinned", "memories", "tombs", "mstate")
+#: suffixes of a conversation's keys and of a memory set's keys (for TTL refresh and deletion:
+#: :meth:`UserKeys.keys_of`, which a forget deletes).
+CONVERSATION_SUFFIXES = ("meta", "turns", "calls", "postings", "times", "lease", "xfail")
+MEMORY_SUFFIXES = ("pinned", "memories", "tombs", "mstate", "history")
 
 
 def key_id(raw: str) -> str:
@@ -296,6 +301,12 @@ class ConversationKeys:
         """String: the id of the worker running this conversation's extraction job (expires)."""
         return self._key("lease")
 
+    @property
+    def extraction_failures(self) -> str:
+        """Hash: the extraction job's failures (tries, next try, kind, the seq it gave up at,
+        the lines budget that fits the model); deleted when a job succeeds."""
+        return self._key("xfail")
+
     def all(self) -> tuple[str, ...]:
         """Every per-conversation key (not the memory set), for TTL refresh and deletion."""
         return (self.meta, self.turns, self.calls, self.postings, self.times, self.lease)
@@ -337,6 +348,11 @@ class MemoryKeys:
     def state(self) -> str:
         """Hash with ``version``, bumped by every change of the memory set."""
         return self._key("mstate")
+
+    @property
+    def history(self) -> str:
+        """List of replaced and deleted memories, newest first (JSON objects), bounded."""
+        return self._key("history")
 
     def all(self) -> tuple[str, ...]:
         """Every key of the memory set."""

@@ -60,9 +60,16 @@ Scripting and inspection routes:
 * ``POST /_standin/replies``: queue replies for chat calls (chat completions, responses and text
   completions; never used by extraction calls), a JSON list; each item is a string (the reply
   text) or an object ``{"content": str | null, "tool_calls": [...], "chunk_delay_s": float,
-  "status": int}`` (``status`` >= 400 answers with that HTTP error).
+  "status": int, "message": str, "type": str, "code": str}`` (``status`` >= 400 answers with
+  that HTTP error, its body naming ``message``, ``type`` and ``code``; default "scripted
+  error", ``api_error``).
 * ``POST /_standin/extraction_replies``: the same for extraction calls only. A queued reply wins
   over the mode, so a test can script any extraction answer, invalid JSON included.
+* ``POST /_standin/extraction_error``: ``{"status": int, "message": str, "type": str, "code":
+  str}`` answers every extraction call with that HTTP error (after the queued replies) until
+  it is posted again with ``status`` 0 or the records are cleared; e.g. ``{"status": 400,
+  "message": "This model's maximum context length is 8192 tokens", "code":
+  "context_length_exceeded"}``.
 * ``GET /_standin/requests``: every recorded request body, oldest first.
 * ``GET /_standin/extraction_requests``: the extraction request bodies only.
 * ``DELETE /_standin/requests``: clears both records and both queues.
@@ -488,6 +495,8 @@ class _State:
         self.extraction_records: deque[dict[str, Any]] = deque(maxlen=max_records)
         self.queued: deque[Any] = deque()
         self.extraction_queued: deque[Any] = deque()
+        #: an error spec answered to every extraction call while set (after the queue)
+        self.extraction_error: dict[str, Any] | None = None
         self.mode = mode
         self.oracle = oracle
         self.assistant_name = assistant_name
@@ -497,6 +506,8 @@ class _State:
         self.extraction_records.append(body)
         if self.extraction_queued:
             return self.extraction_queued.popleft()
+        if self.extraction_error is not None:
+            return dict(self.extraction_error)
         data = parse_extraction_prompt(messages)
         if self.mode == "oracle" and self.oracle is not None:
             answer = self.oracle.extraction(data)
@@ -573,6 +584,7 @@ def _add_control_routes(app: FastAPI, state: _State) -> None:
         state.extraction_records.clear()
         state.queued.clear()
         state.extraction_queued.clear()
+        state.extraction_error = None
         return {"cleared": count}
 
     @app.post("/_standin/replies")
@@ -586,6 +598,13 @@ def _add_control_routes(app: FastAPI, state: _State) -> None:
         items = await request.json()
         state.extraction_queued.extend(items if isinstance(items, list) else [items])
         return {"queued": len(state.extraction_queued)}
+
+    @app.post("/_standin/extraction_error")
+    async def set_extraction_error(request: Request) -> dict[str, Any]:
+        spec = await request.json()
+        status = int(spec.get("status", 0)) if isinstance(spec, dict) else 0
+        state.extraction_error = dict(spec) if status >= 400 else None
+        return {"extraction_error": state.extraction_error}
 
     @app.get("/_standin/oracle")
     async def oracle_map(sample_id: str | None = None) -> dict[str, list[str]]:
@@ -630,7 +649,15 @@ def _add_model_routes(app: FastAPI, state: _State) -> None:
 
 def _scripted_error(spec: dict[str, Any]) -> JSONResponse | None:
     status = int(spec.get("status", 200))
-    return _error("scripted error", "api_error", status) if status >= 400 else None
+    if status < 400:
+        return None
+    code = spec.get("code")
+    return _error(
+        str(spec.get("message") or "scripted error"),
+        str(spec.get("type") or "api_error"),
+        status,
+        code if isinstance(code, str) else None,
+    )
 
 
 def tool_rule_error(messages: Sequence[Any]) -> str | None:
