@@ -126,8 +126,9 @@ def test_indexed_slices_join_to_the_chain() -> None:
         Turn(role="user" if i % 2 else "assistant", text=f"line {i} about Paris " * 50, ts_ms=0)
         for i in range(60)
     ]
-    parts = list(indexed_slices(turns, "Where to?", slice_chars=5000))
-    assert len(parts) > 5
+    ticks = iter(range(10_000))
+    parts = list(indexed_slices(turns, "Where to?", slice_s=3, clock=lambda: next(ticks)))
+    assert [len(part) for part in parts] == [3] * 20  # 3 ticks: a clock read after each turn
     assert [item for part in parts for item in part] == indexed_chain(turns, "Where to?")
 
 
