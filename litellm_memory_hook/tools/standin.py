@@ -8,9 +8,11 @@ Model routes (each also without the ``/v1`` prefix):
 
 * ``POST /v1/chat/completions`` (streaming and not): a chat call or an extraction call (below).
   A chat call answers ``"Noted: <the start of the last user message>"``, so a demo shows which
-  message the model saw last. It answers 400 as OpenAI does to tool traffic that is not whole
-  (a ``tool`` message that answers no call right before it, a call without its result:
-  :func:`tool_rule_error`).
+  message the model saw last, except a question that a line it was given answers: then it
+  quotes that memory, recalled line or earlier user message, ``"You told me: My cat is called
+  Miso."`` (a word-overlap rule, not a model: :mod:`litellm_memory_hook.tools.standin_answer`).
+  It answers 400 as OpenAI does to tool traffic that is not whole (a ``tool`` message that
+  answers no call right before it, a call without its result: :func:`tool_rule_error`).
 * ``POST /v1/responses``: a minimal non-streaming Responses API answer (LiteLLM sends
   ``/v1/messages`` calls for ``openai/`` models there); extraction calls are recognised there too.
 * ``POST /v1/messages``: Anthropic's Messages API, streaming and not, for LiteLLM models
@@ -104,6 +106,7 @@ from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.errors import DatasetError
 from litellm_memory_hook.tools import standin_anthropic as anthropic
 from litellm_memory_hook.tools.files import read_utf8
+from litellm_memory_hook.tools.standin_answer import default_reply, noted
 
 DEFAULT_PORT = 4010
 
@@ -446,24 +449,6 @@ class Oracle:
 # --- replies -------------------------------------------------------------------------------
 
 
-def _noted(text: str) -> str:
-    snippet = " ".join(text.split())[:60]
-    return f"Noted: {snippet}" if snippet else "Noted."
-
-
-def _default_reply(body: dict[str, Any]) -> str:
-    messages = body.get("messages") or []
-    last = next(
-        (
-            content_text(m.get("content"))
-            for m in reversed(messages)
-            if isinstance(m, dict) and m.get("role") == "user"
-        ),
-        "",
-    )
-    return _noted(last)
-
-
 def _error(message: str, kind: str, status: int, code: str | None = None) -> JSONResponse:
     """An OpenAI-shaped error response."""
     payload = {"error": {"message": message, "type": kind, "param": None, "code": code}}
@@ -697,7 +682,7 @@ def _chat_response(state: _State, body: dict[str, Any]) -> Response:
     if is_extraction_call(messages):
         spec = _spec(state.extraction_item(body, messages))
     else:
-        spec = _spec(state.chat_item(_default_reply(body)))
+        spec = _spec(state.chat_item(default_reply(body)))
     if (error := _scripted_error(spec)) is not None:
         return error
     model = str(body.get("model", "standin"))
@@ -711,7 +696,7 @@ def _responses_response(state: _State, body: dict[str, Any]) -> Response:
     if is_extraction_call(chat_view["messages"]):
         spec = _spec(state.extraction_item(body, chat_view["messages"]))
     else:
-        spec = _spec(state.chat_item(_default_reply(chat_view)))
+        spec = _spec(state.chat_item(default_reply(chat_view)))
     if (error := _scripted_error(spec)) is not None:
         return error
     text = str(spec.get("content") or "")
@@ -725,7 +710,7 @@ def _anthropic_response(state: _State, body: dict[str, Any]) -> Response:
     if is_extraction_call(chat_view["messages"]):
         spec = _spec(state.extraction_item(body, chat_view["messages"]))
     else:
-        spec = _spec(state.chat_item(_default_reply(chat_view)))
+        spec = _spec(state.chat_item(default_reply(chat_view)))
     status = int(spec.get("status", 200))
     if status >= 400:
         return JSONResponse(anthropic.error_body("scripted error", "api_error"), status_code=status)
@@ -740,7 +725,7 @@ def _anthropic_response(state: _State, body: dict[str, Any]) -> Response:
 
 def _text_completion_response(state: _State, body: dict[str, Any]) -> Response:
     prompts = [text for text, _ in _inputs(body.get("prompt"))] or [""]
-    specs = [_spec(state.chat_item(_noted(prompt))) for prompt in prompts]
+    specs = [_spec(state.chat_item(noted(prompt))) for prompt in prompts]
     for spec in specs:
         if (error := _scripted_error(spec)) is not None:
             return error
