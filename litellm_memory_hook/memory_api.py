@@ -59,7 +59,7 @@ from litellm_memory_hook.errors import MemoryHookError, StoreError
 from litellm_memory_hook.extraction.parse import fact_hash
 from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
-from litellm_memory_hook.store import transfer
+from litellm_memory_hook.store import directory, transfer
 from litellm_memory_hook.store.forgets import (
     forget_token_ttl_s,
     mark_forgotten,
@@ -439,6 +439,56 @@ class MemoryAPI:
         """The pinned and extracted memories of the target's set, oldest first."""
         state = await self.memsets.read(target.memory)
         return MemoryListing(state.pinned, state.memories, state.version)
+
+    async def users(
+        self, tenant: str, *, search: str = "", offset: int = 0, limit: int = 50
+    ) -> directory.Page[directory.UserEntry]:
+        """A page of the tenant's stored users, sorted by id, whose id contains ``search``
+        (case-insensitive), found by SCAN (:func:`litellm_memory_hook.store.directory.list_users`).
+
+        Raises:
+            MemoryInputError: not a tenant id.
+        """
+        _check_tenant(tenant)
+        return await directory.list_users(
+            self.redis,
+            self.settings.key_prefix,
+            tenant,
+            search=search,
+            offset=offset,
+            limit=limit,
+        )
+
+    async def conversations(
+        self, tenant: str, user: object, *, search: str = "", offset: int = 0, limit: int = 50
+    ) -> directory.Page[directory.ConversationEntry]:
+        """A page of the user's stored conversations, most recently written first, whose id or
+        alias contains ``search`` (case-insensitive).
+
+        Raises:
+            MemoryInputError: not a tenant id or not a usable user id.
+            MemoryNotFoundError: nothing is stored for that user in the tenant.
+        """
+        keys = await self.existing_user(tenant, user)
+        return await directory.list_conversations(
+            self.redis, keys, search=search, offset=offset, limit=limit
+        )
+
+    async def existing_user(self, tenant: str, user: object) -> UserKeys:
+        """The keys of a user that has something stored in the tenant.
+
+        Raises:
+            MemoryInputError: not a tenant id or not a usable user id.
+            MemoryNotFoundError: nothing is stored for that user in the tenant (a mistyped id).
+        """
+        _check_tenant(tenant)
+        raw = normalize_user_id(user)
+        if raw is None:
+            raise MemoryInputError(_BAD_USER)
+        keys = UserKeys.for_ids(self.settings.key_prefix, tenant, raw)
+        if not await directory.has_user(self.redis, keys):
+            raise MemoryNotFoundError(f"no such user {raw!r} in tenant {tenant!r}")
+        return keys
 
     async def pin(self, target: MemoryTarget, text: object) -> MemoryItem:
         """Add a pinned memory (stored as typed, trimmed).

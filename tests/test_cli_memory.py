@@ -132,9 +132,15 @@ def test_delete_extracted_memory(config: Path, key_prefix: str, sync_redis: redi
 
 
 def test_tenants_and_conversations_are_separate(config: Path) -> None:
-    """A memory pinned for tenant master is not listed for another tenant."""
+    """A memory pinned for tenant master is not listed for another tenant: there the user does
+    not exist (one line, exit 1, not an empty table)."""
     pin(config, "secret")
-    assert listing(config, "--tenant", "team-b") == {"pinned": [], "memories": [], "version": 0}
+    code, out = run(config, "memories", "list", "--user", "alice", "--tenant", "team-b")
+    assert (code, out.strip()) == (
+        1,
+        "error: no such user 'alice' in tenant 'team-b' (`litellm-memory users` lists them)",
+    )
+    assert [p["text"] for p in listing(config)["pinned"]] == ["secret"]  # type: ignore[index]
 
 
 def test_empty_text_is_one_error_line(config: Path) -> None:

@@ -15,6 +15,10 @@ GET         /memory/v1/preview?user&model         200 the messages exactly as th
                                                   layer, the recalled lines; read-only
 GET         /memory/v1/conversations?user&model   200 the user's conversations (every alias), newest
                                                   first: raw id, alias, namespace, seq, turns, times
+GET         /memory/v1/users[?search][&offset]    200 one page of the tenant's stored users, by id:
+            [&limit]                              ``{"users": [{"user", "key", "conversations",
+                                                  "memory_sets", "updated_ms"}], "total",
+                                                  "offset", "next_offset"}`` (SCAN, never KEYS)
 GET         /memory/v1/turns?user&model           200 the newest stored turns (``limit``, default
             [&conversation][&limit]               20, at most 200), oldest first, and the total
 GET         /memory/v1/queue?user&model           200 the conversation's place in the extraction
@@ -80,7 +84,10 @@ from litellm_memory_hook.proxy.routes import (
     UserQuery,
     _answers,
     _target,
+    caller_tenant,
+    memory_api,
 )
+from litellm_memory_hook.store import directory
 from litellm_memory_hook.store.workers import read_workers
 
 UI_PATH = "/memory/ui"
@@ -174,6 +181,25 @@ class ConversationsOut(BaseModel):
     """The user's conversations, most recently written first."""
 
     conversations: list[ConversationOut]
+
+
+class UserOut(BaseModel):
+    """One stored user of the caller's tenant."""
+
+    user: str = Field(description="The id as chat requests send it ('h-...' when unknown).")
+    key: str = Field(description="Its form inside Redis key names.")
+    conversations: int = Field(description="Stored conversations.")
+    memory_sets: int = Field(description="Memory sets shared by an alias namespace.")
+    updated_ms: int | None = Field(description="Newest write to a conversation, epoch ms.")
+
+
+class UsersOut(BaseModel):
+    """One page of the tenant's users, sorted by id."""
+
+    users: list[UserOut]
+    total: int = Field(description="Users matching the search.")
+    offset: int = Field(description="The page's first user in that list.")
+    next_offset: int | None = Field(description="The next page's offset; null on the last.")
 
 
 class TurnsOut(BaseModel):
@@ -363,39 +389,9 @@ async def preview(
 
 
 async def _conversations(hook: MemoryHook, target: MemoryTarget) -> list[ConversationOut]:
-    user = target.conversation.user_keys
-    redis = hook.store.redis
-    fields = ["conversation", "alias", "namespace", "seq", "cursor", "created_ms", "updated_ms"]
-    try:
-        members = sorted(_text(m) for m in await redis.smembers(user.index))
-        ids = [m.removeprefix("c:") for m in members if m.startswith("c:")][:CONVERSATIONS_LIMIT]
-        async with redis.pipeline(transaction=False) as pipe:
-            for cid in ids:
-                keys = user.conversation(cid)
-                pipe.hmget(keys.meta, fields)
-                pipe.zcard(keys.turns)
-            replies = await pipe.execute() if ids else []
-    except RedisError as exc:
-        raise StoreError(f"conversations of {user.hash_tag}: {exc}") from exc
-    found = []
-    for cid, meta, turns in zip(ids, replies[0::2], replies[1::2], strict=True):
-        raw, alias, namespace, seq, cursor, created, updated = (_text(v) for v in meta)
-        if not any((raw, seq, turns)):
-            continue  # expired: only the index entry is left
-        found.append(
-            ConversationOut(
-                id=raw or cid,
-                alias=alias,
-                namespace=namespace,
-                seq=_int(seq) or 0,
-                cursor=_int(cursor) or 0,
-                turns=int(turns),
-                created_ms=_int(created),
-                updated_ms=_int(updated),
-            )
-        )
-    found.sort(key=lambda c: (c.updated_ms or 0, c.id), reverse=True)
-    return found
+    found = await directory.conversations_of(hook.store.redis, target.conversation.user_keys)
+    shown = found[:CONVERSATIONS_LIMIT]
+    return [ConversationOut(**{k: v for k, v in vars(c).items() if k != "key"}) for c in shown]
 
 
 @router.get(PREFIX + "/conversations", response_model=ConversationsOut, responses=_ERRORS)
@@ -407,6 +403,29 @@ async def list_conversations(
         target = _target(hook, auth, user, model, None)
         conversations = await _conversations(hook, target)
     return ConversationsOut(conversations=conversations)
+
+
+@router.get(PREFIX + "/users", response_model=UsersOut, responses=_ERRORS)
+async def list_users(
+    hook: Hook,
+    auth: Auth,
+    search: Annotated[
+        str, Query(description="Only users whose id contains this (case-insensitive).")
+    ] = "",
+    offset: Annotated[int, Query(ge=0, description="The page's first user.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=directory.MAX_PAGE, description="Page size.")] = 50,
+) -> UsersOut:
+    """The caller's tenant's stored users, sorted by id, one page (found by SCAN, never KEYS)."""
+    with _answers(hook):
+        page = await memory_api(hook).users(
+            caller_tenant(auth), search=search, offset=offset, limit=limit
+        )
+    return UsersOut(
+        users=[UserOut(**vars(u)) for u in page.items],
+        total=page.total,
+        offset=page.offset,
+        next_offset=page.next_offset,
+    )
 
 
 @router.get(PREFIX + "/turns", response_model=TurnsOut, responses=_ERRORS)

@@ -204,6 +204,24 @@ class UserKeys:
         return tuple(f"{base}:{suffix}" for suffix in suffixes)
 
 
+_GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "*?[]\\"})
+
+
+def user_index_match(prefix: str, tenant: str) -> str:
+    """The SCAN ``MATCH`` pattern of every user index key of one tenant (key form), e.g.
+    ``mem:{master:*}:index``: the users of a tenant are listed from it, never with ``KEYS``."""
+    return f"{prefix.translate(_GLOB_SPECIAL)}:{{{tenant.translate(_GLOB_SPECIAL)}:*}}:index"
+
+
+def user_of_index_key(prefix: str, tenant: str, key: str) -> str | None:
+    """The user (key form) of a key :func:`user_index_match` matched, ``None`` for another key."""
+    head, tail = f"{prefix}:{{{tenant}:", "}:index"
+    if not (key.startswith(head) and key.endswith(tail)):
+        return None
+    user = key[len(head) : -len(tail)]
+    return user if user and not any(c in user for c in "{}:") else None
+
+
 def user_scope(namespace: str) -> str:
     """The memory scope shared by a user's conversations in an alias namespace."""
     return f"ns:{key_id(namespace)}"

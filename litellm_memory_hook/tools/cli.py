@@ -632,6 +632,7 @@ def show_command(
         try:
             store = MemoryStore.for_settings(redis, settings)
             count = await store.count_turns(who.keys)
+            known = bool(await redis.exists(who.keys.user_keys.index))
             probe = message
             if probe is None:
                 state, _ = await store.load(who.keys, who.memory, tail=options.budget.messages)
@@ -640,19 +641,25 @@ def show_command(
             prepared = await prepare(
                 store, who.keys, who.memory, [{"role": "user", "content": probe}], options
             )
-            return count, prepared, probe
+            return count, prepared, probe, known
         finally:
             await redis.aclose()
 
     from litellm_memory_hook.store.embedded import EmbeddedRedisError
 
     try:
-        count, prepared, probe = asyncio.run(run())
+        count, prepared, probe, known = asyncio.run(run())
     except EmbeddedRedisError as exc:
         raise _fail(f"embedded Redis in {data_dir}/: {exc}") from exc
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
     console.print(f"conversation {who.keys.ref}: {counted(count, 'stored turn')}")
+    if not known:
+        console.print(
+            f"no such user {who.user!r} in tenant {who.tenant!r} (`litellm-memory users` lists "
+            "them): what follows is what a new user's first message gets",
+            highlight=False,
+        )
     if message is None:
         console.print(
             "next message (no --message): "

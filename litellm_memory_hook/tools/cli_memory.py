@@ -62,6 +62,7 @@ from litellm_memory_hook.tools.cli_ops import (
     run_on_redis,
 )
 from litellm_memory_hook.tools.cli_ops import fail as _fail
+from litellm_memory_hook.tools.cli_users import NO_SUCH_USER_EXIT
 from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 T = TypeVar("T")
@@ -99,16 +100,25 @@ class MemorySetOptions:
     data_dir: Path
 
     def call(
-        self, call: Callable[[MemoryAPI, MemoryTarget], Awaitable[T]]
+        self,
+        call: Callable[[MemoryAPI, MemoryTarget], Awaitable[T]],
+        *,
+        require_user: bool = False,
     ) -> tuple[MemoryTarget, T]:
         """Resolve the memory set the options name and run ``call(api, target)`` on it.
+
+        Args:
+            require_user: first check that something is stored for the user (the user's index
+                or the memory set): a mistyped ``--user`` then says so instead of listing
+                nothing.
 
         Returns:
             The resolved target and what ``call`` returned.
 
         Raises:
             typer.Exit: (code 2) bad config, unknown alias or user, Redis failure, or any
-                :class:`MemoryHookError` from ``call``.
+                :class:`MemoryHookError` from ``call``; (code 1) ``require_user`` and nothing
+                is stored for the user.
         """
         config = command_config(self.config, self.data_dir)
         try:
@@ -123,10 +133,21 @@ class MemorySetOptions:
         except MemoryHookError as exc:
             raise _fail(str(exc)) from exc
 
-        async def job(redis: Any) -> T:
-            return await call(MemoryAPI(redis, config.settings), target)
+        async def job(redis: Any) -> T | MemoryNotFoundError:
+            api = MemoryAPI(redis, config.settings)
+            if require_user and not await redis.exists(
+                target.memory.pinned, target.memory.memories
+            ):
+                try:
+                    await api.existing_user(target.tenant, target.user)
+                except MemoryNotFoundError as exc:
+                    return exc
+            return await call(api, target)
 
-        return target, run_on_redis(config, self.data_dir, job)
+        result = run_on_redis(config, self.data_dir, job)
+        if isinstance(result, MemoryNotFoundError):
+            raise _fail(f"{result} (`litellm-memory users` lists them)", code=NO_SUCH_USER_EXIT)
+        return target, result
 
 
 def _option(name: str, annotation: object, default: object = inspect.Parameter.empty) -> Any:
@@ -209,7 +230,7 @@ def list_command(options: MemorySetOptions, as_json: JsonFlag = False) -> None:
     async def call(api: MemoryAPI, target: MemoryTarget) -> MemoryListing:
         return await api.list(target)
 
-    target, listing = options.call(call)
+    target, listing = options.call(call, require_user=True)
     if as_json:
         payload = {
             "pinned": [_item_json(i) for i in listing.pinned],
@@ -637,14 +658,16 @@ async def _serve_until_signal(worker: Any, base_url: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``memories`` (list, pin, edit, delete, flush), ``stats`` and ``worker`` to ``app``,
-    and ``forget``, ``export``, ``doctor`` with the CLI's error handling
+    ``users`` and ``conversations`` (:mod:`litellm_memory_hook.tools.cli_users`), and
+    ``forget``, ``export``, ``doctor`` with the CLI's error handling
     (:func:`litellm_memory_hook.tools.cli_ops.register`).
 
     Adding them twice to the same app adds nothing the second time.
     """
-    from litellm_memory_hook.tools import cli_ops
+    from litellm_memory_hook.tools import cli_ops, cli_users
 
     cli_ops.register(app)
+    cli_users.register(app)
     groups = {g.name for g in app.registered_groups}
     commands = {c.name for c in app.registered_commands}
     if "memories" not in groups:

@@ -118,6 +118,34 @@
     }
   }
 
+  // The tenant's users (GET /users: sorted, paged, filtered by a part of the id); picking one
+  // fills the user field and loads it.
+  async function loadUsers(more = false) {
+    const list = $("users");
+    const search = $("user-search").value.trim();
+    const offset = more ? Number(list.dataset.next || 0) : 0;
+    try {
+      const data = await api("GET", "/users", { query: { search, offset, limit: 50 } });
+      if (!more) clear(list);
+      for (const user of data.users) {
+        const label = `${user.user} · ${user.conversations} conversation(s) · ${when(user.updated_ms)}`;
+        const pick = () => {
+          $("user").value = user.user;
+          readChoice();
+          state.conversation = "";
+          loadAll();
+        };
+        list.append(el("li", {}, el("button", { type: "button", class: "user", text: label, onclick: pick })));
+      }
+      list.dataset.next = data.next_offset === null ? "" : String(data.next_offset);
+      $("users-more").hidden = data.next_offset === null;
+      const found = search ? `${data.total} user(s) matching "${search}"` : `${data.total} user(s)`;
+      $("users-count").textContent = found;
+    } catch (error) {
+      failed(error);
+    }
+  }
+
   async function loadConversations() {
     const select = $("conversation");
     const keep = state.conversation;
@@ -344,11 +372,17 @@
       sessionStorage.setItem(KEY_STORE, state.key);
       status("Key set for this tab.", "ok");
       await loadModels();
+      await loadUsers();
       if ($("user").value.trim()) {
         readChoice();
         loadAll();
       }
     });
+    $("users-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      loadUsers();
+    });
+    $("users-more").addEventListener("click", () => loadUsers(true));
     $("forget-key").addEventListener("click", () => {
       sessionStorage.removeItem(KEY_STORE);
       state.key = "";
@@ -402,6 +436,7 @@
 
     if (state.key) {
       loadModels().then(() => {
+        loadUsers();
         readChoice();
         if (state.user && state.model) loadAll();
       });
