@@ -523,6 +523,28 @@ class MemoryAPI:
             raise MemoryNotFoundError(f"no pinned memory {item_id!r}")
         return MemoryItem(item_id, value)
 
+    async def correct_extracted(
+        self, target: MemoryTarget, item_id: str, text: object
+    ) -> MemoryItem:
+        """Correct an extracted memory: pin ``text`` (:meth:`pin`) and delete the extracted one
+        (:meth:`delete_memory`, whose tombstone keeps its fact from being extracted again), as
+        the inspector's Edit of an extracted memory does with the same two calls. Users may
+        correct what the model wrote; the correction is theirs, so it is pinned.
+
+        Returns:
+            The new pinned memory.
+
+        Raises:
+            MemoryInputError: bad text, or the pinned limit is reached.
+            MemoryNotFoundError: no extracted memory with that id.
+        """
+        value = self._checked_text(text)
+        if not any(m.id == item_id for m in (await self.list(target)).memories):
+            raise MemoryNotFoundError(f"no extracted memory {item_id!r}")
+        item = await self.pin(target, value)
+        await self.delete_memory(target, item_id)
+        return item
+
     async def delete_pinned(self, target: MemoryTarget, item_id: str) -> None:
         """Delete a pinned memory.
 

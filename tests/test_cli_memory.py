@@ -295,3 +295,66 @@ def test_register_is_idempotent() -> None:
     names = [c.name for c in cli.app.registered_commands]
     assert names.count("stats") == 1 and names.count("worker") == 1
     assert [g.name for g in cli.app.registered_groups].count("memories") == 1
+
+
+def test_edit_corrects_an_extracted_memory(
+    config: Path, key_prefix: str, sync_redis: redis.Redis
+) -> None:
+    """`memories edit` of an extracted memory does what the inspector's Edit does: the new text
+    is pinned, the extracted memory deleted with a tombstone (so it is not extracted again)."""
+    from litellm_memory_hook.memory_api import resolve_target
+    from litellm_memory_hook.tools.proxyconfig import ProxyConfig
+
+    loaded = ProxyConfig.load(config)
+    target = resolve_target(
+        loaded.settings,
+        lambda name: loaded.alias(name),
+        tenant="master",
+        user="alice",
+        model="demo",
+    )
+    sync_redis.hset(target.memory.memories, "1718000000000-abcdef", "User: My cat is Miso.")
+    code, out = run(
+        config, "memories", "edit", "1718000000000-abcdef", "My cat is Mochi.", "--user", "alice"
+    )
+    assert code == 0, out
+    assert "corrected extracted memory 1718000000000-abcdef" in out and "pinned as" in out, out
+    data = listing(config)
+    assert [p["text"] for p in data["pinned"]] == ["My cat is Mochi."]  # type: ignore[union-attr,index]
+    assert data["memories"] == []
+    assert sync_redis.hlen(target.memory.tombs) == 1
+
+
+def test_declining_forget_prints_not_forgotten(config: Path, tmp_path: Path) -> None:
+    """At a terminal, answering no to forget's prompt prints a plain "not forgotten" line (no
+    red error:), exits 1 and keeps the user."""
+    import os
+    import subprocess
+    import sys
+
+    pin(config, "I like tea.")
+    main, child = os.openpty()
+    script = "from litellm_memory_hook.tools.cli import main; main()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, "forget", "--user", "alice", "--config", str(config)],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**os.environ, "NO_COLOR": "1", "TERM": "dumb"},
+    )
+    os.close(child)
+    seen = b""
+    while b"undone" not in seen:
+        seen += os.read(main, 4096)
+    os.write(main, b"n\n")
+    assert process.wait(timeout=60) == 1
+    try:
+        while chunk := os.read(main, 4096):
+            seen += chunk
+    except OSError:
+        pass
+    os.close(main)
+    text = seen.decode("utf-8", "replace")
+    assert "not forgotten: user 'alice' of tenant 'master' is kept" in text, text
+    assert "error" not in text, text
+    assert [p["text"] for p in listing(config)["pinned"]] == ["I like tea."]  # type: ignore[union-attr,index]

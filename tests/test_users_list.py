@@ -173,5 +173,10 @@ def test_users_route_through_a_real_proxy(tmp_path: Path) -> None:
         assert "missing API key" in missing.json()["detail"]
         for path in ("/memories?user=ann&model=demo", "/export?user=ann&model=demo"):
             assert httpx.get(api + path, timeout=30).status_code == 401
+        body = {"user": "ann", "model": "demo", "text": "x"}
+        assert httpx.post(f"{api}/pinned", json=body, timeout=30).status_code == 401
+        assert httpx.delete(f"{api}/users/ann", timeout=30).status_code == 401
+        metrics = httpx.get(f"{running.proxy}/memory/metrics", timeout=30)
+        assert metrics.status_code == 401, metrics.text
         page = httpx.get(f"{running.proxy}/memory/ui", timeout=30)
         assert page.status_code == 200 and 'id="user-search"' in page.text

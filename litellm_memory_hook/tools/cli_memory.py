@@ -271,19 +271,31 @@ def pin_command(
 @_memories_command("edit")
 def edit_command(
     options: MemorySetOptions,
-    item_id: Annotated[str, typer.Argument(metavar="ID", help="The pinned memory's id.")],
+    item_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A pinned or extracted memory's id.")
+    ],
     text: Annotated[str, typer.Argument(help="The new text.")],
 ) -> None:
-    """Replace the text of a pinned memory (ids: `memories list`).
+    """Replace the text of a memory (ids: `memories list`). A pinned memory keeps its id; an
+    extracted one is corrected: the new text is pinned (a new id) and the extracted memory
+    deleted (not extracted again), as the inspector's Edit does.
 
     Example: litellm-memory memories edit 1718000000000-a1b2c3 "My cat is Mochi." --user alice
     """
 
-    async def call(api: MemoryAPI, target: MemoryTarget) -> MemoryItem:
-        return await api.edit(target, item_id, text)
+    async def call(api: MemoryAPI, target: MemoryTarget) -> tuple[str, MemoryItem]:
+        if any(m.id == item_id for m in (await api.list(target)).memories):
+            return "extracted", await api.correct_extracted(target, item_id, text)
+        return "pinned", await api.edit(target, item_id, text)
 
-    target, item = options.call(call)
-    console.print(f"edited {item.id} for {_describe(target)}")
+    target, (kind, item) = options.call(call)
+    if kind == "pinned":
+        console.print(f"edited {item.id} for {_describe(target)}")
+    else:
+        console.print(
+            f"corrected extracted memory {item_id} of {_describe(target)}: pinned as {item.id}, "
+            "the extracted one deleted"
+        )
 
 
 @_memories_command("delete")

@@ -523,6 +523,8 @@ def forget_command(
 
     With --conversation: that conversation only (shared memories stay), named with --model.
 
+    Without --yes it asks first; answering no prints "not forgotten" and exits 1.
+
     Example: litellm-memory forget --user alice --yes
     """
     proxy_config = command_config(config, data_dir)
@@ -540,7 +542,8 @@ def forget_command(
         if not sys.stdin.isatty():
             raise fail(f"forgetting {what} cannot be undone: add --yes to confirm")
         if not typer.confirm(f"Forget {what}? This cannot be undone", default=False):
-            raise fail("nothing forgotten", code=1)
+            out_console.print(f"not forgotten: {what} is kept", highlight=False)
+            raise typer.Exit(code=1)
 
     async def job(redis: Any) -> Any:
         return await MemoryAPI(redis, proxy_config.settings).forget(
