@@ -133,11 +133,14 @@ def _chat(served: Served, user: str, text: str) -> str:
 
 
 def test_readme_curl_pair_shows_memory(served: Served) -> None:
-    """The README's two requests: the second reaches the model with the first turn before it."""
+    """The README's two requests: the second reaches the model with the first turn before it,
+    and the stand-in's reply names the cat."""
     assert _chat(served, "alice", "My cat is called Miso.") == "Noted: My cat is called Miso."
-    _chat(served, "alice", "What is my cat called?")
+    answer = _chat(served, "alice", "What is my cat called?")
+    assert answer == "You told me: My cat is called Miso."
     records = chat_calls(httpx.get(f"http://127.0.0.1:{STANDIN_PORT}/_standin/requests").json())
-    last = [(m["role"], m["content"]) for m in records[-1]["messages"][1:]]
+    messages = records[-1]["messages"]
+    last = [(m["role"], m["content"]) for m in messages if m["role"] != "system"]
     assert last == [
         ("user", "My cat is called Miso."),
         ("assistant", "Noted: My cat is called Miso."),

@@ -15,7 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.panel import Panel
@@ -32,7 +32,7 @@ from litellm_memory_hook.store.keys import (
     normalize_user_id,
     user_scope,
 )
-from litellm_memory_hook.tools import cli_ops, processes, standin
+from litellm_memory_hook.tools import cli_ops, cli_serve, processes, standin
 from litellm_memory_hook.tools.cli_common import (
     MASTER_TENANT,
     MAX_PORT,
@@ -241,12 +241,21 @@ def serve(
         int, typer.Option(min=0, max=MAX_PORT, help="Stand-in model port (0: none).")
     ] = 4010,
     data_dir: DataDirOption = Path(".litellm-memory"),
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Show the proxy's and the stand-in's own output here (default: "
+            "<data-dir>/proxy.log and standin.log).",
+        ),
+    ] = False,
 ) -> None:
     """Run the LiteLLM proxy with memory (an embedded Redis when no Redis URL is configured).
 
     Refuses to start when a port is taken, --port and --standin-port are the same, another
     serve uses the same --data-dir, or an alias's memory block is broken or misspelt (it would
-    run without memory).
+    run without memory). LiteLLM's banner and access log go to <data-dir>/proxy.log unless
+    --verbose; `litellm-memory status` and `stop` find it by its --data-dir.
 
     Example: litellm-memory serve --config config.yaml --port 4000
     """
@@ -281,6 +290,7 @@ def serve(
     lock = None
     ready = False
     children: list[subprocess.Popen[bytes]] = []
+    outputs: list[IO[bytes] | None] = []
     try:
         if "redis_url" not in proxy_settings.model_fields_set:
             try:
@@ -299,18 +309,21 @@ def serve(
         # the children end with serve, even on kill -9 (found by a fresh-user run: they were
         # left holding the ports); the embedded Redis may outlive it (see store/embedded.py)
         if standin_port:
-            children.append(
-                processes.popen_with_parent(processes.standin_command(standin_port), settings_env)
-            )
+            outputs.append(cli_serve.child_output(data_dir, cli_serve.STANDIN_LOG, verbose))
+            command = processes.standin_command(standin_port)
+            children.append(cli_serve.spawn_child(command, settings_env, outputs[-1]))
             try:
                 processes.wait_http(f"http://127.0.0.1:{standin_port}/v1/models", children[-1], 30)
             except RuntimeError as exc:
                 raise fail(f"the stand-in model did not start: {exc}".splitlines()[0]) from exc
             console.print(f"stand-in model: http://127.0.0.1:{standin_port}/v1")
         proxy_config = processes.config_for_standin(config, standin_port, data_dir)
-        proxy = processes.popen_with_parent(
-            processes.proxy_command(proxy_config, port, host), settings_env
+        outputs.append(cli_serve.child_output(data_dir, cli_serve.PROXY_LOG, verbose))
+        proxy = cli_serve.spawn_child(
+            processes.proxy_command(proxy_config, port, host), settings_env, outputs[-1]
         )
+        proxy_log = None if verbose else data_dir / cli_serve.PROXY_LOG
+        where = "its output is above" if proxy_log is None else f"its log: {proxy_log}"
         children.append(proxy)
         if lock is not None:  # the folder is this serve's: say where its proxy listens
             processes.ServeRecord(
@@ -322,23 +335,28 @@ def serve(
                 {"proxy": proxy.pid, **({"stand-in": children[0].pid} if standin_port else {})},
             ).write(data_dir)
         url = processes.local_url(host, port)
-        console.print(f"starting the LiteLLM proxy on {host}:{port} ...")
+        console.print(
+            f"starting the LiteLLM proxy on {host}:{port} ..."
+            + ("" if proxy_log is None else f" (its output: {proxy_log})"),
+            soft_wrap=True,
+        )
         try:
             processes.wait_http(f"{url}/health/liveliness", proxy, 300)
         except RuntimeError as exc:
+            cli_serve.print_log_tail(proxy_log)
             raise fail(
-                f"the proxy did not start on {host}:{port}: {exc}".splitlines()[0]
-                + " (its output is above)"
+                f"the proxy did not start on {host}:{port}: {exc}".splitlines()[0] + f" ({where})"
             ) from exc
         console.print(_ready_line(url, loaded.master_key), soft_wrap=True, highlight=False)
         ready = True
         code = _wait_serving(proxy, embedded)
         if code not in (0, -signal.SIGINT, -signal.SIGTERM):
-            raise fail(f"the proxy exited with code {code} (its output is above)")
+            raise fail(f"the proxy exited with code {code} ({where})")
     except KeyboardInterrupt:
         pass
     finally:
         stopped = _stop_serving(children, embedded, lock, standin=bool(standin_port))
+        cli_serve.close_outputs(outputs)
         if ready:  # a serve that refused to start said why in its one line
             console.print(
                 _stopped_line(
@@ -1136,4 +1154,5 @@ def main() -> None:
 
     processes.watch_parent()  # a stand-in serve started where prctl is missing
     register(app)
+    cli_serve.register(app)
     app()
