@@ -56,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import MemoryHookError, StoreError
-from litellm_memory_hook.extraction.parse import fact_hash
+from litellm_memory_hook.extraction.parse import fact_hash, fact_key
 from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store import directory, transfer
@@ -73,6 +73,7 @@ from litellm_memory_hook.store.keys import (
     normalize_user_id,
     user_scope,
 )
+from litellm_memory_hook.store.memory_history import HistoryEntry, MemoryHistory, Restored
 from litellm_memory_hook.store.memory_sets import MemoryItem, MemorySetStore
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MAX_SEQ, MemoryStore
@@ -419,6 +420,7 @@ class MemoryAPI:
         self.settings = settings
         self.memsets = MemorySetStore(redis, ttl_s=settings.retention_s)
         self.queue = ExtractionQueue(redis, settings.key_prefix)
+        self.removed = MemoryHistory(redis, ttl_s=settings.retention_s)
 
     def _checked_text(self, text: object) -> str:
         if not isinstance(text, str):
@@ -573,6 +575,50 @@ class MemoryAPI:
             target.memory, item_id, pinned=False, tomb=fact_hash(value), now_ms=_now_ms()
         ):
             raise MemoryNotFoundError(f"no extracted memory {item_id!r}")
+
+    async def history(self, target: MemoryTarget) -> Sequence[HistoryEntry]:
+        """The memories extraction jobs replaced or deleted from the target's set, newest first
+        (at most ``memory_history_max``; :mod:`litellm_memory_hook.store.memory_history`)."""
+        return await self.removed.entries(target.memory)
+
+    async def restore(self, target: MemoryTarget, entry_id: str) -> MemoryItem:
+        """Put a history entry's memory back (its id and text exactly; a tombstone of the same
+        fact is removed) and take the entry out of the history; counted as
+        ``memories_restored`` in ``mem:stats``.
+
+        Raises:
+            MemoryNotFoundError: no such entry in the set's history.
+            MemoryInputError: the set holds that memory (its id or the same fact) already, or
+                ``max_memories`` memories.
+        """
+        found = await self.removed.find(target.memory, entry_id)
+        if found is None:
+            raise MemoryNotFoundError(f"no history entry {entry_id!r}")
+        entry = found[0]
+        same = [
+            m
+            for m in (await self.list(target)).memories
+            if fact_key(m.text) == fact_key(entry.text)
+        ]
+        if same:
+            raise MemoryInputError(f"the memory set holds that memory already ({same[0].id})")
+        done, _ = await self.removed.restore(
+            target.memory,
+            entry_id,
+            fact_hash=fact_hash(entry.text),
+            max_items=self.settings.max_memories,
+        )
+        if done is Restored.NO_ENTRY:
+            raise MemoryNotFoundError(f"no history entry {entry_id!r}")
+        if done is Restored.STORED:
+            raise MemoryInputError(f"the memory set holds memory {entry.memory_id!r} already")
+        if done is Restored.FULL:
+            raise MemoryInputError(
+                f"the memory set holds {self.settings.max_memories} memories (max_memories): "
+                "delete one first"
+            )
+        await self.queue.count(memories_restored=1)
+        return MemoryItem(entry.memory_id, entry.text)
 
     async def summary(self, target: MemoryTarget) -> dict[str, object]:
         """The conversation's summary and extraction state: ``summary`` (str), ``cursor`` and
@@ -767,7 +813,7 @@ class MemoryAPI:
             (m, d) for m, d in zip(sets, document.memory_sets, strict=True) if m.scope not in kept
         ]
         for memory, _ in restored:
-            await self._delete(memory.all())
+            await self._delete((*memory.all(), memory.history))
         store = MemoryStore.for_settings(self.redis, self.settings)
         for memory, memory_set in restored:
             await transfer.restore_memory_set(

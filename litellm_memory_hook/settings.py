@@ -147,6 +147,19 @@ class MemorySettings(BaseSettings):
         extraction_auth_backoff_s: seconds before the second try when the model answered 401,
             403 or 404 (600: a key or a model name is fixed by a person, not by waiting).
         extraction_backoff_max_s: longest wait between two tries (seconds; 3600).
+        extraction_max_removed_share: most extracted memories one extraction job may delete or
+            replace (an updated fact counts as a replacement; so does an old memory made room
+            for past ``max_memories``), as a share of the memory set it read, rounded down
+            (0.2: a set of 24 loses at most 4 to one job); a job whose reply explicitly updates
+            or deletes a fact may always remove at least 1. A memory the reply leaves out is
+            never deleted. What is removed is kept in the set's history, restorable.
+        memory_history_max: replaced and deleted memories kept per memory set, newest first
+            (older entries are dropped), restorable through the memory API and
+            ``litellm-memory memories restore``.
+        summary_min_kept_share: a new summary is taken only if it keeps at least this share of
+            the old summary's facts (its distinct content words, names counted twice; 0 to 1;
+            0 turns the check off); else the old summary stays (counted as
+            ``summaries_refused``). Checked only when the old summary holds 5 such words.
     """
 
     model_config = SettingsConfigDict(
@@ -206,6 +219,9 @@ class MemorySettings(BaseSettings):
     extraction_backoff_s: float = Field(default=30.0, ge=0, le=DAY_S)
     extraction_auth_backoff_s: float = Field(default=600.0, ge=0, le=DAY_S)
     extraction_backoff_max_s: float = Field(default=3600.0, ge=0, le=DAY_S)
+    extraction_max_removed_share: float = Field(default=0.2, ge=0.0, le=1.0)
+    memory_history_max: int = Field(default=200, ge=1, le=10_000)
+    summary_min_kept_share: float = Field(default=0.35, ge=0.0, le=1.0)
 
     @field_validator("redis_url")
     @classmethod

@@ -20,9 +20,11 @@ import redis.asyncio as aioredis
 
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.errors import ExtractionError
+from litellm_memory_hook.extraction.changes import ChangePlan
 from litellm_memory_hook.extraction.client import ModelReply
+from litellm_memory_hook.extraction.parse import ExtractionResult
 from litellm_memory_hook.extraction.prompt import EXTRACTION_MARKER
-from litellm_memory_hook.extraction.worker import ExtractionWorker, plan_commit
+from litellm_memory_hook.extraction.worker import ExtractionWorker, plan_changes
 from litellm_memory_hook.memory_api import MemoryAPI, resolve_target
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings, parse_alias_config
@@ -374,22 +376,32 @@ async def test_the_sweep_schedules_conversations_whose_cursor_lags(
     assert await real_redis.zscore(due_key(prefix), _keys(prefix).ref) is not None
 
 
-def test_plan_commit_keeps_unchanged_facts_and_caps() -> None:
-    """C18: an unchanged fact keeps its id (no delete, no add); a changed fact replaces the old
-    one; a fact stored but not shown is not added twice; past the cap the oldest go."""
+def test_plan_changes_keeps_unchanged_facts_and_caps() -> None:
+    """C18: an unchanged fact keeps its id (no delete, no add); a changed fact (a rewrite of a
+    shown memory the list left out) replaces the old one; a fact stored but not shown is not
+    added twice; past the cap the oldest go, within the per-job bound (issue 27 item 5: with
+    the default 20% of a 3-memory set, none; with 100%, two)."""
     shown = [
         MemoryItem("0000000000001-aaaaaa", "Lives in Pune"),
         MemoryItem("0000000000002-bbbbbb", "Likes tea"),
     ]
     others = [MemoryItem("0000000000000-cccccc", "Has a dog")]
-    delete, add = plan_commit(
-        shown, others, ["lives in pune.", "Likes coffee now", "has a dog"], max_memories=10
-    )
-    assert delete == ["0000000000002-bbbbbb"] and add == ["Likes coffee now"]
-    delete, add = plan_commit(
-        shown, others, ["Lives in Pune", "Likes tea", "New 1", "New 2"], max_memories=3
-    )
-    assert add == ["New 1", "New 2"] and delete == ["0000000000000-cccccc", "0000000000001-aaaaaa"]
+
+    def plan(memories: list[str], max_memories: int, share: float = 0.2) -> ChangePlan:
+        result = ExtractionResult(memories=tuple(memories), summary=None)
+        return plan_changes(
+            shown, others, result, max_memories=max_memories, max_removed_share=share
+        )
+
+    changed = plan(["lives in pune.", "Likes coffee now", "has a dog"], 10)
+    assert changed.delete_ids == ["0000000000002-bbbbbb"] and changed.add == ["Likes coffee now"]
+    assert [(r.reason, r.by) for r in changed.removed] == [("update", "Likes coffee now")]
+    capped = plan(["Lives in Pune", "Likes tea", "New 1", "New 2"], 3)
+    assert capped.add == [] and capped.delete_ids == [] and capped.over_cap == 2
+    capped = plan(["Lives in Pune", "Likes tea", "New 1", "New 2"], 3, share=1.0)
+    assert capped.add == ["New 1", "New 2"]
+    assert capped.delete_ids == ["0000000000000-cccccc", "0000000000001-aaaaaa"]
+    assert {r.reason for r in capped.removed} == {"cap"}
 
 
 async def test_a_worker_stopped_mid_job_leaves_the_job_due(

@@ -25,12 +25,17 @@ from litellm_memory_hook.store.forgets import token_of
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.memory_sets import MemoryItem, MemorySetState
 from litellm_memory_hook.store.queue import ExtractionQueue
+from litellm_memory_hook.store.redis_store import write_progress_ms
 
 logger = logging.getLogger("litellm_memory_hook")
 
 
 #: most stored turns one job reads past the cursor (the character budget usually ends it first).
 MAX_TURNS_PER_JOB = 400
+#: a batched write whose last batch is older than ``write_buffer_max_age_s`` plus this (s) was
+#: abandoned (the outage buffer dropped it, or its proxy stopped): it never resumes, and the
+#: job no longer waits for it.
+ABANDONED_WRITE_MARGIN_S = 60
 
 
 def _now_ms() -> int:
@@ -60,6 +65,14 @@ class JobOutcome:
     again_ms: int | None = None
     #: a failed job that Redis failed: it runs again in ``STORE_RETRY_MS``
     store_failed: bool = False
+
+
+def write_under_way(meta: dict[str, str], settings: MemorySettings) -> bool:
+    """Whether a batched write is under way in the conversation (its meta hash): one whose last
+    batch is younger than ``write_buffer_max_age_s`` plus :data:`ABANDONED_WRITE_MARGIN_S`."""
+    limit_ms = (settings.write_buffer_max_age_s + ABANDONED_WRITE_MARGIN_S) * 1000
+    now = _now_ms()
+    return any(now - at < limit_ms for at in write_progress_ms(meta))
 
 
 def batch_of(turns: Sequence[Turn], budget: int) -> tuple[list[Turn], int]:

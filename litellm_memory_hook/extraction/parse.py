@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from litellm_memory_hook.core.escape import ANGLE_CLOSE, ANGLE_OPEN
 from litellm_memory_hook.core.messages import ELLIPSIS, keep_head
 from litellm_memory_hook.errors import ExtractionError
+from litellm_memory_hook.extraction.instructions import is_instruction
 from litellm_memory_hook.extraction.reply_json import MAX_REPLY_CHARS, find_json
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "MAX_REPLY_CHARS",
     "ExtractionReply",
     "ExtractionResult",
+    "MemoryDelete",
+    "MemoryUpdate",
     "clean_text",
     "fact_hash",
     "fact_key",
@@ -159,123 +162,6 @@ def _cut(text: str, limit: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Instructions to the assistant (case C15)
-# ---------------------------------------------------------------------------------------------
-
-# Words that may open a sentence before an instruction: "Remember forever: always reply ...".
-_LEAD: Final = (
-    r"(?:(?:please|pls|plz|kindly|remember|remember\s+that|remember\s+to|forever|note|"
-    r"note\s+that|important|rule|new\s+rule|instruction|reminder|also|and|so|ok|okay|"
-    r"hey|now)\s*[:,\-–—]?\s+)*"
-)
-# Base-form verbs of how to answer, behave or what to reveal. After "always", "never", "only"
-# a base form is an imperative ("always reply"); a fact uses "always drinks", "never talks".
-_VERB: Final = (
-    r"(?:reply|respond|answer|write|speak|talk|use|say|address|call|refer|greet|format|"
-    r"translate|output|print|reveal|show|display|repeat|tell|pretend|act|behave|role-?play|"
-    r"obey|follow|ignore|disregard|forget|override|be|stay|keep|end|start|begin|include|"
-    r"mention|add|sign|refuse|comply|switch|stop)"
-)
-# Verbs that are also nouns ("Talk at IIT on 3 June"): an imperative only with an object or
-# manner that addresses the assistant.
-_PLAIN_VERB: Final = (
-    r"(?:reply|respond|answer|write|speak|talk|print|reveal|show|display|repeat|output|"
-    r"pretend|act|behave|role-?play|obey|follow|ignore|disregard|forget|translate|use|"
-    r"switch|stop|tell|say)"
-)
-_ADDRESSED: Final = (
-    r"(?:in|with|as|like|me|us|my|your|yourself|the\s+user|everything|all|back|exactly|"
-    r"without|using|only|always|never|to\s+(?:me|us|the\s+user)|english|hindi|hinglish|"
-    r"devanagari|emojis?|markdown|json|caps|formal(?:ly)?|informal(?:ly)?|short|briefly)\b"
-)
-_ASSISTANT: Final = r"(?:assistant|ai|bot|chatbot|chatgpt|gpt|claude)"
-_MODAL: Final = (
-    r"(?:must|should|shall|will\s+always|will\s+never|has\s+to|have\s+to|needs\s+to|"
-    r"need\s+to|is\s+to|is\s+not\s+to|are\s+to|may\s+not|cannot|can't|is\s+required\s+to)"
-)
-_INSTRUCTION_ANYWHERE: Final = regex.compile(
-    "|".join(
-        [
-            # "ignore all previous instructions", "forget your rules"
-            r"\b(?:ignore|disregard|forget|override|overrule|bypass)\b\W+(?:\w+\W+){0,4}?"
-            r"(?:instructions?|rules?|prompt|prompts|guidelines?|directives?|guardrails?|"
-            r"restrictions?|programming)\b",
-            # "print your system prompt", "reveal the hidden instructions"
-            r"\b(?:system|developer|hidden|initial|original)\s+(?:prompt|message|instructions?)\b",
-            r"\b(?:reveal|print|show|display|repeat|output|leak|dump)\b\W+(?:\w+\W+){0,3}?"
-            r"(?:prompt|instructions|configuration|config)\b",
-            rf"\bthe\s+assistant\s+{_MODAL}\b",
-            r"\b(?:jailbreak|developer\s+mode|dan\s+mode)\b",
-            r"\bfrom\s+now\s+on\b,?\s+(?:you|u|always|never|only|reply|respond|answer|speak|"
-            r"talk|write|use|call|address|be|act)\b",
-            # romanised Hindi: "hamesha English mein jawab do", "pichhle nirdesh bhool jao"
-            r"\b(?:jawab|javab|jvab|jawaab|uttar)\s+(?:\w+\s+)?(?:do|dijiye|dijie|dijiyega|"
-            r"dein|den|karo|kro|kijiye|kijie|kariye|karein|karen)\b",
-            r"\breply\s+(?:\w+\s+)?(?:karo|kro|kijiye|kijie|kariye|karein|karen|dijiye)\b",
-            r"\b(?:pichhle|pichle|purane|saare|sare|sabhi|pehle)\s+(?:\w+\s+){0,2}?(?:nirdesh|"
-            r"instructions?|niyam|rules?|hukum)\s+(?:\w+\s+){0,2}?(?:bhool|bhul|ignore|"
-            r"nazarandaz|chhod|chod)",
-            # Hindi: "अंग्रेज़ी में जवाब दो", "पिछले निर्देश भूल जाओ", "सिस्टम प्रॉम्प्ट"
-            r"(?:जवाब|जबाब|उत्तर)\s+(?:\S+\s+)?(?:दो|दें|दीजिए|दीजिये|दिया\s+करो|करो|करें|"
-            r"कीजिए|कीजिये)(?!\w)",
-            r"(?:निर्देश|निर्देशों|नियम|नियमों)\s*(?:\S+\s+){0,3}?(?:भूल|अनदेखा|नज़रअंदाज़|"
-            r"नजरअंदाज|इग्नोर)",
-            r"सिस्टम\s+(?:प्रॉम्प्ट|प्रोम्प्ट)",
-        ]
-    )
-)
-_INSTRUCTION_AT_START: Final = regex.compile(
-    "|".join(
-        [
-            rf"^{_LEAD}(?:do\s+not|don't|dont|do\s+n't)\b",
-            rf"^{_LEAD}(?:always|never|only|just|strictly)\s+(?:\w+ly\s+)?{_VERB}\b",
-            rf"^{_LEAD}{_PLAIN_VERB}\s+{_ADDRESSED}",
-            rf"^{_LEAD}(?:the\s+)?{_ASSISTANT}\s+{_MODAL}\b",
-            rf"^{_LEAD}(?:you|u)\s+(?:must|should|shall|will|are|have\s+to|need\s+to|may|can|"
-            r"cannot|can't|won't|do|don't|never|always|only|were)\b",
-            rf"^{_LEAD}from\s+now\s+on\b",
-        ]
-    )
-)
-_SENTENCE_BREAK: Final = regex.compile(r"[.!?;:,।\n]+")
-
-
-def is_instruction(text: str) -> bool:
-    """Whether a memory reads as an instruction to the assistant, not a fact (case C15).
-
-    A small rule set over the casefolded text:
-
-    * anywhere: overriding rules ("ignore all previous instructions", "forget your rules"),
-      asking for the prompt ("system prompt", "print your instructions"), the assistant
-      addressed with a modal ("the assistant should ..."), "jailbreak", "developer mode",
-      "from now on, always ...", and the same in romanised Hindi ("English mein jawab do",
-      "pichhle nirdesh bhool jao") and Hindi ("जवाब दो", "निर्देश भूल जाओ", "सिस्टम प्रॉम्प्ट");
-    * at the start of a sentence or clause (after "please", "remember:", "note:" and the
-      like): "do not", "don't"; "always", "never", "only" followed by a base-form verb of
-      answering or behaving ("always reply", but not "always drinks"); such a verb followed by
-      how or to whom ("reply in English", "talk to me", but not "Talk at IIT on 3 June");
-      "you must/should/are ..."; "from now on".
-
-    Facts such as "User always drinks tea in the morning", "Doesn't like horror movies",
-    "Must finish thesis by June" and "Ignored her brother's call" do not match.
-
-    Args:
-        text: A cleaned memory text.
-
-    Returns:
-        ``True`` when one rule matches.
-    """
-    folded = text.casefold().replace("’", "'")
-    if _INSTRUCTION_ANYWHERE.search(folded):
-        return True
-    return any(
-        _INSTRUCTION_AT_START.search(part.strip())
-        for part in _SENTENCE_BREAK.split(folded)
-        if part.strip()
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # The reply's shape and the cleaned result
 # ---------------------------------------------------------------------------------------------
 
@@ -294,24 +180,55 @@ class ExtractionReply(BaseModel):
 
 
 @dataclass(frozen=True)
+class MemoryUpdate:
+    """An update the model asked for: the stored memory ``old`` (as the model copied it,
+    cleaned) becomes ``new`` (cleaned and checked as a new memory is)."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class MemoryDelete:
+    """A delete the model asked for: the stored memory ``old`` (cleaned) and ``because``, the
+    fact the model gave as contradicting it (cleaned; ``""`` when it gave none)."""
+
+    old: str
+    because: str
+
+
+@dataclass(frozen=True)
 class ExtractionResult:
     """A cleaned extraction reply.
 
     Attributes:
-        memories: The memories to store, in reply order, each cleaned, cut and unique by
-            :func:`fact_key`.
+        memories: With ``listed`` (the list shape ``{"memories": [...]}``), the model's whole
+            updated list; else (the operations shape) the memories to add. In reply order, each
+            cleaned, cut and unique by :func:`fact_key`.
         summary: The new summary (cleaned, cut; ``""`` is a valid empty summary), or ``None``
             when the reply's summary was not a string: keep the stored summary.
         dropped: Rule name (from :data:`DROP_RULES`) -> how many items it dropped or cut;
             rules that did not fire are absent.
+        listed: ``True`` for the list shape, ``False`` for the operations shape.
+        updates: The operations shape's updates, in reply order (their new texts passed the
+            item rules; an update whose new text did not is dropped whole).
+        deletes: The operations shape's deletes, in reply order.
     """
 
     memories: tuple[str, ...]
     summary: str | None
     dropped: dict[str, int] = field(default_factory=dict)
+    listed: bool = True
+    updates: tuple[MemoryUpdate, ...] = ()
+    deletes: tuple[MemoryDelete, ...] = ()
 
 
 _ITEM_TEXT_KEYS: Final = ("text", "fact", "memory", "content")
+#: the operations shape's keys, and where an update or delete names its memory and reason.
+OPERATION_KEYS: Final = ("add", "update", "delete")
+_OLD_KEYS: Final = ("old", "memory", "from", "current")
+_NEW_KEYS: Final = ("new", "to", "updated", "text", "fact")
+_BECAUSE_KEYS: Final = ("because", "reason", "contradiction", "why")
 _PLACEHOLDER_KEYS: Final = frozenset({"none", "null", "na", "nil", "empty", "nothing"})
 
 
@@ -326,11 +243,64 @@ def _item_text(item: object) -> str | None:
     return None
 
 
-def _shape(value: object) -> ExtractionReply:
+class OperationsReply(BaseModel):
+    """The operations shape: ``{"add": [...], "update": [...], "delete": [...], "summary"}``.
+
+    ``summary`` is required; each of the three lists defaults to ``[]``, but a reply is of this
+    shape only when it holds at least one of their keys (:func:`_is_operations`).
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    add: list[Any] = Field(default_factory=list, strict=True)
+    update: list[Any] = Field(default_factory=list, strict=True)
+    delete: list[Any] = Field(default_factory=list, strict=True)
+    summary: Any
+
+
+def _is_operations(value: object) -> bool:
+    return isinstance(value, dict) and any(key in value for key in OPERATION_KEYS)
+
+
+def _first_text(item: dict[Any, Any], keys: Sequence[str]) -> str | None:
+    for key in keys:
+        value = item.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _update_of(item: object) -> tuple[str, str] | None:
+    """An update item's (old, new) texts: ``{"old": ..., "new": ...}`` (or the other key names
+    of :data:`_OLD_KEYS` and :data:`_NEW_KEYS`) or ``[old, new]``; ``None`` for anything else."""
+    if isinstance(item, list | tuple) and len(item) == 2 and all(isinstance(v, str) for v in item):
+        return str(item[0]), str(item[1])
+    if isinstance(item, dict):
+        old, new = _first_text(item, _OLD_KEYS), _first_text(item, _NEW_KEYS)
+        if old is not None and new is not None:
+            return old, new
+    return None
+
+
+def _delete_of(item: object) -> tuple[str, str] | None:
+    """A delete item's (old, because) texts: ``{"old": ..., "because": ...}`` (or the other
+    key names), or a bare string (no reason: the worker refuses it); ``None`` otherwise."""
+    if isinstance(item, str):
+        return item, ""
+    if isinstance(item, dict):
+        old = _first_text(item, (*_OLD_KEYS, "text", "fact"))
+        if old is not None:
+            return old, _first_text(item, _BECAUSE_KEYS) or ""
+    return None
+
+
+def _shape(value: object) -> ExtractionReply | OperationsReply:
     if not isinstance(value, dict):
         kind = "a list" if isinstance(value, list) else type(value).__name__
         raise ExtractionError(f"the reply's JSON is {kind}, not an object")
     try:
+        if _is_operations(value):
+            return OperationsReply.model_validate(value)
         return ExtractionReply.model_validate(value)
     except ValidationError as exc:
         problems = "; ".join(
@@ -362,9 +332,12 @@ class _Filter:
     dropped: Counter[str] = field(default_factory=Counter)
     seen: set[str] = field(default_factory=set)
     kept: list[str] = field(default_factory=list)
+    #: new texts of updates taken (they count towards ``max_items`` as kept items do)
+    updated: int = 0
+    accepted: str = ""
 
     def _rule(self, item: object) -> str | None:
-        """The drop rule for one raw item, or ``None`` (then it was added to ``kept``)."""
+        """The drop rule for one raw item, or ``None`` (then its text is ``accepted``)."""
         raw = _item_text(item)
         if raw is None:
             return "not_text"
@@ -384,18 +357,56 @@ class _Filter:
             return "pinned"
         if key in self.seen:
             return "duplicate"
-        if len(self.kept) >= self.max_items:
+        if len(self.kept) + self.updated >= self.max_items:
             return "over_cap"
         if stored != text:
             self.dropped["too_long_cut"] += 1
         self.seen.add(key)
-        self.kept.append(stored)
+        self.accepted = stored
         return None
 
-    def add(self, item: object) -> None:
+    def take(self, item: object) -> str | None:
+        """The cleaned text of an item the rules keep, else ``None`` (its rule counted)."""
         rule = self._rule(item)
         if rule is not None:
             self.dropped[rule] += 1
+            return None
+        return self.accepted
+
+    def add(self, item: object) -> None:
+        text = self.take(item)
+        if text is not None:
+            self.kept.append(text)
+
+    def operations(
+        self, reply: OperationsReply
+    ) -> tuple[tuple[MemoryUpdate, ...], tuple[MemoryDelete, ...]]:
+        """The updates (their new texts taken by the item rules first, before any add) and the
+        deletes of an operations reply; then its adds go to ``kept``. A malformed update or
+        delete counts as ``not_text``, one naming no memory as ``invalid_text``."""
+        updates: list[MemoryUpdate] = []
+        for item in reply.update:
+            pair = _update_of(item)
+            old = model_text(pair[0]) if pair is not None else ""
+            if pair is None or not fact_key(old):
+                self.dropped["not_text" if pair is None else "invalid_text"] += 1
+                continue
+            new = self.take(pair[1])
+            if new is not None:
+                self.updated += 1
+                updates.append(MemoryUpdate(old, new))
+        for item in reply.add:
+            self.add(item)
+        deletes: list[MemoryDelete] = []
+        for item in reply.delete:
+            found = _delete_of(item)
+            old = model_text(found[0]) if found is not None else ""
+            if found is None or not fact_key(old):
+                self.dropped["not_text" if found is None else "invalid_text"] += 1
+                continue
+            because = _cut(model_text(found[1]), self.max_item_chars)
+            deletes.append(MemoryDelete(old, because))
+        return tuple(updates), tuple(deletes)
 
 
 def parse_extraction(
@@ -411,11 +422,20 @@ def parse_extraction(
 
     The reply's JSON is found by :func:`find_json`. Then:
 
-    * Shape (:class:`ExtractionReply`): the top level must be an object with both keys
-      ``memories`` (a list) and ``summary``; other keys are ignored. A list at the top level, a
-      missing key (``{"facts": [...]}``), or ``memories`` that is not a list raises
+    * Shape: an object holding any of ``add``, ``update``, ``delete`` is the operations shape
+      (:class:`OperationsReply`: those keys lists, ``summary`` required); any other object is
+      the list shape (:class:`ExtractionReply`): both keys ``memories`` (a list) and
+      ``summary``. Other keys are ignored. A list at the top level, a missing key
+      (``{"facts": [...]}``), or ``memories`` that is not a list raises
       :class:`ExtractionError`: the caller keeps what is stored and tries again later (C10).
-    * ``{"memories": [], "summary": ""}`` is a valid empty result, not an error (C10 e).
+    * ``{"memories": [], "summary": ""}`` is a valid empty result, not an error (C10 e); what
+      it means for the stored memories is the worker's rule
+      (:func:`~litellm_memory_hook.extraction.changes.plan_changes`: a memory left out of a
+      list is never deleted).
+    * Operations: each update's ``new`` text, then each ``add`` item, goes through the item
+      rules below (an update whose new text is dropped is dropped whole); an update's ``old``
+      and a delete's ``old`` and ``because`` are cleaned (:func:`model_text`); one that names
+      no memory counts as ``invalid_text``, a malformed one as ``not_text``.
     * Texts the model wrote (items and summary) get angle brackets back from their escaped
       look-alikes before anything else (:func:`model_text`).
     * Summary: a string is cleaned (:func:`clean_text`) and cut to ``max_summary_chars``
@@ -469,8 +489,13 @@ def parse_extraction(
         max_items=max_items,
         max_item_chars=max_item_chars,
     )
-    for item in reply.memories:
-        rules.add(item)
+    updates: tuple[MemoryUpdate, ...] = ()
+    deletes: tuple[MemoryDelete, ...] = ()
+    if isinstance(reply, OperationsReply):
+        updates, deletes = rules.operations(reply)
+    else:
+        for item in reply.memories:
+            rules.add(item)
     summary: str | None = None
     if isinstance(reply.summary, str):
         cleaned = model_text(reply.summary)
@@ -480,5 +505,10 @@ def parse_extraction(
     else:
         rules.dropped["summary_not_text"] += 1
     return ExtractionResult(
-        memories=tuple(rules.kept), summary=summary, dropped=dict(rules.dropped)
+        memories=tuple(rules.kept),
+        summary=summary,
+        dropped=dict(rules.dropped),
+        listed=not isinstance(reply, OperationsReply),
+        updates=updates,
+        deletes=deletes,
     )

@@ -8,7 +8,9 @@ off the event loop (:mod:`~litellm_memory_hook.extraction.parse`, one retry with
 valid JSON only."); then write the changes (:mod:`~litellm_memory_hook.extraction.changes`),
 the summary and the cursor in one transaction, only if nothing changed them since the job read
 them (:meth:`MemorySetStore.commit_extraction`). A conflict re-reads once, else the job runs
-again.
+again. The changes are bounded: a memory is removed only by an explicit update or delete, at
+most ``extraction_max_removed_share`` of the set per job, into the set's history; a summary
+that reads as an instruction or loses most of the old one's facts is not taken.
 
 Failures by kind (:mod:`~litellm_memory_hook.extraction.failures`): a prompt too long for the
 model halves the new lines (then shows no stored memory) and asks again at once; a single line
@@ -25,7 +27,8 @@ schedules conversations whose cursor lags; a running worker writes a heartbeat
 
 Counters (``HGETALL mem:stats``): ``jobs_<outcome>``, ``jobs_given_up``, ``jobs_split``,
 ``lines_skipped``, ``failures_<kind>``, ``dropped_<rule>``, ``tokens_prompt``,
-``tokens_completion``, ``swept``.
+``tokens_completion``, ``swept``, ``deletes_refused``, ``summaries_refused``,
+``memories_removed``.
 """
 
 from __future__ import annotations
@@ -51,7 +54,12 @@ from litellm_memory_hook.errors import (
     MemoryHookError,
     StoreError,
 )
-from litellm_memory_hook.extraction.changes import filter_again, plan_commit
+from litellm_memory_hook.extraction.changes import (
+    filter_again,
+    guarded_changes,
+    history_entries,
+    plan_changes,
+)
 from litellm_memory_hook.extraction.client import ExtractionCallError, ExtractionModel
 from litellm_memory_hook.extraction.failures import (
     REPLY_KIND,
@@ -65,6 +73,7 @@ from litellm_memory_hook.extraction.job_steps import (
     read_conversation,
     record_failure,
     shown_memories,
+    write_under_way,
 )
 from litellm_memory_hook.extraction.parse import (
     ExtractionResult,
@@ -87,19 +96,14 @@ from litellm_memory_hook.store.memory_sets import (
     MemorySetStore,
 )
 from litellm_memory_hook.store.queue import ExtractionQueue
-from litellm_memory_hook.store.redis_store import write_progress_ms
 from litellm_memory_hook.store.workers import KIND_STANDALONE, Heartbeat, WorkerBeat
 
-__all__ = ["MAX_TURNS_PER_JOB", "ExtractionWorker", "JobOutcome", "lease_s", "plan_commit"]
+__all__ = ["MAX_TURNS_PER_JOB", "ExtractionWorker", "JobOutcome", "lease_s", "plan_changes"]
 
 logger = logging.getLogger("litellm_memory_hook")
 
 #: a job that finds a batched write under way runs again this much later (ms).
 DEFER_MS = 1000
-#: a batched write whose last batch is older than ``write_buffer_max_age_s`` plus this (s) was
-#: abandoned (the outage buffer dropped it, or its proxy stopped): it never resumes, and the
-#: job no longer waits for it.
-ABANDONED_WRITE_MARGIN_S = 60
 #: a job that Redis failed in the middle of (a blip: the due entry was taken out after) runs
 #: again this much later (ms).
 STORE_RETRY_MS = 5_000
@@ -336,7 +340,7 @@ class ExtractionWorker:
             logger.warning("memory worker: %s has no stored user or scope; dropped", keys.ref)
             await self.queue.count(jobs_discarded=1)
             return JobOutcome("discarded")
-        if self._write_under_way(meta):
+        if write_under_way(meta, self.settings):
             # a batched write (a long seed or import) is under way: its turns have seqs
             # reserved but not all stored yet; extracting now could move the cursor past them
             await self.queue.count(jobs_deferred=1)
@@ -430,27 +434,38 @@ class ExtractionWorker:
         )
 
     async def _commit(self, job: _Job, answer: _Answer) -> JobOutcome:
-        """Write the model's answer (compare-and-set; one re-read after a lost race)."""
-        keys, memory, state = job.keys, job.memory, job.state
+        """Write the model's answer, bounded (:mod:`~litellm_memory_hook.extraction.changes`;
+        compare-and-set; one re-read after a lost race)."""
+        keys, memory, state, settings = job.keys, job.memory, job.state, self.settings
         result, shown, others = answer.result, answer.shown, answer.others
         more = job.last_seq > answer.through
         for attempt in range(2):
-            memories = list(result.memories) if attempt == 0 else filter_again(result, state)
-            delete, add = plan_commit(
-                shown, others, memories, max_memories=self.settings.max_memories
+            current = result if attempt == 0 else filter_again(result, state)
+            changes = await asyncio.to_thread(  # bounded CPU work, off the event loop
+                guarded_changes, shown, others, current, old_summary=job.summary, settings=settings
             )
+            plan, now = changes.plan, _now_ms()
             commit = ExtractionCommit(
                 read_version=state.version,
                 read_cursor=job.cursor,
-                delete_ids=delete,
-                add=add,
-                summary=result.summary,
+                delete_ids=plan.delete_ids,
+                add=plan.add,
+                summary=changes.summary,
                 cursor=answer.through,
                 forget_token=job.token,
+                history=history_entries(
+                    plan,
+                    conversation=keys.conversation,
+                    from_seq=job.cursor + 1,
+                    through_seq=answer.through,
+                    now_ms=now,
+                ),
+                history_max=settings.memory_history_max,
             )
-            if await self.memsets.commit_extraction(keys, memory, commit, now_ms=_now_ms()):
-                await self.queue.count(jobs_committed=1)
-                return JobOutcome("committed", len(add), len(delete), more)
+            if await self.memsets.commit_extraction(keys, memory, commit, now_ms=now):
+                await self.queue.count(jobs_committed=1, **changes.counters())
+                changes.log(keys.ref)
+                return JobOutcome("committed", len(plan.add), len(plan.delete_ids), more)
             # Lost the compare-and-set: a user edited the memory set (or another job ran).
             fresh_meta, _, fresh_token = await read_conversation(self.redis, keys)
             if fresh_token != job.token or not fresh_meta:
@@ -498,13 +513,6 @@ class ExtractionWorker:
             logger.warning("memory worker: sweep skips alias %r: %s", name, exc)
             return False
         return alias is not None and alias.extraction
-
-    def _write_under_way(self, meta: dict[str, str]) -> bool:
-        """Whether a batched write is under way in the conversation: one whose last batch is
-        younger than ``write_buffer_max_age_s`` plus :data:`ABANDONED_WRITE_MARGIN_S`."""
-        limit_ms = (self.settings.write_buffer_max_age_s + ABANDONED_WRITE_MARGIN_S) * 1000
-        now = _now_ms()
-        return any(now - at < limit_ms for at in write_progress_ms(meta))
 
     async def _skip(self, job: _Job, through: int) -> JobOutcome:
         """Move the cursor past turns with nothing to extract; memories and summary stay.

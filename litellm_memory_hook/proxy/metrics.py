@@ -163,6 +163,13 @@ JOB_OUTCOMES: tuple[str, ...] = (
     "conflict",
     "nothing_new",
 )
+#: ``mem:stats`` counters of the memory-set guard, rendered (0 until counted) as
+#: ``litellm_memory_extraction_counter_total{counter}``: removals an extraction reply asked for
+#: and was refused (over the per-job bound, or left out of a list), new summaries refused
+#: (instruction-like, or losing most of the old one's facts), memories restored from a set's
+#: history (:mod:`litellm_memory_hook.extraction.changes`,
+#: :mod:`litellm_memory_hook.store.memory_history`).
+GUARD_COUNTERS: tuple[str, ...] = ("deletes_refused", "summaries_refused", "memories_restored")
 
 
 def log_event(event: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -293,7 +300,7 @@ class _ScrapeCollector(Collector):
             labels=["counter"],
         )
         known = {f"jobs_{o}" for o in JOB_OUTCOMES} | {"jobs_run", "due", "due_now"}
-        for name, value in sorted(stats.items()):
+        for name, value in sorted({**dict.fromkeys(GUARD_COUNTERS, 0), **stats}.items()):
             if name in known:
                 continue
             if name.startswith("dropped_"):

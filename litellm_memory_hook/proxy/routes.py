@@ -31,6 +31,10 @@ GET         /memory/v1/export?user&model          200 the export document (``Exp
                                                   conversation (404 when it holds nothing)
 ==========  ====================================  ==================================================
 
+The history of a memory set (``GET /memory/v1/history``, ``POST
+/memory/v1/history/{id}/restore``: what extraction jobs replaced or deleted, and putting one
+back) is served by :mod:`litellm_memory_hook.proxy.history_routes` on the same router.
+
 Configuration: none of its own. It uses the memory hook's settings (``callback_settings.memory``:
 Redis URL, key prefix, ``pinned_item_chars``, ``max_pinned``) and the aliases'
 ``model_info.memory`` blocks, exactly as chat requests do. :func:`mount` adds the routes to the
@@ -649,3 +653,7 @@ __all__ = [
     "memory_auth",
     "router",
 ]
+
+# The history routes (``/history``, ``/history/{id}/restore``) live in their own module, which
+# adds them to ``router`` (with the dependencies defined above) when imported here.
+from litellm_memory_hook.proxy import history_routes as _history_routes  # noqa: E402, F401

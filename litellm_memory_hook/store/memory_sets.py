@@ -75,13 +75,15 @@ COMMIT = (
 -- KEYS[1] mstate hash, KEYS[2] conversation meta hash, KEYS[3] memories hash,
 -- KEYS[4] pinned hash, KEYS[5] tombs hash (the last two only get the TTL again),
 -- KEYS[6] the user's forgets hash (store/forgets.py; no TTL given), KEYS[7] the user's index
--- set (the memory set's member, ARGV[10], is added again and the set gets the TTL)
+-- set (the memory set's member, ARGV[10], is added again and the set gets the TTL),
+-- KEYS[8] the memory set's history list (store/memory_history.py)
 -- ARGV[1] version read, ARGV[2] cursor read, ARGV[3] TTL seconds, ARGV[4] new cursor,
 -- ARGV[5] now (epoch ms), ARGV[6] "1" to write the summary, ARGV[7] the summary,
 -- ARGV[8] the conversation's forgets field, ARGV[9] the forget token the job read,
--- ARGV[10] the memory set's member in the user's index,
+-- ARGV[10] the memory set's member in the user's index, ARGV[11] most history entries kept,
 -- then the number of ids to delete and the ids, then the number of items to add and for each
--- its id and text.
+-- its id and text, then the number of history entries and the entries (JSON, oldest first:
+-- each is pushed at the head, so the newest ends first).
 -- Returns 1 when written, 0 when the version or the cursor changed or a forget came after the
 -- job's read (a first extraction reads version and cursor 0, as a forgotten conversation
 -- has them): nothing written.
@@ -92,16 +94,19 @@ if forgotten(KEYS[6], ARGV[8], ARGV[9]) then return 0 end
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[2], 'cursor') or '0')
 if version ~= tonumber(ARGV[1]) or cursor ~= tonumber(ARGV[2]) then return 0 end
-local i = 11
+local i = 12
 local n_delete = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_delete do redis.call('HDEL', KEYS[3], ARGV[i]); i = i + 1 end
 local n_add = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_add do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2 end
+local n_history = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_history do redis.call('LPUSH', KEYS[8], ARGV[i]); i = i + 1 end
+if n_history > 0 then redis.call('LTRIM', KEYS[8], 0, tonumber(ARGV[11]) - 1) end
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[2], 'cursor', ARGV[4], 'extracted_ms', ARGV[5])
 if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'summary', ARGV[7]) end
 redis.call('SADD', KEYS[7], ARGV[10])
-for _, k in ipairs({1, 2, 3, 4, 5, 7}) do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
+for _, k in ipairs({1, 2, 3, 4, 5, 7, 8}) do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
 return 1
 """
 )
@@ -154,6 +159,10 @@ class ExtractionCommit:
         cursor: the seq extracted through.
         forget_token: the conversation's forget tokens as the job read them
             (:mod:`litellm_memory_hook.store.forgets`; ``""`` checks nothing).
+        history: the removed memories' history entries, oldest first
+            (:meth:`~litellm_memory_hook.store.memory_history.HistoryEntry.encode`), pushed in
+            the same script.
+        history_max: most entries the set's history keeps (older ones are dropped).
     """
 
     read_version: int
@@ -163,6 +172,8 @@ class ExtractionCommit:
     summary: str | None
     cursor: int
     forget_token: str = ""
+    history: Sequence[str] = ()
+    history_max: int = 200
 
 
 def _text(value: bytes | str) -> str:
@@ -262,7 +273,8 @@ class MemorySetStore:
         *,
         now_ms: int,
     ) -> bool:
-        """Replace memories, summary and cursor atomically, only if the memory set's ``version``
+        """Replace memories, summary and cursor atomically (and push the removed memories to the
+        set's history), only if the memory set's ``version``
         and the conversation's ``cursor`` are still those the job read, and no forget of the
         user or the conversation came since (``commit.forget_token``).
 
@@ -284,12 +296,14 @@ class MemorySetStore:
             conversation.index_member,
             commit.forget_token,
             memory.scope,
+            commit.history_max,
             len(commit.delete_ids),
             *commit.delete_ids,
             len(commit.add),
         ]
         for offset, text in enumerate(commit.add):
             args.extend((new_item_id(now_ms + offset), text))
+        args.extend((len(commit.history), *commit.history))
         try:
             done = await self._commit(
                 keys=[
@@ -300,6 +314,7 @@ class MemorySetStore:
                     memory.tombs,
                     conversation.user_keys.forgets,
                     conversation.user_keys.index,
+                    memory.history,
                 ],
                 args=args,
             )

@@ -691,3 +691,7 @@ def register(app: typer.Typer) -> None:
 
 
 __all__ = ["memories_app", "register", "stats_command", "worker_command"]
+
+# ``memories history`` and ``memories restore`` live in their own module, which registers them on
+# ``memories_app`` through :func:`_memories_command` (defined above) when imported here.
+from litellm_memory_hook.tools import cli_history as _cli_history  # noqa: E402, F401
