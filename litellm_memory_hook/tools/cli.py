@@ -777,8 +777,12 @@ def bench_latency(
 @bench_app.command("recall")
 def bench_recall(
     files: Annotated[
-        list[Path], typer.Argument(help="LoCoMo-format files (questions + evidence).")
-    ],
+        list[Path] | None,
+        typer.Argument(
+            help="LoCoMo-format files (questions + evidence); default: the repository's "
+            "multilingual dev set, benchmarks/data/multiling/multiling-dev.json."
+        ),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="locomo.")] = "locomo",
     mode: Annotated[
         str, typer.Option("--mode", help="budget (the default) or fixed (the best --k lines).")
@@ -849,6 +853,12 @@ def bench_recall(
     )
     points = curve_points(ks_list, budget_list, replace(options, mode="budget"))
     url = redis_url or _env_redis_url()
+    from litellm_memory_hook.tools.datasets import default_bench_files
+
+    try:
+        files = files or default_bench_files()
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
     for file in files:
         try:
             histories = load_histories(file, sample_id or ())
