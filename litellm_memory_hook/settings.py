@@ -308,6 +308,24 @@ class AliasMemoryConfig(BaseModel):
             alias.
         extraction_wording: the operator's own words for the extraction prompt
             (:class:`litellm_memory_hook.extraction.prompt.ExtractionWording`).
+        layout: ``cache`` (default): a prompt that keeps the provider's prompt cache: a stable
+            head (rules, the client's system, persona, pinned memories, a snapshot of memories
+            and summary taken once an epoch), the window trimmed in steps, then a small
+            volatile tail (recalled lines, the date and time, the reminder) before the user's
+            last message; ``seed``: one system message with everything, built afresh for
+            every request (the first version's layout).
+        window_low_water: in the cache layout, the share of the window's budgets a step cuts
+            it back to when it is over them (0.6: the window's first message then stays the
+            same until it has grown by 40% of the budget).
+        tail_placement: where the cache layout's tail goes: ``system`` (a system message just
+            before the user's last message; OpenAI and most OpenAI-compatible servers),
+            ``user`` (a leading data part of that message; providers that move every system
+            message to the top: Anthropic, Gemini, Bedrock), ``auto`` (default): by the
+            provider of the alias's deployment.
+        cache_marks: in the cache layout, mark the end of the head and of the window with
+            ``cache_control`` for providers that cache only where told (at most 4 marks in all,
+            the client's own counted first): ``on``, ``off``, or ``auto`` (default: on for
+            Anthropic and Bedrock deployments).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -331,6 +349,10 @@ class AliasMemoryConfig(BaseModel):
     extraction: bool = True
     extraction_model: str | None = None
     extraction_wording: ExtractionWording | None = None
+    layout: Literal["cache", "seed"] = "cache"
+    window_low_water: float = Field(default=0.6, gt=0.0, le=1.0)
+    tail_placement: Literal["auto", "system", "user"] = "auto"
+    cache_marks: Literal["auto", "on", "off"] = "auto"
 
 
 def shadowed_env(callback_settings: dict[str, Any] | None) -> list[str]:

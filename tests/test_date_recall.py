@@ -22,6 +22,7 @@ from litellm_memory_hook.tools.datasets import HistoryLine
 from litellm_memory_hook.tools.importer import import_lines
 
 from .conftest import Auth, chat_request, make_hook, model_response
+from .prompt_view import memory_text
 
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000
@@ -66,7 +67,7 @@ async def _imported(store: MemoryStore, prefix: str, user: str = "u-A") -> Ident
 
 def _earlier(data: dict[str, Any]) -> list[str]:
     """The recalled lines of a rebuilt request, as shown."""
-    system = str(data["messages"][0]["content"])
+    system = str(memory_text(data["messages"]))
     found = re.search(r"<earlier_lines>(.*?)</earlier_lines>", system, re.S)
     return [x for x in found.group(1).splitlines() if x.startswith("- [")] if found else []
 

@@ -16,6 +16,7 @@ import pytest
 from . import harness
 from .conftest import forged_record, real_redis_url
 from .harness import MASTER_KEY
+from .prompt_view import memory_text, without_tail
 
 pytestmark = pytest.mark.e2e
 
@@ -97,7 +98,7 @@ def _user() -> str:
 
 
 def _texts(body: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(m["role"], m.get("content")) for m in body["messages"]]
+    return [(m["role"], m.get("content")) for m in without_tail(body["messages"])]
 
 
 def test_memory_across_two_non_streaming_requests(stack: Stack) -> None:
@@ -267,7 +268,7 @@ def test_echoed_system_block_is_replaced_not_duplicated(stack: Stack) -> None:
     ]
     stack.client.chat.completions.create(model="demo", user=user, messages=messages)  # type: ignore[arg-type]
     body = stack.chat_calls()[-1]
-    systems = [m for m in body["messages"] if m["role"] == "system"]
+    systems = [m for m in without_tail(body["messages"]) if m["role"] == "system"]
     assert len(systems) == 1
     content = systems[0]["content"]
     assert content.startswith("You are Mira") and "You are Tutor." in content
@@ -388,21 +389,29 @@ def test_assembled_system_message_with_every_layer(stack: Stack) -> None:
     layers = json.loads(raw.headers["x-memory-layers"])
     assert layers["fixed_memories"] > 0 and layers["summary"] > 0 and layers["earlier_lines"] > 0
     assert float(raw.headers["x-memory-hook-ms"]) > 0
-    system = stack.chat_calls()[-1]["messages"][0]["content"]
-    assert system.startswith("You are Mira")
-    positions = [
-        system.index(tag)
-        for tag in (
-            "<memory_context>",
-            "<fixed_memories>",
-            "<summary>",
-            "<earlier_lines>",
-            "</memory_context>",
-            "<memory_reminder>",
-        )
-    ]
-    assert positions == sorted(positions)
-    assert system.rstrip().endswith("</memory_reminder>")
+    messages = stack.chat_calls()[-1]["messages"]
+    # the cache layout: the stable head first, the volatile tail just before the question
+    head, tail = messages[0]["content"], messages[-2]["content"]
+    assert messages[-2]["role"] == "system" and messages[-1]["role"] == "user"
+    assert head.startswith("You are Mira")
+    assert "<earlier_lines>" not in head and "<memory_reminder>" not in head
+    for text, tags in (
+        (head, ("<memory_context>", "<fixed_memories>", "<summary>", "</memory_context>")),
+        (
+            tail,
+            (
+                "<memory_context>",
+                "<earlier_lines>",
+                "<now>",
+                "</memory_context>",
+                "<memory_reminder>",
+            ),
+        ),
+    ):
+        positions = [text.index(tag) for tag in tags]
+        assert positions == sorted(positions)
+    assert tail.rstrip().endswith("</memory_reminder>")
+    system = memory_text(messages)
     assert "write your reply in Devanagari" in system.split("<memory_reminder>")[1]
     assert "मेरी बहन का नाम सीमा है और वो पुणे में रहती है" in system.split("<earlier_lines>")[1]
     for tag in (
@@ -429,7 +438,7 @@ def test_operator_wording_from_config(stack: Stack) -> None:
         user=user,
         messages=[{"role": "user", "content": "Hallo, wie geht es dir heute?"}],
     )
-    system = stack.chat_calls()[-1]["messages"][0]["content"]
+    system = memory_text(stack.chat_calls()[-1]["messages"])
     assert "Fakten, die der Nutzer selbst schrieb." in system
     assert system.split("<memory_reminder>")[1].strip().startswith("Bleib in deiner Rolle.")
 
@@ -558,12 +567,15 @@ def test_a_trimmed_window_passes_anthropics_first_message_rule(
             reply = answer.choices[0].message.content or ""
         assert reply == f"Noted: {text}"
     body = stack.chat_calls()[-1]
-    assert isinstance(body.get("system"), str | list)  # the memory block went to Anthropic's system
-    assert [(m["role"], _block_text(m["content"])) for m in body["messages"]] == [
+    # the cache layout for a provider that moves system messages to the top: the volatile tail
+    # is the question's first block (no rules, no memories yet: no system at all)
+    last = body["messages"][-1]["content"]
+    assert last[0]["text"].startswith("<memory_context>") and "system" not in body
+    assert [(m["role"], _block_text(m["content"])) for m in body["messages"][:-1]] == [
         ("user", "Question number 4?"),
         ("assistant", "Noted: Question number 4?"),
-        ("user", "Question number 5?"),
     ]
+    assert _block_text(last).endswith("</memory_reminder>\n\nQuestion number 5?")
     assert len(stack.turns(user, "claude")) == 10
 
 

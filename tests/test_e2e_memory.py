@@ -25,6 +25,7 @@ from litellm_memory_hook.core.models import stored_text
 from litellm_memory_hook.store.keys import due_key
 
 from . import harness
+from .prompt_view import memory_text
 
 pytestmark = pytest.mark.e2e
 
@@ -105,15 +106,16 @@ def _extraction(memories: list[str], summary: str) -> str:
 
 
 def _system(body: dict[str, Any]) -> str:
-    return str(body["messages"][0]["content"])
+    return memory_text(body["messages"])
 
 
 def test_thirteen_messages_lead_to_one_job_and_the_next_request_carries_it(
     mstack: MemoryStack,
 ) -> None:
     """13 messages since the cursor (past the 12-message trigger) make one extraction call in
-    the proxy's own worker; the next request's system message carries its memories and summary;
-    the extraction call itself got no memory and was not stored."""
+    the proxy's own worker; its memories reach the head of the user's next conversation at once
+    and of this one at its next epoch (the cache layout); the extraction call itself got no
+    memory and was not stored."""
     user = _user()
     client = mstack.client()
     before = len(mstack.extraction_requests())
@@ -143,7 +145,20 @@ def test_thirteen_messages_lead_to_one_job_and_the_next_request_carries_it(
         model="demo", user=user, messages=[{"role": "user", "content": "Where do I live?"}]
     )
     system = _system(mstack.chat_calls()[-1])
-    assert "Lives in Pune." in system and "They talked about Miso." in system
+    # the cache layout: the job's memories and summary wait for the conversation's next epoch
+    # (its window still holds the turns they were drawn from), so the prompt's head stays the
+    # provider's cached prefix ...
+    assert "Lives in Pune." not in system and "They talked about Miso." not in system
+    # ... and a new conversation of the user starts with the newest memories (the summary is
+    # the other conversation's)
+    client.chat.completions.create(
+        model="demo",
+        user=user,
+        messages=[{"role": "user", "content": "Where do I live?"}],
+        extra_body={"metadata": {"conversation_id": "another"}},
+    )
+    system = _system(mstack.chat_calls()[-1])
+    assert "Lives in Pune." in system and "They talked about Miso." not in system
     turns = mstack.redis.zrange(f"{mstack.prefix}:{{team-a:{user}}}:c:demo:turns", 0, -1)
     assert not any("memory-extraction" in t for t in turns)
 

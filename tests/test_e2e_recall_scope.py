@@ -18,6 +18,7 @@ import openai
 import pytest
 
 from . import harness
+from .prompt_view import memory_text
 
 pytestmark = pytest.mark.e2e
 
@@ -45,9 +46,9 @@ class Stack(harness.Running):
         return self.openai()
 
     def last_system(self) -> str:
-        """The system message of the newest chat request the stand-in model received (the
-        background extraction calls are left out)."""
-        return str(self.chat_calls()[-1]["messages"][0]["content"])
+        """The system text (head and tail) of the newest chat request the stand-in model
+        received (the background extraction calls are left out)."""
+        return memory_text(self.chat_calls()[-1]["messages"])
 
     def say(self, model: str, user: str, chat: str, text: str, **extra: Any) -> Any:
         """One chat turn with a conversation id, as a frontend sends it."""

@@ -25,6 +25,7 @@ from litellm_memory_hook.tools.datasets import HistoryLine
 from litellm_memory_hook.tools.importer import import_lines
 
 from .conftest import Auth, Clock, make_hook
+from .prompt_view import memory_text, without_tail
 
 USER = "ana"
 DAY_MS = 86_400_000
@@ -87,7 +88,7 @@ def reply(text: str) -> dict[str, Any]:
 
 def texts(messages: list[dict[str, Any]]) -> list[str]:
     """The texts of the messages after the system message."""
-    return [str(m["content"]) for m in messages[1:]]
+    return [str(m["content"]) for m in without_tail(messages)[1:]]
 
 
 CAT_Q, CAT_A = "What is my cat called?", "Your cat is Tom."
@@ -152,7 +153,7 @@ async def test_the_recent_window_shows_the_chat_and_recall_finds_the_imported_li
     await client.import_(*OLD)
     sent = await client.send([user("What colour is a parrot like Kiwi?")], "Green.")
     assert texts(sent) == [CAT_Q, CAT_A, "What colour is a parrot like Kiwi?"]
-    system = str(sent[0]["content"])
+    system = memory_text(sent)
     assert "I adopted a parrot named Kiwi" in system  # recalled, as an earlier line
     assert await client.turns() == [
         ("user", CAT_Q),

@@ -30,6 +30,7 @@ from litellm_memory_hook.store.redis_store import MemoryStore, unpack_postings
 from litellm_memory_hook.tools.bench_recall import METHODS, load_histories, run_recall
 
 from .conftest import Auth, chat_request, make_hook, model_response, real_redis_url
+from .prompt_view import memory_text, without_tail
 
 BACKENDS = ["fake", "real"]
 VOCAB = ("apple", "pear", "kiwi", "plum", "fig", "lime")
@@ -367,9 +368,9 @@ async def test_c14_chinese_line_recalled_and_vague_questions_recall_nothing(
     for i in range(21):
         await _chat(hook, f"ok sounds good {i}", f"noted {i}", f"f{i}")
     out = await _ask(hook, "我的猫叫什么？")
-    earlier = _section(out["messages"][0]["content"], "earlier_lines")
+    earlier = _section(memory_text(out["messages"]), "earlier_lines")
     assert earlier is not None and "我的猫叫小米" in earlier
-    assert all("我的猫叫小米" not in str(m["content"]) for m in out["messages"][1:])
+    assert all("我的猫叫小米" not in str(m["content"]) for m in without_tail(out["messages"])[1:])
     for vague in ("🐱?", "what is it?", "kya hai?"):
         system = (await _ask(hook, vague))["messages"][0]["content"]
         assert "<earlier_lines>" not in system, vague
@@ -395,7 +396,7 @@ async def test_c12_devanagari_and_hinglish_lines_recalled_by_a_hindi_question(
     ]
     await store.append(keys, indexed_chain([*old, *_filler(40, 10_000)]))
     hook = make_hook(any_redis, prefix)
-    system = (await _ask(hook, "सीमा कहाँ रहती है?"))["messages"][0]["content"]
+    system = memory_text((await _ask(hook, "सीमा कहाँ रहती है?"))["messages"])
     earlier = _section(system, "earlier_lines")
     assert earlier is not None and hindi in earlier and hinglish in earlier
     reminder = _section(system, "memory_reminder")
@@ -420,15 +421,15 @@ async def test_lines_in_the_recent_window_are_never_recalled(
     hook = make_hook(any_redis, prefix)
 
     out = await _ask(hook, "Where does Seema live?")
-    earlier = _section(out["messages"][0]["content"], "earlier_lines")
+    earlier = _section(memory_text(out["messages"]), "earlier_lines")
     assert earlier is not None and outside.text in earlier and inside.text not in earlier
-    assert any(m["content"] == inside.text for m in out["messages"][1:])
+    assert any(m["content"] == inside.text for m in without_tail(out["messages"])[1:])
 
     request = {**chat_request("Where does Seema live?", call_id="q2"), "user": "u-B"}
     out_b = await hook.async_pre_call_hook(Auth(), None, request, "acompletion")
     assert out_b is not None
-    assert "<earlier_lines>" not in out_b["messages"][0]["content"]
-    assert any(m["content"] == inside.text for m in out_b["messages"][1:])
+    assert "<earlier_lines>" not in memory_text(out_b["messages"])
+    assert any(m["content"] == inside.text for m in without_tail(out_b["messages"])[1:])
 
 
 # -- the recall benchmark ------------------------------------------------------------------------

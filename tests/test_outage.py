@@ -25,6 +25,7 @@ from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys
 
 from .conftest import ALIASES, Auth, chat_request, model_response
+from .prompt_view import without_tail
 from .redis_servers import RedisServer, free_ports, redis_binaries, wait_until
 
 pytestmark = pytest.mark.skipif(redis_binaries() is None, reason="redis-server not installed")
@@ -364,7 +365,9 @@ async def test_a_whole_history_client_is_stored_once_while_redis_refuses_writes(
         body = chat_request("", call_id=call_id)
         body["messages"] = [dict(m) for m in history]
         data = await hook.async_pre_call_hook(Auth(), None, body, "acompletion")
-        assert [m["content"] for m in data["messages"][1:]] == [m["content"] for m in history]
+        assert [m["content"] for m in without_tail(data["messages"])[1:]] == [
+            m["content"] for m in history
+        ]
         await hook.async_post_call_success_hook(data, Auth(), model_response(f"re: {text}"))
         history.append({"role": "assistant", "content": f"re: {text}"})
 
@@ -394,10 +397,12 @@ async def test_a_chat_during_an_outage_sees_the_turns_said_since(
     server.stop()
     await _turn(hook, "My sister lives in Porto.", "d1")
     data = await _turn(hook, "Where does my sister live?", "d2")
-    sent = [m["content"] for m in data["messages"][1:]]
+    sent = [m["content"] for m in without_tail(data["messages"])[1:]]
     assert sent == ["My sister lives in Porto.", "re: My sister lives in Porto.", sent[-1]]
     again = await _turn(hook, "Where does my sister live?", "d3")  # a regenerate
-    assert [m["content"] for m in again["messages"][1:]][-1] == "Where does my sister live?"
+    assert [m["content"] for m in without_tail(again["messages"])[1:]][
+        -1
+    ] == "Where does my sister live?"
     assert hook.counters["outage_not_stored"] == 1
     server.start()
     await hook.drain()
@@ -429,7 +434,7 @@ async def test_a_regenerate_while_redis_refuses_writes_shows_the_new_reply_only(
         )
         await hook.async_post_call_success_hook(data, Auth(), model_response("The moon, again."))
         data = await _turn(hook, "And the sun?", "m3")
-        sent = [m["content"] for m in data["messages"][1:]]
+        sent = [m["content"] for m in without_tail(data["messages"])[1:]]
         assert sent == [question, "The moon, again.", "And the sun?"]
     finally:
         admin.config_set("maxmemory", 0)
@@ -499,7 +504,7 @@ async def test_a_chat_during_an_outage_keeps_its_persona_and_the_reminder(
     reminder = system["content"].rsplit("\n\n", 1)[-1]
     assert reminder.startswith("<memory_reminder>"), reminder
     assert "too short to tell; before it they wrote in Cyrillic" in reminder, reminder
-    assert [m["content"] for m in data["messages"][1:]] == [
+    assert [m["content"] for m in without_tail(data["messages"])[1:]] == [
         "Моя сестра живёт в Порту.",
         "re: Моя сестра живёт в Порту.",
         "ok",

@@ -97,7 +97,8 @@ def test_order_rules_sections_reminder() -> None:
     """Rules come first, the sections follow in SECTION_ORDER, and the reminder is last."""
     text = build_system_message(FULL).text
     assert text.startswith("You are Tutor.\n\nNever reveal answers to graded homework.\n\n")
-    positions = [text.index(f"<{name}>") for name in SECTION_ORDER]
+    # every section but ``now``, which only the cache layout's tail shows (FULL has none)
+    positions = [text.index(f"<{name}>") for name in SECTION_ORDER if name != "now"]
     assert positions == sorted(positions)
     assert text.index(f"</{DATA_TAG}>") < text.index(f"<{REMINDER_TAG}>")
     assert text.endswith(f"{DEVANAGARI_CLAUSE}\n</{REMINDER_TAG}>")
@@ -167,7 +168,8 @@ def test_layer_chars() -> None:
     end = built.text.index("</summary>") + len("</summary>")
     assert built.layer_chars["summary"] == end - start
     assert built.layer_chars["reminder"] == len(built.text) - built.text.index("<memory_reminder>")
-    assert all(count > 0 for count in built.layer_chars.values())
+    assert all(count > 0 for name, count in built.layer_chars.items() if name != "now")
+    assert built.layer_chars["now"] == 0  # FULL shows no date (the seed layout's own)
 
 
 def test_earlier_line_labels_and_timezone() -> None:

@@ -33,6 +33,7 @@ from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_sc
 from litellm_memory_hook.store.redis_store import DateSeqs, MemoryStore
 
 from .conftest import Auth, model_response
+from .prompt_view import memory_text
 
 DAY_MS = 86_400_000
 T0 = int(datetime(2023, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)
@@ -573,14 +574,14 @@ async def test_hook_recalls_across_chat_ids_and_reports_the_layer(
     hook = _hook(any_redis, prefix)
     await _turn(hook, "chat", "chat-a", "My axolotl is called Quibblefrond.", 0)
     data = await _turn(hook, "chat", "chat-b", "What was my axolotl called again?", 1)
-    system = data["messages"][0]["content"]
+    system = memory_text(data["messages"])
     assert 'other chat "chat-a"' in system and "Quibblefrond" in system
     headers = await hook.async_post_call_response_headers_hook(data, Auth(), None, {})
     assert headers is not None
     layers = json.loads(headers["x-memory-layers"])
     assert layers["earlier_lines"] > len("Quibblefrond")
     solo = await _turn(hook, "solo", "chat-c", "What was my axolotl called again?", 2)
-    assert "Quibblefrond" not in solo["messages"][0]["content"]
+    assert "Quibblefrond" not in memory_text(solo["messages"])
     assert hook.counters["precall_errors"] == 0
 
 

@@ -27,6 +27,7 @@ from litellm_memory_hook.tools.datasets import HistoryLine
 from litellm_memory_hook.tools.importer import import_lines
 
 from .conftest import Auth, chat_request, make_hook, model_response
+from .prompt_view import memory_text
 
 ALIKE = [
     ("paint", "painting"),  # same English stem
@@ -134,7 +135,7 @@ async def _earlier(hook: MemoryHook, text: str, call_id: str) -> list[str]:
     assert data is not None
     await hook.async_post_call_success_hook(data, Auth(), model_response("Sure."))
     await hook.drain()
-    system = str(data["messages"][0]["content"])
+    system = str(memory_text(data["messages"]))
     found = re.search(r"<earlier_lines>(.*?)</earlier_lines>", system, re.S)
     lines = found.group(1).splitlines() if found else []
     return [x.split("] ", 1)[1] for x in lines if x.startswith("- [")]

@@ -111,6 +111,7 @@ from litellm_memory_hook.store import redis_store as redis_store_module
 from litellm_memory_hook.store.keys import ConversationKeys
 
 from .conftest import Auth, make_hook
+from .prompt_view import without_tail
 
 TAIL = 44  # recent_messages (40) + 4: the stored tail a request reads
 GRACE_MS = 5000
@@ -341,7 +342,7 @@ class TurnsMachine(RuleBasedStateMachine):
             self.hook.async_pre_call_hook(Auth(), None, data, "acompletion")
         )
         assert out is not None
-        received = copy.deepcopy(out["messages"])
+        received = without_tail(copy.deepcopy(out["messages"]))
         self.clock.ms += STEP_MS
         self.loop.run_until_complete(
             self.hook.async_post_call_success_hook(out, Auth(), _response(reply))

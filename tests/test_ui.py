@@ -28,6 +28,7 @@ from litellm_memory_hook.store.keys import due_key
 
 from .conftest import Auth, chat_request, make_hook, model_response, real_redis_url
 from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+from .prompt_view import is_tail
 
 STATIC = Path(ui.__file__).resolve().parent / "static"
 TENANT_HEADER = "x-test-tenant"
@@ -113,7 +114,10 @@ async def test_preview_is_what_the_hook_sends_and_writes_nothing(
     answer = await http.get("/memory/v1/preview", params={**Q, "message": "What do I eat?"})
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    roles = [m["role"] for m in body["messages"]]
+    # the cache layout's tail (a system message just before the question) aside
+    shown = [m for m in body["messages"] if not is_tail(m["message"])]
+    assert is_tail(body["messages"][-2]["message"])
+    roles = [m["role"] for m in shown]
     assert roles[-5:] == ["user", "assistant", "user", "assistant", "user"]
     assert set(roles[:-5]) == {"system"}
     assert body["messages"][-1]["text"] == "What do I eat?"
@@ -121,7 +125,7 @@ async def test_preview_is_what_the_hook_sends_and_writes_nothing(
     system = "\n".join(m["text"] for m in body["messages"] if m["role"] == "system")
     assert "I am ‹b›vegetarian‹/b›." in system  # escaped as data, exactly as the hook does
     assert body["layers"]["fixed_memories"] > 0
-    assert body["layers"]["window"] == sum(len(m["text"]) for m in body["messages"][-5:])
+    assert body["layers"]["window"] == sum(len(m["text"]) for m in shown[-5:])
     assert body["total_chars"] == sum(len(m["text"]) for m in body["messages"])
     assert body["stored_turns"] == 4
     assert body["placeholder"] is False

@@ -99,7 +99,8 @@ async def test_twelve_messages_make_one_job_and_the_next_request_carries_its_res
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
     """Issue 7 done-when: 13 messages (7 turns, 14 stored messages: past the 12-message trigger)
-    lead to one job; the next request's system message carries the new memories and summary."""
+    lead to one job; its memories reach a new conversation's head at once and this one's at its
+    next epoch (the cache layout)."""
     hook = make_hook(any_redis, prefix)
     await _talk(hook, 5)
     assert await any_redis.zscore(due_key(prefix), _keys(prefix).ref) > time.time() * 1000
@@ -123,9 +124,20 @@ async def test_twelve_messages_make_one_job_and_the_next_request_carries_its_res
         Auth(), None, chat_request("What grows there?", call_id="q"), "acompletion"
     )
     assert out is not None
+    # the cache layout: this conversation's head keeps its epoch's snapshot (its window still
+    # holds the turns the job read); the new memories and summary come at its next epoch
     content = out["messages"][0]["content"]
-    assert "Has a garden with tomatoes." in content
-    assert "They talked about the garden." in content
+    assert "Has a garden with tomatoes." not in content
+    assert "They talked about the garden." not in content
+    other = await hook.async_pre_call_hook(
+        Auth(),
+        None,
+        chat_request("What grows there?", call_id="q2", metadata={"conversation_id": "new"}),
+        "acompletion",
+    )
+    assert other is not None  # a new conversation starts with the newest memories
+    assert "Has a garden with tomatoes." in other["messages"][0]["content"]
+    assert "They talked about the garden." not in other["messages"][0]["content"]
 
 
 async def test_quiet_and_flush_trigger_a_job(any_redis: aioredis.Redis, prefix: str) -> None:

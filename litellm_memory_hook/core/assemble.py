@@ -13,7 +13,13 @@ what it would have received without the hook, plus memory. So:
 * with no leading system message, one system message is put first (rules, then memory);
 * system / developer messages placed later stay where the client put them;
 * a block that an earlier request injected and the client echoed back (our ``<memory_context>``
-  and ``<memory_reminder>``) is removed, with the alias rules it repeats (case C23).
+  and ``<memory_reminder>``) is removed, with the alias rules it repeats (case C23);
+* the cache layout's volatile tail (recalled lines, the date, the reminder) goes just before
+  the user's last message: as a system message of its own where the provider takes system
+  messages anywhere, or as a leading data part of that message where the provider moves every
+  system message to the top (``tail_in_user``): a string content gets the tail and a blank
+  line before it, a list of parts a text part first. When the window does not end with a user
+  message (an agent's tool results), the tail ends the system message instead.
 """
 
 from __future__ import annotations
@@ -32,21 +38,28 @@ def _paragraphs(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
 
 
-def _without_echo(text: str, known: str) -> str:
+def _without_echo(text: str, known: str, rules: str = "") -> str:
     """``text`` without our injected blocks; when it had one (an echo of what we sent), also
-    without paragraphs that repeat ``known`` (the alias rules, the client's own prompt)."""
+    without paragraphs that repeat ``known`` (the alias rules, the client's own prompt). A text
+    that holds the alias ``rules`` and nothing but paragraphs of ``known`` is an echo too (the
+    cache layout's head carries no block when there is no memory yet), and goes whole."""
     cleaned = strip_injected(text)
-    if cleaned.strip() == text.strip():
-        return text  # nothing of ours in it: kept exactly, white space included
     seen = set(_paragraphs(known))
+    if cleaned.strip() == text.strip():
+        paragraphs = _paragraphs(text)
+        ours = set(_paragraphs(rules))
+        if ours and ours & set(paragraphs) and all(p in seen for p in paragraphs):
+            return ""
+        return text  # nothing of ours in it: kept exactly, white space included
     kept = [p for p in _paragraphs(cleaned) if p not in seen]
     return "\n\n".join(kept)
 
 
-def clean_lead(lead: Sequence[Message], rules: str) -> list[Message]:
-    """System messages with echoed blocks removed (and the paragraphs of ``rules`` they echo);
-    a message that held nothing else is dropped, a text part that held nothing else too; other
-    messages are kept as they are."""
+def clean_lead(lead: Sequence[Message], rules: str, ours: str = "") -> list[Message]:
+    """System messages with echoed blocks removed (and the paragraphs of ``rules`` they echo),
+    and those that echo nothing but ``rules`` and paragraphs of ``ours`` (the alias rules) are
+    dropped; a message that held nothing else is dropped, a text part that held nothing else
+    too; other messages are kept as they are."""
     out: list[Message] = []
     for message in lead:
         if message.get("role") not in ("system", "developer"):
@@ -54,7 +67,7 @@ def clean_lead(lead: Sequence[Message], rules: str) -> list[Message]:
             continue
         content = message.get("content")
         if isinstance(content, str):
-            cleaned = _without_echo(content, rules)
+            cleaned = _without_echo(content, rules, ours)
             if cleaned == content:
                 out.append(message)
             elif cleaned:
@@ -65,7 +78,7 @@ def clean_lead(lead: Sequence[Message], rules: str) -> list[Message]:
                 if isinstance(part, dict) and part.get("type") in TEXT_PART_TYPES:
                     text = part.get("text")
                     if isinstance(text, str):
-                        cleaned = _without_echo(text, rules)
+                        cleaned = _without_echo(text, rules, ours)
                         if cleaned != text:
                             if cleaned:
                                 parts.append({**part, "text": cleaned})
@@ -104,23 +117,51 @@ def merge_into_system(lead: Sequence[Message], rules: str, memory_block: str) ->
 
 
 def assemble(
-    lead: Sequence[Message], window: Sequence[Message], *, rules: str, memory_block: str
+    lead: Sequence[Message],
+    window: Sequence[Message],
+    *,
+    rules: str,
+    memory_block: str,
+    tail: str = "",
+    tail_in_user: bool = False,
 ) -> list[Message]:
     """The messages sent to the model: the lead (rules and memory joined to its first message),
-    then the window as built (history and the new turn, in the client's order).
+    then the window as built (history and the new turn, in the client's order), with the tail
+    before the user's last message (module docstring).
 
     Args:
         lead: the client's leading system / developer messages, as sent.
         window: the recent window (:func:`litellm_memory_hook.core.window.build_window`).
         rules: the alias's ``system_prompt`` ("" for none).
-        memory_block: the memory sections and the final reminder
-            (:func:`litellm_memory_hook.core.prompt.build_system_message` without rules).
+        memory_block: the memory sections (and, in the seed layout, the final reminder:
+            :func:`litellm_memory_hook.core.prompt.build_system_message` without rules).
+        tail: the cache layout's volatile tail ("" for none).
+        tail_in_user: put the tail in the last user message, not in a system message.
     """
     cleaned_lead = clean_lead(lead, rules)
     known = "\n\n".join(
         [rules, *(str(m.get("content")) for m in cleaned_lead if isinstance(m.get("content"), str))]
     )
-    return [*merge_into_system(cleaned_lead, rules, memory_block), *clean_lead(window, known)]
+    messages = clean_lead(window, known, rules)
+    if tail.strip():
+        if messages and messages[-1].get("role") == "user":
+            if tail_in_user:
+                messages[-1] = _with_leading_data(messages[-1], tail)
+            else:
+                messages.insert(len(messages) - 1, {"role": "system", "content": tail})
+        else:
+            memory_block = _join(memory_block, tail)
+    return [*merge_into_system(cleaned_lead, rules, memory_block), *messages]
+
+
+def _with_leading_data(message: Message, data: str) -> Message:
+    """A user message with ``data`` before what the user wrote: a text part first for a list
+    of parts, else ``data``, a blank line and the text."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [{"type": "text", "text": data}, *content]}
+    text = content if isinstance(content, str) else ""
+    return {**message, "content": _join(data, text) if text else data}
 
 
 def with_rules(raw_messages: object, rules: str) -> object:

@@ -71,15 +71,18 @@ __all__ = [
     "DEFAULT_PREAMBLE",
     "DEFAULT_REMINDER",
     "DEFAULT_SECTION_NOTES",
+    "HEAD_SECTIONS",
     "LAYER_NAMES",
     "REMINDER_TAG",
     "SECTION_ORDER",
+    "TAIL_SECTIONS",
     "BuiltPrompt",
     "EarlierLine",
     "PromptLayers",
     "PromptWording",
     "build_system_message",
     "earlier_line_chars",
+    "now_label",
     "strip_injected",
     "time_label",
 ]
@@ -91,8 +94,16 @@ SECTION_ORDER: Final[tuple[str, ...]] = (
     "memories",
     "summary",
     "earlier_lines",
+    "now",
 )
 """Names (and tag names) of the data sections, in the order they appear."""
+
+HEAD_SECTIONS: Final[tuple[str, ...]] = SECTION_ORDER[:5]
+"""The sections of the stable head in the cache layout (:mod:`litellm_memory_hook.core.bands`):
+what changes only at an epoch."""
+
+TAIL_SECTIONS: Final[tuple[str, ...]] = SECTION_ORDER[5:]
+"""The sections of the volatile tail in the cache layout: what changes with every message."""
 
 LAYER_NAMES: Final[tuple[str, ...]] = ("rules", *SECTION_ORDER, "reminder")
 """Keys of :attr:`BuiltPrompt.layer_chars`."""
@@ -125,6 +136,7 @@ DEFAULT_SECTION_NOTES: Final[Mapping[str, str]] = MappingProxyType(
             "Use these only if they fit what the user says now; "
             "don't quote them or say you looked them up."
         ),
+        "now": "The user's current date and time.",
     }
 )
 """Default one-line note under each section's opening marker."""
@@ -167,6 +179,7 @@ class PromptLayers:
             they decide when the last one tells too little (:func:`conversation_script`).
         timezone: IANA zone name for the earlier lines' time labels; ``None`` or an unknown
             name gives UTC.
+        now: the current date and time as shown (:func:`now_label`); ``""`` leaves it out.
     """
 
     operator_rules: Sequence[str] = ()
@@ -179,6 +192,7 @@ class PromptLayers:
     last_user_text: str = ""
     earlier_user_texts: Sequence[str] = ()
     timezone: str | None = None
+    now: str = ""
 
 
 def _no_angle_brackets(value: str, what: str) -> str:
@@ -322,6 +336,18 @@ def time_label(ts_ms: int, timezone: str | None = None) -> str:
     return _time_label(ts_ms, timezone)
 
 
+def now_label(ts_ms: int, timezone: str | None = None) -> str:
+    """The current date and time as the prompt shows it: the weekday, then
+    :func:`time_label` (``"Thursday 2026-12-03 14:05 +01:00"``); ``"time unknown"`` for a
+    timestamp out of range."""
+    label = _time_label(ts_ms, timezone)
+    try:
+        weekday = datetime.fromtimestamp(ts_ms / 1000, user_zone(timezone)).strftime("%A")
+    except (OverflowError, OSError, ValueError):
+        return label
+    return f"{weekday} {label}"
+
+
 @lru_cache(maxsize=8192)
 def _time_label(ts_ms: int, timezone: str | None) -> str:
     # Cached: a request sizes and then shows each recalled line, and lines recur from request
@@ -408,12 +434,21 @@ def _section(name: str, note: str, items: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def build_system_message(layers: PromptLayers, wording: PromptWording | None = None) -> BuiltPrompt:
-    """Assemble the one system message for a request.
+def build_system_message(
+    layers: PromptLayers,
+    wording: PromptWording | None = None,
+    *,
+    sections: Sequence[str] = SECTION_ORDER,
+    reminder: bool = True,
+) -> BuiltPrompt:
+    """Assemble the one system message for a request (or one band of it).
 
     Args:
         layers: The pieces; see :class:`PromptLayers`.
         wording: Operator wording; ``None`` uses the defaults.
+        sections: the data sections to build (the others are left out); the cache layout
+            builds :data:`HEAD_SECTIONS` and :data:`TAIL_SECTIONS` apart.
+        reminder: build the final reminder.
 
     Returns:
         The text (layout in the module docstring) and the characters per layer.
@@ -438,16 +473,19 @@ def build_system_message(layers: PromptLayers, wording: PromptWording | None = N
         "memories": _escaped_items(layers.memories),
         "summary": _escaped_items([layers.summary]),
         "earlier_lines": _earlier_items(layers.earlier_lines, layers.timezone),
+        "now": _escaped_items([layers.now]),
     }
-    sections: list[str] = []
+    blocks: list[str] = []
     for name in SECTION_ORDER:
-        if items[name]:
+        if name in sections and items[name]:
             block = _section(name, wording.section_notes.get(name, ""), items[name])
-            sections.append(block)
+            blocks.append(block)
             layer_chars[name] = len(block)
-    if sections:
+    if blocks:
         head = [f"<{DATA_TAG}>"] + ([wording.preamble] if wording.preamble else [])
-        parts.append("\n".join([*head, *sections, f"</{DATA_TAG}>"]))
+        parts.append("\n".join([*head, *blocks, f"</{DATA_TAG}>"]))
+    if not reminder:
+        return BuiltPrompt(text="\n\n".join(parts), layer_chars=layer_chars)
 
     guess, from_earlier = conversation_script(layers.last_user_text, layers.earlier_user_texts)
     clause = reminder_language_clause(
@@ -459,8 +497,8 @@ def build_system_message(layers: PromptLayers, wording: PromptWording | None = N
         from_earlier=from_earlier,
         earlier=wording.clause_earlier,
     )
-    reminder = wording.reminder.format(language_clause=clause).strip()
-    reminder_block = f"<{REMINDER_TAG}>\n{reminder}\n</{REMINDER_TAG}>"
+    sentence = wording.reminder.format(language_clause=clause).strip()
+    reminder_block = f"<{REMINDER_TAG}>\n{sentence}\n</{REMINDER_TAG}>"
     parts.append(reminder_block)
     layer_chars["reminder"] = len(reminder_block)
 

@@ -32,12 +32,19 @@ Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
   ``tool`` result) is the end of an exchange that began with the last user message: that
   question and every message since go with the new turn and, like it, are never cut or dropped
   (an agent's task and its steps so far, whatever their size).
+
+Trimmed in steps (:func:`fit_window` with ``positions``, ``start`` and ``low_water`` < 1): a
+provider caches the longest prefix a prompt shares with a recent one, so the window's first
+message should stay put. The window holds every message from its recorded ``start`` on while
+they fit the budget; when they no longer fit, it is built again within ``low_water`` of the
+budget (for example 60%) and its first message becomes the new start: it then stays the same
+for the many turns it takes to fill the budget again. The budget still holds on every request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from litellm_memory_hook.core.messages import (
@@ -164,10 +171,13 @@ class Window:
         history_indices: for each message of ``messages`` taken from ``history``, its index
             there, in window order (not always a suffix: an exchange's question can come from
             before a cut).
+        start: the position (``positions`` of :func:`fit_window`) of the window's first history
+            message; ``0`` when unknown, or without ``positions``.
     """
 
     messages: list[Message]
     history_indices: tuple[int, ...]
+    start: int = 0
 
 
 def fit_window(
@@ -177,6 +187,77 @@ def fit_window(
     max_chars: int,
     max_messages: int,
     verbatim: bool = False,
+    positions: Sequence[int] = (),
+    start: int = 0,
+    low_water: float = 1.0,
+) -> Window:
+    """:func:`build_window` with the history index of each message it kept; trimmed in steps
+    (module docstring) when ``positions`` are given and ``low_water`` < 1.
+
+    Args:
+        history / new / max_chars / max_messages / verbatim: as :func:`build_window`.
+        positions: for each message of ``history``, a number that names it across requests and
+            grows along the conversation (a stored turn's seq); ``0`` for one not known.
+        start: the position the window started at since its last step (``0``: none yet).
+        low_water: the share of both budgets a step cuts the window back to (0 < x <= 1).
+    """
+    stepped = bool(positions) and low_water < 1.0
+    window = None
+    if stepped and start > 0:
+        held = _held(history, new, max_chars, max_messages, verbatim, positions, start)
+        if held is not None:
+            return held
+        # over the budget: one step, back to the low-water mark; a window so small that the
+        # mark leaves no history at all slides instead (the full budget, as without steps)
+        low = _fit(
+            history,
+            new,
+            max(1, int(max_chars * low_water)),
+            max(1, int(max_messages * low_water)),
+            verbatim,
+        )
+        window = low if _has_history(low, new) else None
+    if window is None:
+        window = _fit(history, new, max_chars, max_messages, verbatim)
+    if stepped and window.history_indices:
+        return replace(window, start=positions[window.history_indices[0]])
+    return window
+
+
+def _has_history(window: Window, new: Sequence[Message]) -> bool:
+    """Whether a window holds any message besides the new turn."""
+    return len(window.messages) > len(new)
+
+
+def _held(
+    history: Sequence[Message],
+    new: Sequence[Message],
+    max_chars: int,
+    max_messages: int,
+    verbatim: bool,
+    positions: Sequence[int],
+    start: int,
+) -> Window | None:
+    """The window of every history message from position ``start`` on, when all of them fit
+    the budget (as :func:`_build` keeps them); ``None`` when they do not, or when no message
+    has that position or a later one."""
+    first = next((i for i, p in enumerate(positions) if p >= start), None)
+    if first is None:
+        return None
+    window = _fit(history[first:], new, max_chars, max_messages, verbatim)
+    wanted = next((i for i in range(first, len(history)) if history[i].get("role") == "user"), None)
+    kept = [first + i for i in window.history_indices]
+    if wanted is not None and (not kept or kept[0] != wanted or len(kept) != len(history) - wanted):
+        return None  # something from the start on did not fit: time for a step
+    return Window(window.messages, tuple(kept), start)
+
+
+def _fit(
+    history: Sequence[Message],
+    new: Sequence[Message],
+    max_chars: int,
+    max_messages: int,
+    verbatim: bool,
 ) -> Window:
     """:func:`build_window` with the history index of each message it kept."""
     cuts: dict[int, int] = {}

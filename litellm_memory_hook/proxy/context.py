@@ -13,9 +13,10 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from litellm_memory_hook.core.assemble import assemble
+from litellm_memory_hook.core.cache_marks import add_marks
 from litellm_memory_hook.core.excerpt import ANALYSED_CHARS
 from litellm_memory_hook.core.messages import (
     clean_messages,
@@ -34,9 +35,12 @@ from litellm_memory_hook.core.plan import (
     plan_with_buffered,
 )
 from litellm_memory_hook.core.prompt import (
+    HEAD_SECTIONS,
+    TAIL_SECTIONS,
     PromptLayers,
     PromptWording,
     build_system_message,
+    now_label,
 )
 from litellm_memory_hook.core.script import EARLIER_MESSAGES
 from litellm_memory_hook.core.selection import select_items
@@ -48,6 +52,7 @@ from litellm_memory_hook.proxy.recall_step import (
     recall_query,
 )
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.store.epochs import HeadSnapshot, epoch_of, read_snapshot, window_start
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
 
@@ -80,6 +85,17 @@ class PreparedRequest:
     cursor: int = 0
     window_seqs: tuple[int, ...] = ()
     forget_token: str = ""
+    epoch: EpochUpdate | None = None
+
+
+@dataclass(frozen=True)
+class EpochUpdate:
+    """What the cache layout records after a request whose window stepped or whose epoch
+    changed (:mod:`litellm_memory_hook.store.epochs`)."""
+
+    start: int
+    epoch: str
+    snapshot: HeadSnapshot
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,10 @@ class ContextOptions:
     persona: str = ""
     custom_instructions: str = ""
     regenerate: bool = False
+    layout: Literal["cache", "seed"] = "seed"
+    low_water: float = 0.6
+    tail_in_user: bool = False
+    cache_marks: bool = False
 
     @classmethod
     def for_alias(
@@ -107,8 +127,13 @@ class ContextOptions:
         persona: str = "",
         custom_instructions: str = "",
         regenerate: bool = False,
+        tail_in_user: bool = False,
+        cache_marks: bool = False,
     ) -> ContextOptions:
-        """The options of a request to ``alias``: its own values, else the global settings."""
+        """The options of a request to ``alias``: its own values, else the global settings.
+        ``tail_in_user``: the alias's provider moves system messages to the top (the cache
+        layout's tail then goes in the user's last message); ``cache_marks``: it caches only
+        where ``cache_control`` marks say."""
         return cls(
             budget=Budget(
                 chars=alias.recent_chars or settings.recent_chars,
@@ -126,6 +151,10 @@ class ContextOptions:
             persona=persona,
             custom_instructions=custom_instructions,
             regenerate=regenerate,
+            layout=alias.layout,
+            low_water=alias.window_low_water,
+            tail_in_user=tail_in_user,
+            cache_marks=cache_marks,
         )
 
 
@@ -192,12 +221,14 @@ async def prepare(
         plan = planning()
     if plan is None:
         return None
-    fitted = _fit(plan, options)
+    cache = options.layout == "cache"
+    recorded = window_start(state.meta) if cache else 0
+    fitted = _fit(plan, options, recorded)
     if _starts_mid_exchange(plan, fitted.history_indices):
         question = await store.last_question(keys, plan.history_seqs[0])
         if question is not None:
             plan = _asked_first(plan, question)
-            fitted = _fit(plan, options)
+            fitted = _fit(plan, options, recorded)
     window = fitted.messages
     window_seqs = [s for s in (plan.history_seqs[i] for i in fitted.history_indices) if s]
     # the client's messages the store may hold under a seq that was not matched (older than
@@ -223,21 +254,40 @@ async def prepare(
         unstored=_unstored(plan, fitted.history_indices, state, now, options.max_stored_chars),
         recallable=passed_over(state),
     )
+    pinned = fit_items(state.pinned, options.budget.pinned_chars)
+    head, update = _head(state, pinned, last_text, fitted.start, recorded, options)
     layers = replace(
         _request_layers(window, last_text, options),
-        pinned=fit_items(state.pinned, options.budget.pinned_chars),
-        memories=select_items(state.memories, last_text, options.budget.memory_chars),
-        summary=cut_start(state.summary, options.budget.summary_chars),
+        pinned=pinned,
+        memories=head.memories,
+        summary=head.summary,
         earlier_lines=found.lines,
+        now=now_label(now, options.timezone) if cache else "",
     )
-    built = build_system_message(layers, options.wording)
-    layer_chars = dict(built.layer_chars)
+    if cache:
+        built = build_system_message(
+            layers, options.wording, sections=HEAD_SECTIONS, reminder=False
+        )
+        tail = build_system_message(layers, options.wording, sections=TAIL_SECTIONS)
+        layer_chars = {k: built.layer_chars[k] + tail.layer_chars[k] for k in built.layer_chars}
+    else:
+        built, tail = build_system_message(layers, options.wording), None
+        layer_chars = dict(built.layer_chars)
     layer_chars["rules"] = len(options.operator_rules.strip())
     layer_chars["window"] = sum(len(content_text(m.get("content"))) for m in window)
+    messages = assemble(
+        plan.lead,
+        window,
+        rules=options.operator_rules.strip(),
+        memory_block=built.text,
+        tail=tail.text if tail else "",
+        tail_in_user=options.tail_in_user,
+    )
+    if cache and options.cache_marks:
+        messages = add_marks(messages, _stable_ends(messages, options.tail_in_user))
     return PreparedRequest(
-        messages=assemble(
-            plan.lead, window, rules=options.operator_rules.strip(), memory_block=built.text
-        ),
+        messages=messages,
+        epoch=update,
         plan=plan,
         layer_chars=layer_chars,
         recalled=list(found.turns),
@@ -320,13 +370,59 @@ def _unstored(
     return out[::-1]
 
 
-def _fit(plan: TurnPlan, options: ContextOptions) -> Window:
+def _stable_ends(messages: Sequence[Message], tail_in_user: bool) -> list[int]:
+    """Where the cache layout's stable parts end: the head (a first system message), then the
+    window's last message before the tail, when the tail stands before a last user message."""
+    ends = [0] if messages and messages[0].get("role") in ("system", "developer") else []
+    if messages and messages[-1].get("role") == "user":
+        ends.append(len(messages) - (2 if tail_in_user else 3))
+    return ends
+
+
+def _fit(plan: TurnPlan, options: ContextOptions, start: int) -> Window:
+    """The request's window; in the cache layout trimmed in steps from ``start`` (the seqs of
+    the plan's history name its messages)."""
+    cache = options.layout == "cache"
     return fit_window(
         plan.history,
         plan.new,
         max_chars=options.budget.chars,
         max_messages=options.budget.messages,
         verbatim=plan.verbatim,
+        positions=plan.history_seqs if cache else (),
+        start=start,
+        low_water=options.low_water if cache else 1.0,
+    )
+
+
+def _head(
+    state: ConversationState,
+    pinned: Sequence[str],
+    last_text: str,
+    start: int,
+    recorded: int,
+    options: ContextOptions,
+) -> tuple[HeadSnapshot, EpochUpdate | None]:
+    """The memories and summary the request shows, and what to record. In the seed layout,
+    the memories that fit their budget chosen for the last message, and the summary, afresh.
+    In the cache layout, the snapshot of the epoch (the window's start and the pinned
+    memories), taken now when the conversation has none for it: then it and the window's
+    start are to be recorded."""
+    if options.layout != "cache":
+        return _snapshot(state, last_text, options), None
+    epoch = epoch_of(start, pinned)
+    found = read_snapshot(state.meta, epoch)
+    if found is not None:
+        return found, None
+    snapshot = _snapshot(state, last_text, options)
+    record = start > 0 or recorded > 0
+    return snapshot, EpochUpdate(start, epoch, snapshot) if record else None
+
+
+def _snapshot(state: ConversationState, last_text: str, options: ContextOptions) -> HeadSnapshot:
+    return HeadSnapshot(
+        tuple(select_items(state.memories, last_text, options.budget.memory_chars)),
+        cut_start(state.summary, options.budget.summary_chars),
     )
 
 

@@ -48,6 +48,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import asdict, fields
 from typing import Any
 
+import litellm
 import orjson
 import redis.asyncio as aioredis
 from litellm.integrations.custom_logger import CustomLogger
@@ -75,6 +76,7 @@ from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
 from litellm_memory_hook.proxy.context import (
     ContextOptions,
+    EpochUpdate,
     PreparedRequest,
     prepare,
     request_only_block,
@@ -94,6 +96,7 @@ from litellm_memory_hook.settings import (
     parse_alias_config,
 )
 from litellm_memory_hook.store.client import client_for_settings
+from litellm_memory_hook.store.epochs import write_epoch
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
@@ -375,6 +378,7 @@ class MemoryHook(CustomLogger):
         self._store: MemoryStore | None = None
         self._alias_lookup = alias_lookup
         self._alias_cache: dict[str, tuple[float, AliasMemoryConfig | None]] = {}
+        self._provider_cache: dict[str, tuple[float, str | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.counters: Counter[str] = Counter()
         self.metrics = HookMetrics(self.counters)
@@ -589,6 +593,8 @@ class MemoryHook(CustomLogger):
             if controls.custom_instructions.strip()
             else "",
             regenerate=controls.regenerate,
+            tail_in_user=self._tail_in_user(alias, data.get("model")),
+            cache_marks=self._cache_marks(alias, data.get("model")),
         )
         call_id = str(data.get("litellm_call_id") or "")
         if self._breaker_open():
@@ -627,11 +633,49 @@ class MemoryHook(CustomLogger):
             data["messages"] = with_rules(data.get("messages"), rules)
             return
         data["messages"] = prepared.messages
+        if prepared.epoch is not None and mode == "read_write":
+            self._spawn(self._record_epoch(who.keys, prepared.epoch))
         elapsed_ms = (time.perf_counter() - started) * 1000
         self._record(metadata, who, prepared, mode, elapsed_ms, controls.flush, alias.extraction)
         self.metrics.observe_rebuild(
             who.keys.ref, prepared.layer_chars, elapsed_ms, recalled=len(prepared.recalled)
         )
+
+    def _provider(self, model: object) -> str | None:
+        """The provider of an alias's deployment (cached like the alias's config)."""
+        if not isinstance(model, str):
+            return None
+        cached = self._provider_cache.get(model)
+        if cached is None or time.monotonic() - cached[0] >= _ALIAS_CACHE_S:
+            cached = (time.monotonic(), _router_provider(model))
+            self._provider_cache[model] = cached
+        return cached[1]
+
+    def _tail_in_user(self, alias: AliasMemoryConfig, model: object) -> bool:
+        """Whether the cache layout's tail goes in the user's last message: the alias says so,
+        or (``auto``) its deployment's provider moves every system message to the top."""
+        if alias.tail_placement != "auto":
+            return alias.tail_placement == "user"
+        return self._provider(model) in SYSTEM_ON_TOP_PROVIDERS
+
+    def _cache_marks(self, alias: AliasMemoryConfig, model: object) -> bool:
+        """Whether the cache layout marks its stable parts with ``cache_control``: the alias
+        says so, or (``auto``) its deployment's provider caches only where marked."""
+        if alias.cache_marks != "auto":
+            return alias.cache_marks == "on"
+        return self._provider(model) in MARKED_CACHE_PROVIDERS
+
+    async def _record_epoch(self, keys: ConversationKeys, update: EpochUpdate) -> None:
+        """Record the cache layout's window start and head snapshot (a hint: a failure costs
+        the next request a fresh snapshot)."""
+        try:
+            if await write_epoch(
+                self.store.redis, keys, update.start, update.epoch, update.snapshot
+            ):
+                self.counters["epochs_recorded"] += 1
+        except Exception as exc:  # the reply is not held for it, and nothing is lost
+            self.counters["epoch_write_failures"] += 1
+            logger.debug("memory hook: recording the epoch of %s failed: %s", keys.ref, exc)
 
     def _offline(
         self,
@@ -1110,6 +1154,38 @@ def _with_prefill(reply: dict[str, Any], prefill: str, name: str = "") -> dict[s
     if without_surrogates(text).startswith(prefill):
         return reply
     return {**reply, "content": prefill + text}
+
+
+#: providers (LiteLLM's names) that move every system message to the top of the prompt: the
+#: cache layout's tail goes in the user's last message for them
+SYSTEM_ON_TOP_PROVIDERS = frozenset(
+    {"anthropic", "bedrock", "bedrock_converse", "gemini", "vertex_ai", "vertex_ai_beta"}
+)
+
+
+#: providers (LiteLLM's names) that cache a prompt's prefix only up to a ``cache_control`` mark
+MARKED_CACHE_PROVIDERS = frozenset({"anthropic", "bedrock", "bedrock_converse"})
+
+
+def _router_provider(model: str) -> str | None:
+    """The provider (LiteLLM's name) of the first deployment of an alias in the running
+    proxy's router; ``None`` when there is no router or it cannot be told."""
+    from litellm.proxy import proxy_server
+
+    router = getattr(proxy_server, "llm_router", None)
+    if router is None:
+        return None
+    for deployment in router.get_model_list(model_name=model) or ():
+        params = deployment.get("litellm_params") if isinstance(deployment, dict) else None
+        if isinstance(params, dict) and isinstance(params.get("model"), str):
+            try:
+                _, provider, _, _ = litellm.get_llm_provider(
+                    model=params["model"], custom_llm_provider=params.get("custom_llm_provider")
+                )
+            except Exception:  # an unknown provider: the tail stays a system message
+                return None
+            return str(provider)
+    return None
 
 
 def _router_model_info(model: str) -> dict[str, Any] | None:

@@ -69,6 +69,7 @@ the run's own). Runtime: about 20-60 s per LoCoMo sample (two process starts, 18
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -88,7 +89,7 @@ from rich.table import Table
 
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
-from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES
+from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES, REMINDER_TAG
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.extraction.parse import fact_key
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
@@ -202,6 +203,15 @@ def plan_steps(lines: Sequence[HistoryLine]) -> tuple[list[Step], list[HistoryLi
     return steps, skipped
 
 
+def _replayed_part(history: History, steps: Sequence[Step]) -> History:
+    """``history`` cut to the lines of ``steps``, with the questions whose evidence lies
+    within them."""
+    ids = {line.line_id for step in steps for line in step.lines}
+    qa = tuple(q for q in history.qa if q.evidence and set(evidence_ids(q.evidence)) <= ids)
+    lines = tuple(line for line in history.lines if line.line_id in ids)
+    return dataclasses.replace(history, lines=lines, qa=qa)
+
+
 def _step_messages(step: Step, previous: Step | None) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if step.before and previous is not None:
@@ -243,6 +253,32 @@ def parse_sections(system_text: str) -> dict[str, list[str]]:
         else:
             found[name] = [row[2:] for row in rows if row.startswith("- ")]
     return found
+
+
+def memory_sections(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, list[str]], list[Mapping[str, Any]]]:
+    """The memory sections of a request the hook built, in either layout, and the client's
+    messages without them: the seed layout's one system message, or the cache layout's head
+    (the first system message), its tail (a system message before the user's last message, or
+    a leading data part of that message) and the window between. Returns ``(sections by name,
+    the other messages with any leading tail part of the last user message removed)``."""
+    found: dict[str, list[str]] = {}
+    rest: list[Mapping[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "system":
+            for name, items in parse_sections(content_text(message.get("content"))).items():
+                found.setdefault(name, []).extend(items)
+            continue
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            head, marker, words = content.partition(f"</{REMINDER_TAG}>")
+            if marker and head.startswith((f"<{DATA_TAG}>", f"<{REMINDER_TAG}>")):
+                for name, items in parse_sections(head).items():
+                    found.setdefault(name, []).extend(items)
+                message = {**message, "content": words.lstrip("\n")}
+        rest.append(message)
+    return found, rest
 
 
 class OracleIndex:
@@ -331,9 +367,7 @@ def question_cover(
         oracle: the sample's observations.
     """
     messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
-    system = next((m for m in messages if m.get("role") == "system"), None)
-    sections = parse_sections(content_text(system.get("content"))) if system else {}
-    rest = [m for m in messages if m is not system]
+    sections, rest = memory_sections(messages)
     window_texts = [escape_data(content_text(m.get("content"))) for m in rest[:-1]]
     recall_text = "\n".join(sections.get("earlier_lines", ()))
     summary_text = "\n".join(sections.get("summary", ()))
@@ -750,16 +784,24 @@ def _replay(
     user: str,
     sample_id: str,
     progress: Progress | None,
+    whole_history: bool = False,
 ) -> None:
     previous: Step | None = None
+    sent: list[dict[str, Any]] = []  # a whole-history client's history so far
     for done, step in enumerate(steps, start=1):
         expected = step.reply.text if step.reply else ""
         stack.standin.post("/_standin/replies", json=[expected]).raise_for_status()
+        if whole_history:
+            messages = [*sent, *(_message(line) for line in (*step.before, *step.users))]
+        else:
+            messages = _step_messages(step, previous)
         response = client.chat.completions.create(
             model=model,
             user=user,
-            messages=cast(Any, _step_messages(step, previous)),
+            messages=cast(Any, messages),
         )
+        if whole_history:
+            sent = [*sent, *(_message(line) for line in step.lines)]
         got = _reply_text(response)
         if got != expected:
             raise RuntimeError(
@@ -871,6 +913,9 @@ def run_sample(
     extraction_timeout_s: float = 180.0,
     progress: Progress | None = None,
     log_dir: Path | None = None,
+    max_steps: int | None = None,
+    whole_history: bool = False,
+    after_replay: Callable[[Any], None] | None = None,
 ) -> SampleResult:
     """Run one sample end to end (steps 1-6 of the module docstring).
 
@@ -886,6 +931,12 @@ def run_sample(
         log_dir: keep the processes' logs and the config here (default: a temporary folder,
             deleted after a successful or interrupted run and kept, with its path in the error,
             after a failed one).
+        max_steps: replay only the first requests (``None``: all); the questions are then those
+            whose evidence lies in the replayed lines.
+        whole_history: replay as a client that sends its whole history with every request
+            (the lines of every earlier request, then the new ones), not only the new lines.
+        after_replay: called with the run's stack once extraction has finished, before the
+            questions (``bench cost`` reads what the model received then).
 
     Raises:
         DatasetError: the file or the sample cannot be read.
@@ -895,6 +946,9 @@ def run_sample(
     started = time.monotonic()
     history = load_locomo(data, sample_id)
     steps, skipped = plan_steps(history.lines)
+    if max_steps is not None:
+        steps = steps[:max_steps]
+        history = _replayed_part(history, steps)
     user = f"bench-{sample_id}"
     folder = log_dir or Path(tempfile.mkdtemp(prefix=f"bench-extraction-{sample_id}-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -917,6 +971,8 @@ def run_sample(
                     extraction_timeout_s=extraction_timeout_s,
                     progress=progress,
                     started=started,
+                    whole_history=whole_history,
+                    after_replay=after_replay,
                 )
             except (RuntimeError, openai.APIError, httpx.HTTPError) as exc:
                 raise RuntimeError(
@@ -945,6 +1001,8 @@ def _run_stack(
     extraction_timeout_s: float,
     progress: Progress | None,
     started: float,
+    whole_history: bool = False,
+    after_replay: Callable[[Any], None] | None = None,
 ) -> SampleResult:
     sample_id = history.sample_id
     keys = ConversationKeys.for_ids(stack.prefix, MASTER_TENANT, user, stack.namespace)
@@ -952,7 +1010,16 @@ def _run_stack(
         base_url=f"{stack.proxy_url}/v1", api_key=stack.master_key, max_retries=0, timeout=120
     )
     t0 = time.monotonic()
-    _replay(stack, client, steps, model=model, user=user, sample_id=sample_id, progress=progress)
+    _replay(
+        stack,
+        client,
+        steps,
+        model=model,
+        user=user,
+        sample_id=sample_id,
+        progress=progress,
+        whole_history=whole_history,
+    )
     replay_s = time.monotonic() - t0
     if progress:
         progress(f"{sample_id} extracting", 0, 1)
@@ -961,6 +1028,8 @@ def _run_stack(
         stack, keys, model=model, user=user, timeout_s=extraction_timeout_s
     )
     wait_s = time.monotonic() - t0
+    if after_replay is not None:
+        after_replay(stack)
     calls = stack.standin.get("/_standin/extraction_requests").json()
     call_chars = tuple(
         sum(len(content_text(m.get("content"))) for m in body.get("messages") or ())

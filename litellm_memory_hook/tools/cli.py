@@ -1099,6 +1099,71 @@ def bench_proxy(
         console.print(f"json: {json_out}")
 
 
+@bench_app.command("cost")
+def bench_cost(
+    data: Annotated[Path, typer.Option(help="LoCoMo file.")] = Path(
+        "../shared/data/locomo/locomo-dev.json"
+    ),
+    sample_id: Annotated[str, typer.Option(help="Sample to replay.")] = "conv-26",
+    turns: Annotated[int, typer.Option(min=2, help="Requests replayed (first N).")] = 150,
+    limit_questions: Annotated[
+        int | None, typer.Option(min=1, help="Ask at most this many questions per run.")
+    ] = None,
+    config: Annotated[Path, typer.Option(help="Proxy config to derive from.")] = Path(
+        "config.yaml"
+    ),
+    model: Annotated[str, typer.Option(help="Memory-enabled alias of the config.")] = "demo",
+    redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
+) -> None:
+    """Input cost per request with the provider's prompt cache counted: the cache and seed
+    layouts, new-message and whole-history clients, beside the whole history without memory,
+    with the evidence cover of each run."""
+    from litellm_memory_hook.tools.bench_cost import RATES, cost_json, run_cost_bench
+    from litellm_memory_hook.tools.plots import write_cost_plots
+
+    url = redis_url or _env_redis_url()
+    if not data.is_file():
+        raise _fail(
+            f"no LoCoMo file at {data}: bench cost replays one (--data FILE; LoCoMo is not part "
+            "of this repository: github.com/snap-research/locomo)"
+        )
+    series = run_cost_bench(
+        data,
+        sample_id,
+        config=config,
+        redis_url=url,
+        model=model,
+        max_steps=turns,
+        limit_questions=limit_questions,
+        progress=lambda phase, done, total: console.print(f"{phase}: {done}/{total}"),
+    )
+    report = cost_json(series)
+    table = Table(title=f"input per request, {sample_id}, first {turns} requests")
+    columns = ["side", "client", "prompt chars", "cached share"]
+    columns += [f"billed @{r}" for r in RATES] + ["billed Anthropic", "extraction/req", "cover"]
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in report["series"]:
+        cover = row["cover"].get("all_layers") if row["cover"] else None
+        table.add_row(
+            row["name"],
+            row["client"],
+            f"{row['prompt_chars_mean']:.0f}",
+            f"{row['cached_share']:.2f}",
+            *(f"{row[f'billed_{r}']:.0f}" for r in RATES),
+            f"{row['billed_anthropic']:.0f}",
+            f"{row['extraction_chars_per_request']:.0f}",
+            "-" if cover is None else f"{cover:.3f}",
+        )
+    console.print(table)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+        console.print(f"json: {json_out}")
+        _plots(write_cost_plots, report, json_out)
+
+
 @bench_app.command("stall")
 def bench_stall(
     sizes: Annotated[

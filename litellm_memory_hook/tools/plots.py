@@ -370,3 +370,47 @@ __all__ = [
     "write_latency_plots",
     "write_recall_plots",
 ]
+
+
+# -- cost --------------------------------------------------------------------------------------
+
+#: series name -> (label, colour, line style) of the cost plot
+COST_STYLE: Mapping[str, tuple[str, str, str]] = {
+    "cache": ("memory, cache layout", HOOK_COLOUR, "-"),
+    "seed": ("memory, seed layout", OTHER_COLOUR, "--"),
+    "whole history, no memory": ("whole history, no memory", GREY, ":"),
+}
+
+
+def cost_figure(report: Mapping[str, Any], client: str, rate: float = 0.1) -> Figure:
+    """Billed-equivalent input characters per request (cached part at ``rate``) against the
+    request number, for ``client``'s layouts and the whole-history baseline."""
+    figure, axes = _figure(
+        f"input per request, cached at {rate}x ({client}-message client)"
+        if client == "new"
+        else f"input per request, cached at {rate}x (whole-history client)"
+    )
+    for series in report.get("series") or ():
+        if series.get("client") != client and series.get("name") != "whole history, no memory":
+            continue
+        label, colour, style = COST_STYLE.get(str(series.get("name")), (series["name"], GREY, "-"))
+        billed = [(p - c) + rate * c for p, c in series.get("per_request") or ()]
+        axes.plot(range(1, len(billed) + 1), billed, style, color=colour, label=label, lw=1.3)
+    axes.set_xlabel("request (LoCoMo turn)")
+    axes.set_ylabel("billed-equivalent characters")
+    _legend_below(axes)
+    return figure
+
+
+def write_cost_plots(report: Mapping[str, Any], json_path: Path) -> list[Path]:
+    """Write ``OUT-billed-new.png`` and ``OUT-billed-whole.png`` beside ``bench cost``'s JSON
+    (the clients the report holds).
+
+    Raises:
+        ModuleNotFoundError: matplotlib is not installed.
+    """
+    clients = sorted({str(s.get("client")) for s in report.get("series") or ()})
+    return [
+        _save(cost_figure(report, client), _beside(json_path, f"billed-{client}"))
+        for client in clients
+    ]

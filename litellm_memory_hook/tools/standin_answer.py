@@ -95,9 +95,23 @@ def _memory_lines(system_texts: Iterable[str]) -> list[str]:
     return lines
 
 
+_TAIL_OPEN = ("<memory_context>", "<memory_reminder>")
+_TAIL_CLOSE = "</memory_reminder>"
+
+
+def _split_tail(text: str) -> tuple[str, str]:
+    """A user message's leading memory data (the hook's cache layout puts its volatile tail
+    there for providers that move system messages to the top) and the user's own words."""
+    if text.startswith(_TAIL_OPEN) and _TAIL_CLOSE in text:
+        end = text.index(_TAIL_CLOSE) + len(_TAIL_CLOSE)
+        return text[:end], text[end:].lstrip()
+    return "", text
+
+
 def _user_text(message: Any) -> str | None:
+    """What the user wrote in a user message (memory data before it left out)."""
     if isinstance(message, dict) and message.get("role") == "user":
-        return content_text(message.get("content"))
+        return _split_tail(content_text(message.get("content")))[1]
     return None
 
 
@@ -146,6 +160,13 @@ def default_reply(body: dict[str, Any]) -> str:
         content_text(m.get("content"))
         for m in messages
         if isinstance(m, dict) and m.get("role") in ("system", "developer")
+    ]
+    system_texts += [
+        tail
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "user"
+        for tail in (_split_tail(content_text(m.get("content")))[0],)
+        if tail
     ]
     earlier = [_user_text(m) for m in reversed(messages[:last_index])]
     lines = _memory_lines(system_texts) + [text for text in earlier if text]
