@@ -147,6 +147,12 @@ class MemorySettings(BaseSettings):
         extraction_auth_backoff_s: seconds before the second try when the model answered 401,
             403 or 404 (600: a key or a model name is fixed by a person, not by waiting).
         extraction_backoff_max_s: longest wait between two tries (seconds; 3600).
+        redis_refusal_log_s: a Redis refusal (a missing ACL permission, the memory limit, a key
+            of the wrong type) is logged once per this many seconds per cause, with how many
+            more came since the last line (seconds).
+        refused_write_retry_s: a write Redis refused is set aside in its conversation and tried
+            again after this long (seconds); other conversations' writes go on meanwhile. It is
+            dropped, counted and logged after ``write_buffer_max_age_s`` like any held write.
         extraction_max_removed_share: most extracted memories one extraction job may delete or
             replace (an updated fact counts as a replacement; so does an old memory made room
             for past ``max_memories``), as a share of the memory set it read, rounded down
@@ -219,6 +225,8 @@ class MemorySettings(BaseSettings):
     extraction_backoff_s: float = Field(default=30.0, ge=0, le=DAY_S)
     extraction_auth_backoff_s: float = Field(default=600.0, ge=0, le=DAY_S)
     extraction_backoff_max_s: float = Field(default=3600.0, ge=0, le=DAY_S)
+    redis_refusal_log_s: float = Field(default=60.0, gt=0, le=DAY_S)
+    refused_write_retry_s: float = Field(default=30.0, gt=0, le=DAY_S)
     extraction_max_removed_share: float = Field(default=0.2, ge=0.0, le=1.0)
     memory_history_max: int = Field(default=200, ge=1, le=10_000)
     summary_min_kept_share: float = Field(default=0.35, ge=0.0, le=1.0)

@@ -195,3 +195,24 @@ class RedisCluster:
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
+
+
+def add_acl_user(server: RedisServer, name: str, password: str, *rules: str) -> str:
+    """Create (or reset) the ACL user ``name`` on ``server`` with ``rules`` (``+@all``,
+    ``-@scripting``, ``~*`` ...; the user is enabled with ``password``); returns a URL that
+    logs in as it."""
+    admin = redis.Redis(port=server.port, socket_timeout=5)
+    try:
+        admin.execute_command("ACL", "SETUSER", name, "reset", "on", f">{password}", *rules)
+    finally:
+        admin.close()
+    return f"redis://{name}:{password}@127.0.0.1:{server.port}/0"
+
+
+def set_acl_rules(server: RedisServer, name: str, *rules: str) -> None:
+    """Add ``rules`` to the ACL user ``name`` (``+@scripting`` grants what was missing)."""
+    admin = redis.Redis(port=server.port, socket_timeout=5)
+    try:
+        admin.execute_command("ACL", "SETUSER", name, *rules)
+    finally:
+        admin.close()

@@ -42,6 +42,7 @@ import hmac
 import json
 import logging
 import secrets
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -55,7 +56,6 @@ from litellm.integrations.custom_logger import CustomLogger
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.assemble import assemble, with_rules
@@ -74,6 +74,7 @@ from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
 from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
+from litellm_memory_hook.proxy.breaker import NodeBreakers
 from litellm_memory_hook.proxy.context import (
     ContextOptions,
     EpochUpdate,
@@ -95,11 +96,18 @@ from litellm_memory_hook.settings import (
     load_settings,
     parse_alias_config,
 )
-from litellm_memory_hook.store.client import client_for_settings
+from litellm_memory_hook.store.client import client_for_settings, node_of, reconnect
 from litellm_memory_hook.store.epochs import write_epoch
+from litellm_memory_hook.store.errors import (
+    RateLimitedLog,
+    RedisFault,
+    classify,
+    explain,
+    fault_key,
+)
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.queue import ExtractionQueue
-from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
+from litellm_memory_hook.store.redis_store import AppendResult, MemoryStore, now_ms
 from litellm_memory_hook.store.retention import should_check, trim_oldest
 from litellm_memory_hook.store.workers import KIND_PROXY
 
@@ -925,23 +933,72 @@ class MemoryHook(CustomLogger):
         *,
         partial: bool = False,
     ) -> None:
-        """Append pending turns + reply; on a Redis failure (or while earlier writes wait, or
-        the breaker is open) queue it in the outage buffer (:mod:`.write_buffer`)."""
+        """Append pending turns + reply, or queue them in the outage buffer
+        (:mod:`.write_buffer`): at once while the breaker of the conversation's Redis node is
+        open or earlier writes of the same conversation wait (order is kept per conversation,
+        and no other conversation waits for it); after a failure, whatever raised it (the
+        client's error, any other exception of the client, a bug of ours), by its kind
+        (:mod:`litellm_memory_hook.store.errors`): unreachable trips that node's breaker;
+        READONLY (a failover) drops the pooled connections and tries once more; a refusal
+        (NOPERM, NOSCRIPT, OOM, WRONGTYPE, a script error) is counted and said in one line per
+        period, and the write is set aside in its conversation. Never raises."""
         item = PendingWrite(record, reply, call_id, partial)
-        if self._breaker_open() or self.buffer.active:  # keep order; never hold the response
-            self.buffer.add(item)
+        keys = ConversationKeys.from_ref(*item.conversation)
+        if self._breaker_open(keys) or self.buffer.holds(item.conversation):
+            self.buffer.add(item)  # keep order; never hold the response
             return
         try:
+            await self._write_once(item, keys, probe=self._probing(keys))
+        except Exception as exc:
+            kind = classify(exc)
+            if kind is RedisFault.READONLY:
+                self.counters["redis_readonly_reconnects"] += 1
+                await reconnect(self.store.redis)
+                try:
+                    await self._write(item)
+                except Exception as again:
+                    exc, kind = again, classify(again)
+                else:
+                    self._redis_ok(keys)
+                    return
+            self._write_failed(item, keys, kind, exc)
+            return
+        self._redis_ok(keys)
+
+    async def _write_once(self, item: PendingWrite, keys: ConversationKeys, *, probe: bool) -> None:
+        """:meth:`_write`; a probe (the node's breaker is half-open) gives up after one
+        ``redis_timeout_s``, not after the reconnect retry's second one."""
+        if not probe:
             await self._write(item)
-        except MemoryHookError as exc:
-            if isinstance(exc, StoreError) and not isinstance(exc.__cause__, ResponseError):
-                # Unreachable or slow: skip Redis for a while. A refusal (full under
-                # noeviction, a read-only replica) comes at once and reads still work, so the
-                # requests go on reading the stored history (fresh-user report).
-                self._trip_breaker()
-            self.counters["write_failures"] += 1
-            logger.warning("memory hook: write failed (%s); queued until Redis answers", exc)
-            self.buffer.add(item)
+            return
+        await asyncio.wait_for(self._write(item), timeout=self.settings.redis_timeout_s)
+
+    def _write_failed(
+        self, item: PendingWrite, keys: ConversationKeys, kind: RedisFault, exc: BaseException
+    ) -> None:
+        """A write failed with ``kind``: count it, trip the node's breaker when Redis is
+        unreachable, and keep the write in the buffer (which says it, rate-limited), set aside
+        in its conversation for a refusal."""
+        self.counters["write_failures"] += 1
+        self.counters[f"write_failures_{kind.value}"] += 1
+        if kind is RedisFault.ERROR:  # not the client's: a failure of our own post-call code
+            self.counters["postcall_errors"] += 1
+        if kind is RedisFault.UNREACHABLE:
+            # Unreachable or slow: skip that node for a while. A refusal comes at once and
+            # reads still work, so the requests go on reading the stored history.
+            self._trip_breaker(keys, exc)
+        self.buffer.add_failed(item, exc)  # counted by kind and said there, rate-limited
+
+    @property
+    def _refusals(self) -> RateLimitedLog:
+        """The rate-limited log of Redis failures (one line per cause per
+        ``redis_refusal_log_s``), shared with the outage buffer."""
+        log = self.__dict__.get("_refusal_log")
+        if log is None:
+            log = RateLimitedLog(self.settings.redis_refusal_log_s)
+            self.__dict__["_refusal_log"] = log
+        assert isinstance(log, RateLimitedLog)
+        return log
 
     @property
     def buffer(self) -> WriteBuffer:
@@ -952,15 +1009,31 @@ class MemoryHook(CustomLogger):
                 max_items=self.settings.write_buffer_max,
                 max_age_s=self.settings.write_buffer_max_age_s,
                 count=self._count,
+                group=self._item_node,
+                refused_retry_s=self.settings.refused_write_retry_s,
+                log=self._refusals,
             )
         return self._buffer
+
+    def _item_node(self, item: PendingWrite) -> str:
+        """The Redis node a buffered write goes to (its group in the buffer)."""
+        return self._node(ConversationKeys.from_ref(*item.conversation))
 
     def _count(self, name: str, amount: int) -> None:
         self.counters[name] += amount
 
     async def _write_pending(self, item: PendingWrite) -> None:
-        await self._write(item)
-        self._redis_ok()
+        """A write of the outage buffer; READONLY drops the pooled connections first, so the
+        next try reaches the node that is primary now."""
+        keys = ConversationKeys.from_ref(*item.conversation)
+        try:
+            await self._write(item)
+        except Exception as exc:
+            if classify(exc) is RedisFault.READONLY:
+                self.counters["redis_readonly_reconnects"] += 1
+                await reconnect(self.store.redis)
+            raise
+        self._redis_ok(keys)
 
     def _item_turns(self, item: PendingWrite) -> list[Turn]:
         """The turns one write stores: the record's pending turns, then the reply (said at
@@ -989,7 +1062,6 @@ class MemoryHook(CustomLogger):
         return turns
 
     async def _write(self, item: PendingWrite) -> None:
-        settings = self.settings
         record, call_id = item.record, item.call_id
         keys = ConversationKeys.from_ref(str(record["prefix"]), str(record["ref"]))
         at = now_ms()
@@ -1021,6 +1093,43 @@ class MemoryHook(CustomLogger):
             self.counters["writes_forgotten"] += 1
             logger.info("memory hook: %s was forgotten since its request; not stored", keys.ref)
             return
+        if result.meta_restored:
+            # the conversation's meta hash was gone beside its turns (an evicting
+            # maxmemory-policy): the seq went on from the newest stored turn
+            self.counters["meta_evicted"] += 1
+            self._refusals.emit(
+                "meta_evicted",
+                logging.ERROR,
+                f"memory hook: the meta key of {keys.ref} was gone beside its stored turns "
+                "(evicted: Redis's maxmemory-policy must be noeviction); numbering went on "
+                "from the newest stored turn",
+            )
+        if result.written:
+            self.counters["turns_stored"] += len(turns)
+        try:
+            await self._after_append(item, keys, result, at)
+        except Exception as exc:
+            kind = classify(exc)
+            if kind.transient:
+                raise  # retried: the append finds its call id stored and schedules again
+            # The turns are stored; only the trim or the schedule was refused (an ACL without
+            # the due set, say): the write is done, the refusal counted and said.
+            self.counters[f"redis_refused_{kind.value}"] += 1
+            self.counters["followup_refused"] += 1
+            self._refusals.emit(
+                f"followup:{fault_key(kind, exc)}",
+                logging.ERROR,
+                f"memory hook: turns stored, but scheduling their extraction failed "
+                f"({explain(kind, exc, prefix=keys.prefix)})",
+            )
+
+    async def _after_append(
+        self, item: PendingWrite, keys: ConversationKeys, result: AppendResult, at: int
+    ) -> None:
+        """What follows an append: the trim past ``max_stored_messages`` and the extraction
+        schedule (a retried write whose turns were stored only schedules)."""
+        settings = self.settings
+        record = item.record
         quiet_ms = int(settings.extraction_quiet_s * 1000)
         if not result.written:
             self.counters["duplicate_writes_skipped"] += 1
@@ -1029,7 +1138,6 @@ class MemoryHook(CustomLogger):
                 # Redis filling up): the conversation is made due, never later than it is.
                 await self.queue.schedule(keys, at + quiet_ms, earlier_only=True)
             return
-        self.counters["turns_stored"] += len(turns)
         if should_check(result.first_seq, result.last_seq, settings.max_stored_messages):
             self.counters["turns_trimmed"] += await trim_oldest(
                 self.store, keys, settings.max_stored_messages
@@ -1052,20 +1160,80 @@ class MemoryHook(CustomLogger):
         if now_due and self._worker is not None:
             self._worker.wake()
 
-    def _breaker_open(self) -> bool:
-        """True while requests should skip Redis. Half-open: every ``BREAKER_PROBE_S`` one
-        request tries Redis anyway, so memory is back within that long of Redis answering."""
-        now = time.monotonic()
-        if now >= self._redis_down_until:
-            return False
-        if now >= self._next_probe:
-            self._next_probe = now + BREAKER_PROBE_S
-            return False
-        return True
+    def _node(self, keys: ConversationKeys) -> str:
+        """The Redis node of a conversation (``""``: one server, every key on it)."""
+        return node_of(self.store.redis, keys.turns)
 
-    def _trip_breaker(self) -> None:
+    @property
+    def _breakers(self) -> NodeBreakers:
+        """The breakers of the Cluster's nodes (made at first use)."""
+        breakers = self.__dict__.get("_node_breakers")
+        if breakers is None:
+            breakers = NodeBreakers(self.settings.redis_breaker_s, BREAKER_PROBE_S)
+            self.__dict__["_node_breakers"] = breakers
+        assert isinstance(breakers, NodeBreakers)
+        return breakers
+
+    def _breaker_open(self, keys: ConversationKeys | None = None) -> bool:
+        """True while a request for ``keys`` should skip Redis: the whole client's breaker is
+        open, or (on a Cluster) the breaker of the node holding ``keys``; ``None``: the whole
+        client's only. Half-open: every ``BREAKER_PROBE_S`` one request tries Redis anyway, so
+        memory is back within that long of Redis answering."""
+        now = time.monotonic()
+        if now < self._redis_down_until:
+            if now >= self._next_probe:
+                self._next_probe = now + BREAKER_PROBE_S
+                return False
+            return True
+        if keys is None:
+            return False
+        node = self._node(keys)
+        return node != "" and self._breakers.is_open(node)
+
+    def _probing(self, keys: ConversationKeys) -> bool:
+        """True when a call for ``keys`` is a probe (its breaker is tripped, half-open)."""
+        if time.monotonic() < self._redis_down_until:
+            return True
+        node = self._node(keys)
+        return node != "" and self._breakers.tripped(node)
+
+    def _trip_breaker(
+        self, keys: ConversationKeys | None = None, exc: BaseException | None = None
+    ) -> None:
         """After a Redis failure (one that a reconnect did not mend), skip Redis for up to
-        ``redis_breaker_s`` (a circuit breaker), probing every ``BREAKER_PROBE_S``."""
+        ``redis_breaker_s`` (a circuit breaker), probing every ``BREAKER_PROBE_S``: for the
+        node holding ``keys`` on a Cluster (users on healthy nodes keep memory), for the whole
+        client on one server or when ``keys`` is ``None``.
+
+        Only an outage trips it. ``exc`` is the failure (default: the exception being handled,
+        when called from an ``except`` block); a refusal (a missing permission, the memory
+        limit, one user's key of another type, READONLY) comes at once and leaves other
+        requests and users able to use Redis: it is counted by kind and said in one line per
+        period instead, and nothing trips."""
+        failure = exc if exc is not None else sys.exc_info()[1]
+        if failure is not None:
+            kind = classify(failure)
+            if kind is not RedisFault.UNREACHABLE:
+                if kind.said:
+                    self.counters[f"redis_refused_{kind.value}"] += 1
+                self._refusals.emit(
+                    f"read:{fault_key(kind, failure)}",
+                    logging.ERROR if kind.said else logging.WARNING,
+                    f"memory hook: {explain(kind, failure, prefix=self.settings.key_prefix)}; "
+                    "requests go on without memory where Redis refuses them",
+                )
+                return
+        node = "" if keys is None else self._node(keys)
+        if node:
+            if self._breakers.trip(node):
+                self.counters["breaker_trips"] += 1
+                logger.warning(
+                    "memory hook: Redis node %s failed; memory is off for its users for up to "
+                    "%.1f s",
+                    node,
+                    self.settings.redis_breaker_s,
+                )
+            return
         now = time.monotonic()
         if now >= self._redis_down_until:
             self.counters["breaker_trips"] += 1
@@ -1076,9 +1244,13 @@ class MemoryHook(CustomLogger):
         self._redis_down_until = now + self.settings.redis_breaker_s
         self._next_probe = now + BREAKER_PROBE_S
 
-    def _redis_ok(self) -> None:
-        """Redis answered: close the breaker."""
-        self._redis_down_until = 0.0
+    def _redis_ok(self, keys: ConversationKeys | None = None) -> None:
+        """Redis answered (for ``keys``: its node): close the breaker."""
+        node = "" if keys is None else self._node(keys)
+        if node:
+            self._breakers.ok(node)
+        else:
+            self._redis_down_until = 0.0
 
     def _spawn(self, coroutine: Any) -> None:
         """Run a post-call write in the background: kept referenced, its failure counted and

@@ -24,6 +24,10 @@ global one, so LiteLLM's own Prometheus integration and a second hook in tests s
   memory failed: ``error``, ``config``, ``breaker`` (Redis failed a moment ago);
 * ``litellm_memory_redis_errors_total{source}`` (counter): Redis failures seen by the ``hook``
   (each trips the breaker), the memory ``api`` and the ``metrics`` scrape and publisher;
+* ``litellm_memory_redis_refusals_total{kind}`` (counter): writes Redis refused, by kind
+  (``noperm``: the Redis user lacks a command or key, ``noscript``, ``oom``: the memory limit,
+  ``wrongtype``: a key of another type, ``script``, ``refused``, ``error``: our own code), see
+  :mod:`litellm_memory_hook.store.errors`; each is also said in one log line per period;
 * ``litellm_memory_hook_events_total{event}`` (counter): every counter of ``hook.counters``
   (``turns_stored``, ``write_failures``, ``writes_lost``, ``streams_cut``,
   ``surrogate_requests`` (rebuilt requests whose messages hold a lone surrogate, stored with
@@ -101,6 +105,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from litellm_memory_hook.core.prompt import LAYER_NAMES
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.periodic import Periodic
+from litellm_memory_hook.store.errors import FAULT_KINDS
 from litellm_memory_hook.store.keys import metrics_index_key, metrics_snapshot_key
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.workers import WorkerBeat, read_workers
@@ -155,6 +160,9 @@ FAIL_OPEN_REASONS: Mapping[str, str] = {
 }
 #: hook counter -> ``source`` label of ``litellm_memory_redis_errors_total``.
 REDIS_ERROR_SOURCES: Mapping[str, str] = {"breaker_trips": "hook", "api_store_errors": "api"}
+#: ``kind`` labels of ``litellm_memory_redis_refusals_total`` (hook counter
+#: ``redis_refused_<kind>``).
+REFUSAL_KINDS: tuple[str, ...] = tuple(kind.value for kind in FAULT_KINDS if kind.said)
 JOB_OUTCOMES: tuple[str, ...] = (
     "committed",
     "failed",
@@ -230,6 +238,15 @@ class _HookCollector(Collector):
             ["metrics"], counts["scrape_store_errors"] + counts["publish_store_errors"]
         )
         yield redis_errors
+        refusals = CounterMetricFamily(
+            "litellm_memory_redis_refusals",
+            "Writes Redis refused, by kind: a missing ACL permission, the memory limit, a key "
+            "of another type ... (per process).",
+            labels=["kind"],
+        )
+        for kind in REFUSAL_KINDS:
+            refusals.add_metric([kind], counts[f"redis_refused_{kind}"])
+        yield refusals
         events = CounterMetricFamily(
             "litellm_memory_hook_events",
             "Every counter of the hook (hook.counters), by name (per process).",

@@ -149,3 +149,35 @@ def client_for_settings(settings: MemorySettings, **options: Any) -> aioredis.Re
         timeout_s=settings.redis_timeout_s,
         **options,
     )
+
+
+def node_of(client: aioredis.Redis, key: str) -> str:
+    """The Redis node that serves ``key``: ``""`` for one server (every key on it); on a
+    Cluster, the ``host:port`` of the primary holding the key's slot, as the client's slot map
+    says now (``"?"`` before the client has read the map, or for a slot no node covers).
+
+    Pure lookup in the client's memory: no round trip.
+    """
+    if not isinstance(client, RedisCluster):
+        return ""
+    try:
+        node = client.nodes_manager.get_node_from_slot(client.keyslot(key))
+    except Exception:  # SlotNotCoveredError, an empty map before the first command
+        return "?"
+    return str(node.name)
+
+
+async def reconnect(client: aioredis.Redis) -> None:
+    """Drop the client's pooled connections (one server) or read the Cluster's slot map again,
+    so the next command reaches the node that is primary now (after a failover answered
+    ``READONLY``: the old connections still lead to the demoted node).
+
+    Never raises: a failure here is the next command's failure to report.
+    """
+    try:
+        if isinstance(client, RedisCluster):
+            await client.nodes_manager.initialize()
+        else:
+            await client.connection_pool.disconnect()
+    except Exception:  # the next command fails and is classified there
+        return

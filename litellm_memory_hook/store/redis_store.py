@@ -255,6 +255,23 @@ local function index_turns(i, seqs, cap)
 end
 """
 
+_RESTORE_META_LUA = """
+-- Shared by the scripts that give seqs (KEYS[1] meta hash, KEYS[2] turns zset). A meta hash
+-- without 'seq' beside stored turns was evicted (a maxmemory-policy other than noeviction drops
+-- single keys): the counter goes on from the newest stored turn, so no seq is given twice and
+-- no two histories interleave. idx_n becomes the number of stored turns (the N of the IDF: most
+-- turns are indexed), and the times are marked out of order ('ts_unordered': the mark that the
+-- cheaper date search relies on went with the hash). Returns 1 when it restored, else 0.
+local function restore_meta()
+  if redis.call('HEXISTS', KEYS[1], 'seq') == 1 then return 0 end
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[2] then return 0 end
+  redis.call('HSET', KEYS[1], 'seq', top[2], 'idx_n', redis.call('ZCARD', KEYS[2]),
+             'ts_unordered', 1)
+  return 1
+end
+"""
+
 APPEND_TURNS = (
     """
 -- Append turns to a conversation, idempotently on call_id, updating the recall index and the
@@ -276,13 +293,15 @@ APPEND_TURNS = (
 -- then: number of new turns; for each: body (turn JSON without "{"), 1 when indexed
 -- then: their terms, as index_turns reads them (positions in the new turns)
 -- then (with KEYS[7]): number of members, then the members added to the user's index set
--- Returns {1, first_seq, last_seq, cursor} when written, {0, seq, seq, cursor} when call_id was
--- already stored, {-1, 0, 0, 0} when a forget came after the request's read (nothing written);
--- cursor is meta.cursor, the seq extraction has reached (the post-call hook decides whether
--- extraction is due without another round trip).
+-- Returns {1, first_seq, last_seq, cursor, restored} when written, {0, seq, seq, cursor} when
+-- call_id was already stored, {-1, 0, 0, 0} when a forget came after the request's read (nothing
+-- written); cursor is meta.cursor, the seq extraction has reached (the post-call hook decides
+-- whether extraction is due without another round trip); restored is 1 when the meta hash had
+-- been evicted beside stored turns (restore_meta).
 """
     + _POSTINGS_LUA
     + FORGOTTEN_LUA
+    + _RESTORE_META_LUA
     + """
 if forgotten(KEYS[5], ARGV[5], ARGV[6]) then return {-1, 0, 0, 0} end
 local call_id = ARGV[1]
@@ -292,6 +311,7 @@ if call_id ~= '' then
   if seen then return {0, tonumber(seen), tonumber(seen), cursor()} end
 end
 own_tokens(KEYS[5], ARGV[5], ARGV[7])
+local restored = restore_meta()
 local i = 9
 for _ = 1, tonumber(ARGV[8]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
@@ -322,7 +342,7 @@ if #KEYS >= 7 then
   if n_members > 0 then redis.call('SADD', KEYS[7], unpack(ARGV, i + 1, i + n_members)) end
 end
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[2]) end
-return {1, first, last, cursor()}
+return {1, first, last, cursor(), restored}
 """
 )
 
@@ -373,10 +393,12 @@ BEGIN_WRITE = (
 -- Returns {status, first_seq, last_seq, seed_skipped, next}: status 1 = reserved, write turns
 -- from next (0); 2 = this call id's write was begun and not finished: write from next; 0 = this
 -- call id is stored already (nothing to do); -1 = a forget came after the request's read.
--- The batches that follow need the progress field, which a forget deletes.
+-- The batches that follow need the progress field, which a forget deletes. A sixth element is 1
+-- when the meta hash had been evicted beside stored turns (restore_meta).
 """
     + _POSTINGS_LUA
     + FORGOTTEN_LUA
+    + _RESTORE_META_LUA
     + """
 if forgotten(KEYS[5], ARGV[5], ARGV[6]) then return {-1, 0, 0, 0, 0} end
 local call_id = ARGV[1]
@@ -393,6 +415,7 @@ if call_id ~= '' then
 end
 own_tokens(KEYS[5], ARGV[5], ARGV[7])
 redis.call('SADD', KEYS[7], ARGV[5])
+local restored = restore_meta()
 local i = 9
 for _ = 1, tonumber(ARGV[8]) do
   redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
@@ -407,14 +430,14 @@ local count = n_all - skipped * n_seed
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[4])
 if count <= 0 then
   for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
-  return {1, 0, 0, skipped, 0}
+  return {1, 0, 0, skipped, 0, restored}
 end
 local last = redis.call('HINCRBY', KEYS[1], 'seq', count)
 local first = last - count + 1
 if call_id ~= '' then redis.call('HSET', KEYS[3], call_id, last) end
 redis.call('HSET', KEYS[1], ARGV[2], first .. ' ' .. skipped .. ' 0 ' .. ARGV[4])
 for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
-return {1, first, last, skipped, 0}
+return {1, first, last, skipped, 0, restored}
 """
 )
 
@@ -700,6 +723,9 @@ class AppendResult:
     #: nothing was written because a forget of the user or conversation came after the
     #: request's read (:mod:`litellm_memory_hook.store.forgets`)
     forgotten: bool = False
+    #: the conversation's meta hash was gone beside stored turns (evicted): the seqs went on
+    #: from the newest stored turn (:data:`_RESTORE_META_LUA`)
+    meta_restored: bool = False
 
 
 @dataclass(frozen=True)
@@ -1287,12 +1313,14 @@ class MemoryStore:
             names.extend((keys.user_keys.index, *memory.all()))
             args.extend((2, keys.index_member, memory.scope))
         try:
-            written, first, last, cursor = await self._append(keys=names, args=args)
-        except RedisError as exc:
+            reply = await self._append(keys=names, args=args)
+        except Exception as exc:  # any failure of the client, not only a Redis reply
             raise StoreError(f"append {keys.ref}: {exc}") from exc
-        if int(written) < 0:
+        written, first, last, cursor = (int(x) for x in reply[:4])
+        if written < 0:
             return AppendResult(False, 0, 0, forgotten=True)
-        return AppendResult(bool(written), int(first), int(last), int(cursor))
+        restored = len(reply) > 4 and int(reply[4]) == 1
+        return AppendResult(bool(written), first, last, cursor, meta_restored=restored)
 
     def _bounded(self, item: IndexedTurn) -> IndexedTurn:
         """The turn within :attr:`limits`; re-indexed when bounding changed it (its name is
@@ -1352,20 +1380,22 @@ class MemoryStore:
         names = self._script_keys(keys)
         token = [keys.index_member, forget_token, secrets.token_hex(8)]
         try:
-            status, first, last, skipped, start = (
+            begun = [
                 int(x)
                 for x in await self._begin(
                     keys=[*names, keys.user_keys.index],
                     args=[call_id, progress, self.ttl_s, at, *token, *head, seeded, len(items)],
                 )
-            )
+            ]
+            status, first, last, skipped, start = begun[:5]
+            restored = len(begun) > 5 and begun[5] == 1
             if status < 0:
                 return AppendResult(False, 0, 0, forgotten=True)
             if status == 0:
                 return AppendResult(False, first, last)
             todo = items[seeded:] if skipped else items
             if last == 0:
-                return AppendResult(True, 0, 0)
+                return AppendResult(True, 0, 0, meta_restored=restored)
             for begin, end in self._batches(todo, start):
                 args: list[Any] = [
                     progress,
@@ -1387,9 +1417,9 @@ class MemoryStore:
                 if not done:
                     # Another run of this call id went on (or the conversation was deleted).
                     return AppendResult(False, first, last)
-        except RedisError as exc:
+        except Exception as exc:  # any failure of the client, not only a Redis reply
             raise StoreError(f"append {keys.ref}: {exc}") from exc
-        return AppendResult(True, first, last)
+        return AppendResult(True, first, last, meta_restored=restored)
 
     async def delete_turns(
         self, keys: ConversationKeys, turns: Sequence[IndexedTurn], *, forget_token: str = ""
