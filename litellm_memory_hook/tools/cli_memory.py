@@ -688,6 +688,9 @@ def register(app: typer.Typer) -> None:
         app.command("stats")(stats_command)
     if "worker" not in commands:
         app.command("worker")(worker_command)
+    from litellm_memory_hook.tools.cli_tenant import register as register_tenant
+
+    register_tenant(app)  # ``tenant move``
 
 
 __all__ = ["memories_app", "register", "stats_command", "worker_command"]
