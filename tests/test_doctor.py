@@ -27,6 +27,7 @@ from litellm_memory_hook.tools.cli_ops import (
     LITELLM_VERSION,
     _persistence_check,
     _policy_check,
+    redis_checks,
 )
 
 from .conftest import real_redis_url
@@ -102,6 +103,7 @@ def test_doctor_on_the_test_redis(monkeypatch: pytest.MonkeyPatch) -> None:
         "redis version",
         "redis mode",
         "lua scripts",
+        "redis permissions",
         "persistence",
         "maxmemory-policy",
         "proxy port",
@@ -111,7 +113,14 @@ def test_doctor_on_the_test_redis(monkeypatch: pytest.MonkeyPatch) -> None:
         checks["memory aliases"]["status"] == "ok" and "demo" in checks["memory aliases"]["detail"]
     )
     assert checks["litellm"] == {"name": "litellm", "status": "ok", "detail": LITELLM_VERSION}
-    for name in ("redis reachable", "redis version", "redis mode", "lua scripts", "proxy port"):
+    for name in (
+        "redis reachable",
+        "redis version",
+        "redis mode",
+        "lua scripts",
+        "redis permissions",
+        "proxy port",
+    ):
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["redis mode"]["detail"] == "standalone"
     assert code == 0
@@ -133,15 +142,16 @@ def test_doctor_with_redis_down_fails(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_doctor_recommends_aof_and_noeviction(
     throwaway_redis: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An evicting Redis with RDB only: a warning that recommends noeviction, one that
-    recommends AOF; with AOF and noeviction both are ok."""
+    """An evicting Redis with RDB only: the policy fails (E16: an evicted key loses turns or a
+    conversation's numbering), persistence warns and recommends AOF; with AOF and noeviction
+    both are ok."""
     bad = throwaway_redis("--maxmemory-policy", "allkeys-lru", "--save", "60", "1")
     monkeypatch.setenv("REDIS_URL", bad)
     code, checks, _ = doctor()
-    assert code == 0
-    assert checks["maxmemory-policy"]["status"] == "warn"
+    assert code == 1
+    assert checks["maxmemory-policy"]["status"] == "fail"
     assert "allkeys-lru" in checks["maxmemory-policy"]["detail"]
-    assert "recommend noeviction" in checks["maxmemory-policy"]["detail"]
+    assert "set maxmemory-policy noeviction" in checks["maxmemory-policy"]["detail"]
     assert checks["persistence"]["status"] == "warn"
     assert "RDB snapshots only" in checks["persistence"]["detail"]
     assert "appendonly yes" in checks["persistence"]["detail"]
@@ -297,7 +307,8 @@ def test_doctor_with_a_missing_config_fails(tmp_path: Path) -> None:
 
 def test_persistence_and_policy_rules() -> None:
     """The recommendations: AOF with fsync 'no' warns, no persistence at all warns that a
-    restart loses everything; volatile-* policies warn (every key has a TTL)."""
+    restart loses everything; every evicting policy fails, volatile-* too (every key has a
+    TTL); a policy INFO does not report warns."""
     assert _persistence_check({"aof_enabled": 1}, {"appendfsync": "no"}).status == "warn"
     none = _persistence_check({"aof_enabled": 0}, {"save": ""})
     assert none.status == "warn" and "loses every memory" in none.detail
@@ -309,7 +320,10 @@ def test_persistence_and_policy_rules() -> None:
             "maxmemory_human": "10M",
         }
     )
-    assert lru.status == "warn" and "volatile-*" in lru.detail
+    assert lru.status == "fail" and "volatile-*" in lru.detail
+    for policy in ("allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-ttl", "volatile-lfu"):
+        assert _policy_check({"maxmemory_policy": policy}).status == "fail", policy
+    assert _policy_check({}).status == "warn"
     ok = _policy_check(
         {"maxmemory_policy": "noeviction", "maxmemory": 0, "used_memory_human": "1M"}
     )
@@ -436,3 +450,34 @@ async def test_stats_without_the_scan_still_counts_the_keys(real_redis: Any, pre
     stats = await store_stats(real_redis, prefix, scan=False)
     assert stats.db_keys is not None and stats.db_keys >= 1
     assert stats.conversations is None or stats.conversations == 0
+
+
+@pytest.mark.parametrize(
+    ("rules", "denied"),
+    [
+        (("~*", "&*", "+@all", "-@scripting"), "EVALSHA"),
+        (("~mem:{*", "&*", "+@all"), "mem:due"),
+    ],
+)
+def test_doctor_fails_a_redis_user_without_the_commands_memory_needs(
+    tmp_path: Path, rules: tuple[str, ...], denied: str
+) -> None:
+    """E07: a user without scripting, or without the global due set, fails the permissions
+    check naming what is missing (asked with ACL DRYRUN; no CONFIG needed); a user allowed
+    everything on the prefix passes."""
+    from .redis_servers import RedisServer, add_acl_user, free_ports
+
+    [port] = free_ports(1)
+    server = RedisServer(tmp_path / "acl", port).start()
+    try:
+        url = add_acl_user(server, "limited", "pw", *rules)
+        checks = {c.name: c for c in redis_checks(url, cluster_setting=False, prefix="mem")}
+        assert checks["redis permissions"].status == "fail", checks["redis permissions"]
+        assert denied in checks["redis permissions"].detail
+        assert "limited" in checks["redis permissions"].detail
+        url = add_acl_user(server, "full", "pw", "~mem:*", "&*", "+@all", "-config")
+        checks = {c.name: c for c in redis_checks(url, cluster_setting=False, prefix="mem")}
+        assert checks["redis permissions"].status == "ok", checks["redis permissions"]
+        assert checks["maxmemory-policy"].status == "ok"  # read from INFO, CONFIG denied
+    finally:
+        server.stop()

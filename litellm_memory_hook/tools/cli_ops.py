@@ -719,12 +719,104 @@ def _policy_check(memory: dict[str, Any]) -> Check:
     budget = f"{used} used" + (f" of {memory.get('maxmemory_human')}" if limit else ", no limit")
     if policy == "noeviction":
         return Check("maxmemory-policy", "ok", f"noeviction ({budget})")
+    if policy == "unknown":
+        return Check(
+            "maxmemory-policy",
+            "warn",
+            f"not reported by INFO memory ({budget}): make sure it is noeviction",
+        )
     return Check(
         "maxmemory-policy",
-        "warn",
-        f"{policy} ({budget}): Redis may evict conversations and memories (every key has a "
-        "TTL, so volatile-* policies evict them too); recommend noeviction",
+        "fail",
+        f"{policy} ({budget}): Redis evicts single keys when full, and an evicted key loses "
+        "turns, memories or a conversation's numbering (every key has a TTL, so volatile-* "
+        "policies evict them too); set maxmemory-policy noeviction (or give memory a Redis "
+        "of its own)",
     )
+
+
+def _needed_commands(prefix: str) -> list[tuple[str, ...]]:
+    """Commands the package sends, on sample keys of each kind it uses (a user's keys, the
+    global due set and counters): what the Redis user must be allowed."""
+    tag = "{doctor:probe}"
+    meta, turns = f"{prefix}:{tag}:c:x:meta", f"{prefix}:{tag}:c:x:turns"
+    due, stats, index = f"{prefix}:due", f"{prefix}:stats", f"{prefix}:{tag}:index"
+    return [
+        ("EVALSHA", "0" * 40, "1", meta),
+        ("EVAL", "return 1", "1", meta),
+        ("SCRIPT", "LOAD", "return 1"),
+        ("HSET", meta, "f", "v"),
+        ("HGETALL", meta),
+        ("HMGET", meta, "f"),
+        ("HINCRBY", meta, "f", "1"),
+        ("HDEL", meta, "f"),
+        ("ZADD", turns, "1", "m"),
+        ("ZRANGE", turns, "0", "-1"),
+        ("ZREM", turns, "m"),
+        ("SADD", index, "m"),
+        ("SMEMBERS", index),
+        ("DEL", meta),
+        ("EXPIRE", meta, "1"),
+        ("WATCH", meta),
+        ("MULTI",),
+        ("EXEC",),
+        ("ZADD", due, "1", "m"),
+        ("ZRANGE", due, "0", "-1"),
+        ("ZREM", due, "m"),
+        ("HINCRBY", stats, "f", "1"),
+        ("SCAN", "0"),
+    ]
+
+
+def _permissions_check(client: Any, prefix: str) -> Check:
+    """Whether the Redis user may send every command the package needs on its keys: asked
+    with ``ACL DRYRUN`` (Redis 7+) where the user may run it, else by harmless commands (a
+    script that only returns, removals of members that do not exist)."""
+    try:
+        user = str(client.execute_command("ACL", "WHOAMI"))
+        denied = []
+        for command in _needed_commands(prefix):
+            answer = str(client.execute_command("ACL", "DRYRUN", user, *command))
+            if answer != "OK":
+                denied.append(
+                    f"{' '.join(command[:2]) if command[0] == 'SCRIPT' else command[0]}: {answer}"
+                )
+    except RedisError:
+        return _permissions_by_trying(client, prefix)
+    if denied:
+        return Check(
+            "redis permissions",
+            "fail",
+            f"user {user!r} lacks {len(denied)} of the commands memory needs: "
+            + "; ".join(denied[:4])
+            + f" (grant e.g. +@all ~{prefix}:*, scripting included)",
+        )
+    return Check("redis permissions", "ok", f"user {user!r} may send every command memory needs")
+
+
+def _permissions_by_trying(client: Any, prefix: str) -> Check:
+    tag = "{doctor:probe}"
+    meta, due = f"{prefix}:{tag}:c:x:meta", f"{prefix}:due"
+    tries: list[tuple[str, Any]] = [
+        ("SCRIPT LOAD", lambda: client.script_load("return 1")),
+        ("EVALSHA", lambda: client.evalsha(client.script_load("return 1"), 1, meta)),
+        ("HDEL on a user's key", lambda: client.hdel(meta, "doctor-probe")),
+        ("ZREM on the due set", lambda: client.zrem(due, "doctor-probe")),
+        ("ZRANGE on the due set", lambda: client.zrange(due, 0, 0)),
+    ]
+    denied = []
+    for name, attempt in tries:
+        try:
+            attempt()
+        except RedisError as exc:
+            denied.append(f"{name}: {exc}")
+    if denied:
+        return Check(
+            "redis permissions",
+            "fail",
+            "; ".join(denied[:4]) + f" (grant e.g. +@all ~{prefix}:*, scripting included)",
+        )
+    return Check("redis permissions", "ok", "scripts and the package's keys work")
 
 
 def _config_get(client: Any, name: str) -> str | None:
@@ -745,9 +837,13 @@ def _redis_problem(exc: BaseException) -> str:
     return text
 
 
-def redis_checks(url: str, *, cluster_setting: bool, timeout_s: float = 3.0) -> list[Check]:
-    """Reachability, version, mode, Lua, persistence and eviction policy of the Redis at
-    ``url`` (one node when it is a Cluster)."""
+def redis_checks(
+    url: str, *, cluster_setting: bool, timeout_s: float = 3.0, prefix: str = "mem"
+) -> list[Check]:
+    """Reachability, version, mode, Lua, the user's permissions on the keys of ``prefix``,
+    persistence and eviction policy of the Redis at ``url`` (one node when it is a Cluster).
+    Never needs ``CONFIG`` (managed Redis forbids it): the policy comes from ``INFO
+    memory``."""
     import redis
 
     client = redis.Redis.from_url(
@@ -791,6 +887,7 @@ def redis_checks(url: str, *, cluster_setting: bool, timeout_s: float = 3.0) -> 
             checks.append(Check("lua scripts", "fail", f"EVAL refused: {exc}"))
         if lua_ok:
             checks.append(Check("lua scripts", "ok", "EVAL works"))
+        checks.append(_permissions_check(client, prefix))
         config = {
             name: value
             for name in ("save", "appendfsync")
@@ -1077,7 +1174,11 @@ def doctor_checks(
     if config is not None:
         settings = config.settings
         if "redis_url" in settings.model_fields_set:
-            found = redis_checks(settings.redis_url, cluster_setting=settings.redis_cluster)
+            found = redis_checks(
+                settings.redis_url,
+                cluster_setting=settings.redis_cluster,
+                prefix=settings.key_prefix,
+            )
             checks.extend(found)
             if _reachable(found):
                 checks.append(read_worker_check(settings.redis_url, settings))
@@ -1087,7 +1188,9 @@ def doctor_checks(
             if answers(sock):
                 owner = f"serve pid {holder}" if holder else "no serve holds it"
                 checks.append(Check("redis", "info", f"embedded, socket {sock} ({owner})"))
-                found = redis_checks(f"unix://{sock}", cluster_setting=False)
+                found = redis_checks(
+                    f"unix://{sock}", cluster_setting=False, prefix=settings.key_prefix
+                )
                 checks.extend(found)
                 if _reachable(found):
                     checks.append(read_worker_check(f"unix://{sock}", settings))
