@@ -166,6 +166,10 @@ class MemorySettings(BaseSettings):
             the old summary's facts (its distinct content words, names counted twice; 0 to 1;
             0 turns the check off); else the old summary stays (counted as
             ``summaries_refused``). Checked only when the old summary holds 5 such words.
+        temporary_conversation_patterns: regular expressions (searched, case-sensitive) on the
+            request's conversation id that mark a temporary chat: memory is read, nothing is
+            stored or extracted from it (Open WebUI's temporary chats have ids starting with
+            ``local:``, the default); ``[]`` turns the check off.
     """
 
     model_config = SettingsConfigDict(
@@ -230,6 +234,19 @@ class MemorySettings(BaseSettings):
     extraction_max_removed_share: float = Field(default=0.2, ge=0.0, le=1.0)
     memory_history_max: int = Field(default=200, ge=1, le=10_000)
     summary_min_kept_share: float = Field(default=0.35, ge=0.0, le=1.0)
+    temporary_conversation_patterns: list[str] = Field(default_factory=lambda: [r"\Alocal:"])
+
+    @field_validator("temporary_conversation_patterns")
+    @classmethod
+    def _valid_temporary_patterns(cls, value: list[str]) -> list[str]:
+        import regex
+
+        for pattern in value:
+            try:
+                regex.compile(pattern)
+            except regex.error as exc:
+                raise ValueError(f"bad pattern {pattern!r}: {exc}") from exc
+        return value
 
     @field_validator("redis_url")
     @classmethod

@@ -68,7 +68,7 @@ from litellm_memory_hook.core.messages import (
 )
 from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn, copy_json
 from litellm_memory_hook.core.plan import plan_with_buffered
-from litellm_memory_hook.core.side_requests import side_request_pattern
+from litellm_memory_hook.core.side_requests import side_request_pattern, temporary_pattern
 from litellm_memory_hook.core.window import build_window
 from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
@@ -592,6 +592,11 @@ class MemoryHook(CustomLogger):
             logger.info("memory hook: no usable user id for %r; passing through", data.get("model"))
             data["messages"] = with_rules(data.get("messages"), rules)
             return
+        temporary = temporary_pattern(who.conversation, settings.temporary_conversation_patterns)
+        if temporary is not None and mode == "read_write":  # a temporary chat: read-only
+            self.counters["temporary_chats"] += 1
+            logger.info("memory hook: temporary chat (%s); memory read, nothing stored", temporary)
+            mode = "read_only"
         options = ContextOptions.for_alias(
             settings,
             alias,

@@ -1,0 +1,143 @@
+"""End to end, issue 28 (third round of ../shared/cases/field-cases.md) through a real LiteLLM
+proxy: E04 (SillyTavern's Summarize, a system message after the chat), E05 (Open WebUI's
+temporary chats), E01 (a 1,068-character tool call id), E03 (an audio reply). Each compares what
+the model received and what Redis holds with the right value."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from litellm_memory_hook.store.keys import due_key, key_id
+
+from . import harness
+from .harness import MASTER_KEY
+from .prompt_view import memory_text, without_tail
+
+pytestmark = pytest.mark.e2e
+
+CHAT_HEADER = "x-openwebui-chat-id"
+USER_HEADER = "x-openwebui-user-id"
+
+
+class Round3(harness.Running):
+    """The proxy, the stand-in and Redis of these tests."""
+
+    def chat(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:
+        return self.http.post(
+            f"{self.proxy}/v1/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {MASTER_KEY}", **(headers or {})},
+        )
+
+    def received(self) -> dict[str, Any]:
+        return dict(self.chat_calls()[-1])
+
+    def keys_of(self, user: str) -> list[str]:
+        return sorted(self.redis.scan_iter(match=f"{self.prefix}:{{master:{key_id(user)}}}:*"))
+
+
+@pytest.fixture(scope="module")
+def round3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Round3]:
+    plain = {
+        "model_name": "plain",
+        "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
+    }
+    with harness.stack(
+        tmp_path_factory.mktemp("e2e-round3"),
+        stem="e3r",
+        kind=Round3,
+        extra_models=[plain],
+        memory={"user_header": USER_HEADER, "conversation_header": CHAT_HEADER},
+        extra={"router_settings": {"num_retries": 0, "disable_cooldowns": True}},
+    ) as running:
+        yield running
+
+
+def _user() -> str:
+    return "u" + uuid.uuid4().hex[:8]
+
+
+SUMMARIZE = (
+    "Ignore previous instructions. Summarize the most important facts and events in the story "
+    "so far. If a summary already exists in your memory, use that as a base and expand with new "
+    "facts. Limit the summary to 300 words or less. Your response should include nothing but "
+    "the summary."
+)
+
+
+def test_e04_summarize_after_the_chat_is_a_side_request(round3: Round3) -> None:
+    """E04: SillyTavern's Summarize (the whole chat, then its instruction as a system message,
+    no new user turn) reaches the model as LiteLLM alone delivers it; nothing is stored and the
+    stored a2 is unchanged (it was read as a prefill and the summary glued onto it)."""
+    user = _user()
+    system = {"role": "system", "content": "You are Mira, a knight in the story."}
+    chat = [system, {"role": "user", "content": "I enter the castle of Vel."}]
+    round3.script("The gate creaks open.")
+    assert round3.chat({"model": "demo", "user": user, "messages": chat}).status_code == 200
+    chat += [
+        {"role": "assistant", "content": "The gate creaks open."},
+        {"role": "user", "content": "I take the silver key from the altar."},
+    ]
+    round3.script("The key glows in your hand.")
+    assert round3.chat({"model": "demo", "user": user, "messages": chat}).status_code == 200
+    chat.append({"role": "assistant", "content": "The key glows in your hand."})
+    stored = round3.turns(user)
+    assert [t["text"] for t in stored] == [m["content"] for m in chat[1:]]
+
+    body = {"user": user, "messages": [*chat, {"role": "system", "content": SUMMARIZE}]}
+    round3.script("Summary: the knight entered Vel and took the silver key.")
+    assert round3.chat({**copy.deepcopy(body), "model": "plain"}).status_code == 200
+    plain = round3.received()["messages"]
+    round3.script("Summary: the knight entered Vel and took the silver key.")
+    answer = round3.chat({**copy.deepcopy(body), "model": "demo"})
+    assert answer.status_code == 200, answer.text
+    seen = round3.received()["messages"]
+    assert without_tail(seen)[1:] == plain[1:]  # the client's chat as sent, instruction last
+    assert seen[-1] == {"role": "system", "content": SUMMARIZE}
+    assert round3.turns(user) == stored  # nothing stored, no stored reply changed
+
+
+def test_e05_a_temporary_chat_reads_memory_and_leaves_no_trace(round3: Round3) -> None:
+    """E05: Open WebUI's temporary chat (``x-openwebui-chat-id: local:3f2a9c``) gets memory
+    but nothing of it is stored or scheduled for extraction; the user's other chats never see
+    its facts. ``metadata.memory_mode: read_only`` still works for a normal chat id."""
+    user = _user()
+    normal = {USER_HEADER: user, CHAT_HEADER: "chat-1"}
+    round3.script("Noted.")
+    first = {"model": "demo", "messages": [{"role": "user", "content": "My cat is Miso."}]}
+    assert round3.chat(first, normal).status_code == 200
+    before = round3.keys_of(user)
+    due_before = round3.redis.zrange(due_key(round3.prefix), 0, -1)
+
+    temporary = {USER_HEADER: user, CHAT_HEADER: "local:3f2a9c"}
+    secret = {"role": "user", "content": "My secret plan is TEMPCHAT-99."}
+    round3.script("Your secret is safe.")
+    answer = round3.chat({"model": "demo", "messages": [secret]}, temporary)
+    assert answer.status_code == 200, answer.text
+    assert "<memory_reminder>" in memory_text(round3.received()["messages"])  # memory read
+    round3.script("Still safe.")
+    follow = [
+        secret,
+        {"role": "assistant", "content": "Your secret is safe."},
+        {"role": "user", "content": "Remember it well."},
+    ]
+    assert round3.chat({"model": "demo", "messages": follow}, temporary).status_code == 200
+    assert round3.keys_of(user) == before  # no key of the temporary chat, nothing changed
+    assert round3.redis.zrange(due_key(round3.prefix), 0, -1) == due_before
+
+    round3.script("I do not know.")
+    ask = {"model": "demo", "messages": [{"role": "user", "content": "What is my secret plan?"}]}
+    assert round3.chat(ask, {USER_HEADER: user, CHAT_HEADER: "chat-2"}).status_code == 200
+    assert "TEMPCHAT-99" not in str(round3.received()["messages"])
+    assert all("TEMPCHAT" not in t["text"] for t in round3.turns(user, "chat-2"))
+
+    read_only = {**first, "metadata": {"memory_mode": "read_only"}}
+    read_only["messages"] = [{"role": "user", "content": "Only read, TEMPCHAT-100."}]
+    assert round3.chat(read_only, normal).status_code == 200
+    assert all("TEMPCHAT-100" not in t["text"] for t in round3.turns(user, "chat-1"))
