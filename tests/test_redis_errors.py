@@ -290,3 +290,36 @@ async def test_a_user_without_the_due_set_stores_every_turn(
     said = _lines(caplog, "scheduling their extraction failed")
     assert len(said) == 1 and "no permissions" in said[0]
     await hook.store.redis.aclose()
+
+
+@pytestmark_acl
+async def test_readonly_after_a_failover_reconnects_and_keeps_the_turn(
+    server: RedisServer, tmp_path: Path, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """READONLY (the node became a replica): the write drops the pooled connections and
+    tries once more, then waits in the buffer as for an outage (not said as a refusal, no
+    breaker); once the node is a primary again it is written."""
+    caplog.set_level(logging.INFO, logger="litellm_memory_hook")
+    [port] = free_ports(1)
+    other = RedisServer(tmp_path / "other", port).start()
+    admin = redis.Redis(port=server.port)
+    try:
+        hook = _hook(server.url, prefix)
+        data = await hook.async_pre_call_hook(
+            Auth(), None, chat_request("said before the failover", call_id="r1"), "acompletion"
+        )
+        assert data is not None
+        admin.replicaof("127.0.0.1", other.port)  # demoted: writes answer READONLY
+        await hook.async_post_call_success_hook(data, Auth(), model_response("kept"))
+        assert hook.counters["redis_readonly_reconnects"] >= 1
+        assert hook.counters["write_failures_readonly"] == 1 and len(hook.buffer) == 1
+        assert hook.counters["breaker_trips"] == 0 and hook.counters["writes_set_aside"] == 0
+        admin.replicaof("NO", "ONE")  # promoted again
+        await hook.drain()
+        assert _texts(server, prefix, "u-A") == ["said before the failover", "kept"]
+        assert hook.counters["writes_lost"] == 0
+        assert _lines(caplog, "became a replica") != []
+        await hook.store.redis.aclose()
+    finally:
+        admin.close()
+        other.stop()

@@ -138,3 +138,67 @@ async def test_a_full_buffer_keeps_the_exchange_being_sent_whole() -> None:
     gate.set()
     await one.drain(timeout_s=5)
     assert written == ["b1", "b2"]
+
+
+async def test_a_refused_conversation_is_set_aside_and_the_others_are_written() -> None:
+    """Issue 27 item 6: a write Redis refuses (here NOPERM) for one conversation is set aside
+    with a counter; the writes of other conversations queued after it are written at once,
+    and the refused one's later write waits behind it only. Once allowed, both land, in
+    order."""
+    from redis.exceptions import NoPermissionError
+
+    allowed = {"t:u:b": True, "t:u:a": False}
+    written: list[str] = []
+    counts: Counter[str] = Counter()
+
+    async def write(item: PendingWrite) -> None:
+        if not allowed[item.conversation[1]]:
+            raise NoPermissionError("this user has no permissions to access one of the keys")
+        written.append(item.call_id)
+
+    buffer = WriteBuffer(
+        write,
+        max_items=100,
+        max_age_s=60.0,
+        count=lambda name, n: counts.update({name: n}),
+        refused_retry_s=0.2,
+    )
+    for ref, name in [("t:u:a", "a1"), ("t:u:b", "b1"), ("t:u:a", "a2"), ("t:u:b", "b2")]:
+        buffer.add(_write(ref, "user", name))
+    await buffer.drain(timeout_s=5)  # returns once only the set-aside conversation waits
+    assert written == ["b1", "b2"]
+    assert counts["writes_set_aside_noperm"] == 1 and counts["redis_refused_noperm"] == 1
+    assert buffer.holds(("mem", "t:u:a")) and not buffer.holds(("mem", "t:u:b"))
+    allowed["t:u:a"] = True
+    await asyncio.sleep(0.3)
+    await buffer.drain(timeout_s=5)
+    assert written == ["b1", "b2", "a1", "a2"] and counts["writes_lost"] == 0
+
+
+async def test_an_outage_holds_back_its_node_only() -> None:
+    """A transient failure (a connection error) backs off the writes of its group (the Redis
+    node) only; another node's writes go on."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    down = {"node-a"}
+    written: list[str] = []
+    counts: Counter[str] = Counter()
+
+    def group(item: PendingWrite) -> str:
+        return "node-a" if item.conversation[1].endswith(":a") else "node-b"
+
+    async def write(item: PendingWrite) -> None:
+        if group(item) in down:
+            raise RedisConnectionError("Connection refused")
+        written.append(item.call_id)
+
+    buffer = WriteBuffer(
+        write, max_items=100, max_age_s=60.0, count=lambda n, k: counts.update({n: k}), group=group
+    )
+    for ref, name in [("t:u:a", "a1"), ("t:v:a", "a2"), ("t:u:b", "b1"), ("t:v:b", "b2")]:
+        buffer.add(_write(ref, "user", name))
+    await asyncio.sleep(0.1)
+    assert written == ["b1", "b2"] and counts["writes_set_aside"] == 0
+    down.clear()
+    await buffer.drain(timeout_s=5)
+    assert sorted(written) == ["a1", "a2", "b1", "b2"] and counts["writes_lost"] == 0
