@@ -64,15 +64,16 @@ def test_a_100k_name_is_not_stored_whole() -> None:
 
 
 def test_long_ids_stay_distinct_and_pair_up() -> None:
-    """Ids over 128 characters keep their start plus a hash of the whole id: two ids that share
-    a long start stay different, and a call and its result still match."""
+    """Tool call ids are never cut (issue 28, E01: a provider checks them; this test held the
+    old rule, a 128-character start plus a hash, which broke a result sent alone): two long ids
+    stay whole and distinct, and a call and its result still match. LiteLLM's own call id
+    (``call_id``) is still bounded."""
     a, b = "call_" + "x" * 300 + "A", "call_" + "x" * 300 + "B"
     call = bound_turn(Turn(role="assistant", text="", ts_ms=1, tool_calls=(_call(a), _call(b))))
     result = bound_turn(Turn(role="tool", text="18 C", ts_ms=2, tool_call_id=a))
     ids = [c["id"] for c in call.tool_calls]
-    assert len(set(ids)) == 2 and all(len(i) == 128 for i in ids)
-    assert result.tool_call_id == ids[0]
-    assert bound_id(ids[0]) == ids[0]
+    assert ids == [a, b]
+    assert result.tool_call_id == a
     long_call = bound_turn(Turn(role="user", text="x", ts_ms=1, call_id="c" * 5000))
     assert long_call.call_id == bound_id("c" * 5000) and len(long_call.call_id) == 128
 
@@ -102,14 +103,17 @@ def test_bound_tool_calls_for_a_messages_own_copy() -> None:
 
 def test_tool_call_extras_are_kept_whole_or_dropped() -> None:
     """Other keys of a tool call (provider data such as signatures) are never cut: kept when
-    they fit, dropped when not; tool calls beyond 128 are dropped; names are cut."""
+    they fit, dropped when not; a signature (a provider-checked value) is kept whole up to
+    ``checked_chars`` (issue 28, E01: this test held a 50,000-character signature dropped at
+    8,000), dropped whole past it; tool calls beyond 128 are dropped; names are cut."""
     small = _call("a", provider_specific_fields={"thought_signature": "s" * 100})
     big = _call("b", provider_specific_fields={"thought_signature": "s" * 50_000})
-    turn = bound_turn(
-        Turn(role="assistant", text="", ts_ms=1, tool_calls=(small, big, _call("c", "n" * 999)))
-    )
+    huge = _call("d", provider_specific_fields={"thought_signature": "s" * 300_000})
+    calls = (small, big, _call("c", "n" * 999), huge)
+    turn = bound_turn(Turn(role="assistant", text="", ts_ms=1, tool_calls=calls))
     assert turn.tool_calls[0] == small
-    assert "provider_specific_fields" not in turn.tool_calls[1]
+    assert turn.tool_calls[1] == big
+    assert "provider_specific_fields" not in turn.tool_calls[3]
     assert turn.tool_calls[2]["function"]["name"] == "n" * 128
     many = bound_turn(
         Turn(
@@ -177,6 +181,7 @@ def test_bounding_is_idempotent_and_within_limits(
         tool_calls=3,
         call_extra_chars=50,
         extra_chars=200,
+        checked_chars=1000,
     )
     turn = Turn(
         role="assistant",
@@ -191,10 +196,12 @@ def test_bounding_is_idempotent_and_within_limits(
     once = bound_turn(turn, small)
     assert bound_turn(once, small) == once and bound_turn(once, small).msg == once.msg
     assert len(once.text) <= 100 and len(once.name) <= 20
-    assert len(once.call_id) <= 40 and len(once.tool_call_id) <= 40
+    assert len(once.call_id) <= 40 and once.tool_call_id == ident  # a checked id: never cut
     assert len(once.tool_calls) <= 3
+    assert sum(len(c["id"]) for c in once.tool_calls) <= 1000
+    originals = {c["id"] for c in calls}
     for call in once.tool_calls:
-        assert len(call["id"]) <= 40 and len(call["function"]["name"]) <= 20
+        assert call["id"] in originals and len(call["function"]["name"]) <= 20
     arguments = [len(c["function"]["arguments"]) for c in once.tool_calls]
     assert sum(arguments) <= 600 or max(arguments) <= 256
 
@@ -251,4 +258,6 @@ async def test_through_the_hook_nothing_long_is_replayed(
     assert len(json.dumps(second["messages"])) < 100_000
     keys = ConversationKeys.for_ids(prefix, "master", "u-B", "demo")
     members = await any_redis.zrange(keys.turns, 0, -1)
-    assert members and max(len(m) for m in members) < 90_000
+    # tool call ids are kept whole (issue 28, E01: a provider checks them; this test held
+    # them cut), within checked_chars per turn; everything else stays bounded
+    assert members and max(len(str(m).replace("i" * 100_000, "")) for m in members) < 90_000

@@ -141,3 +141,43 @@ def test_e05_a_temporary_chat_reads_memory_and_leaves_no_trace(round3: Round3) -
     read_only["messages"] = [{"role": "user", "content": "Only read, TEMPCHAT-100."}]
     assert round3.chat(read_only, normal).status_code == 200
     assert all("TEMPCHAT-100" not in t["text"] for t in round3.turns(user, "chat-1"))
+
+
+#: 1,068 characters, shaped as LiteLLM's Gemini ids (call id, separator, base64 signature); the
+#: separator is not LiteLLM's literal ``__thought__``: LiteLLM strips what follows that from a
+#: tool result's id on its way to an OpenAI-compatible deployment (the stand-in), so with it the
+#: stand-in would see a mismatch LiteLLM makes, with or without the hook (not checked here).
+LONG_ID = "call_7f3a9c" + "_x_thought_x" + ("CiQBjz1rX" * 117)[:1045]
+
+
+@pytest.mark.parametrize("ident", ["call_short1", LONG_ID], ids=["short", "1068"])
+def test_e01_a_1068_character_tool_call_id_round_trips(round3: Round3, ident: str) -> None:
+    """E01: a tool call whose id is 1,068 characters (Gemini 3 through LiteLLM carries its
+    thought signature in the id); the agent sends only the tool result: the model receives the
+    stored call with its id exactly as produced, right before the result, and answers 200 (the
+    id was cut to 128 characters plus a hash: 500, missing tool call)."""
+    assert len(LONG_ID) == 1068
+    user = _user()
+    call = {
+        "id": ident,
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'},
+    }
+    round3.script({"content": None, "tool_calls": [call]})
+    ask = {"role": "user", "content": "What is the weather in Lisbon?"}
+    first = round3.chat({"model": "demo", "user": user, "messages": [ask]})
+    assert first.status_code == 200, first.text
+    produced = first.json()["choices"][0]["message"]["tool_calls"][0]["id"]
+    assert produced == ident
+    stored = round3.turns(user)
+    assert [c["id"] for c in stored[-1]["tool_calls"]] == [ident]
+
+    result = {"role": "tool", "tool_call_id": ident, "content": "18 C, sunny"}
+    round3.script("It is 18 C and sunny in Lisbon.")
+    answer = round3.chat({"model": "demo", "user": user, "messages": [result]})
+    assert answer.status_code == 200, answer.text
+    seen = without_tail(round3.received()["messages"])
+    calls = [m for m in seen if m.get("tool_calls")]
+    assert calls and [c["id"] for c in calls[-1]["tool_calls"]] == [ident]
+    assert seen[seen.index(calls[-1]) + 1] == result
+    assert [t["text"] for t in round3.turns(user)][-1] == "It is 18 C and sunny in Lisbon."

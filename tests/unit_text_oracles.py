@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import regex
 
-from litellm_memory_hook.core.bounds import bound_id
 from litellm_memory_hook.core.messages import content_text, keep_tail
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.plan import Alignment, _tool_call_ids
@@ -56,9 +55,7 @@ def _same(message: dict[str, object], turn: Turn, max_chars: int) -> bool:
         return False
     if turn.role == "assistant" and _tool_call_ids(message) != _tool_call_ids(turn):
         return False
-    return (
-        turn.role != "tool" or bound_id(str(message.get("tool_call_id") or "")) == turn.tool_call_id
-    )
+    return turn.role != "tool" or str(message.get("tool_call_id") or "") == turn.tool_call_id
 
 
 def align(

@@ -15,17 +15,23 @@ field                     default    over the limit
 ``text``                  32,000     the end is kept, cut on a grapheme boundary, ``…`` first
                                      (as the recent window cuts; ``stored_text_chars``)
 ``name``                  128        the start is kept, cut on a grapheme boundary
-``call_id``,              128        the start plus ``_`` and 16 hex digits of the SHA-256 of
-``tool_call_id``,                    the whole id: distinct ids stay distinct and a tool call
-tool call ``id``                     and its result still match
+``call_id`` (LiteLLM's    128        the start plus ``_`` and 16 hex digits of the SHA-256 of
+call id, this package's)             the whole id
+``tool_call_id``,         never cut  a provider checks them (a result must name its call's id
+tool call ``id``                     exactly; LiteLLM carries Gemini's thought signature inside
+                                     the id, 1,000+ characters); the calls of one turn keep
+                                     their ids whole within ``checked_chars`` (262,144)
+                                     together, later calls are dropped whole
 tool call function name   128        the start is kept
 tool call ``arguments``   32,000     shared by the turn's calls (each gets an equal share,
                                      at least 256); an over-long one becomes the valid JSON
                                      ``{"truncated_arguments": "<start>", "original_chars": n}``
 tool calls per turn       128        later calls are dropped
 other keys of a tool      8,000      per call, kept whole when their JSON fits, else dropped
-call (``index``, provider            (opaque provider data such as signatures must not be cut)
-fields)
+call (``index``, provider            (opaque provider data such as signatures must not be cut);
+fields)                              a value holding a provider-checked key
+                                     (:data:`CHECKED_KEYS`: signatures, encrypted reasoning)
+                                     is always kept whole
 any other field of        64,000     shared by the turn's other fields (``msg``, the message as
 the turn                             sent): a string field keeps its start (``…`` last); a list
                                      or mapping is kept whole when its compact JSON fits the
@@ -56,6 +62,7 @@ import regex
 from litellm_memory_hook.core.models import Turn
 
 __all__ = [
+    "CHECKED_KEYS",
     "META_VALUE_CHARS",
     "TurnLimits",
     "bound_id",
@@ -64,6 +71,7 @@ __all__ = [
     "bound_turn",
     "cut_head",
     "cut_tail",
+    "holds_checked",
 ]
 
 ELLIPSIS = "…"
@@ -92,6 +100,39 @@ _OWN_FIELDS = frozenset(
 )
 _CALL_KEYS = frozenset({"id", "type", "function"})
 
+#: keys whose values a provider checks when they come back in a request: ids a result names,
+#: signatures over reasoning, encrypted reasoning, audio ids. A value under one of them, and a
+#: mapping holding one (a thinking block: its signature covers its text), is never cut.
+CHECKED_KEYS = frozenset(
+    {
+        "id",
+        "tool_call_id",
+        "signature",
+        "thought_signature",
+        "thoughtSignature",
+        "thought_signatures",
+        "encrypted_content",
+        "reasoning_signature",
+    }
+)
+#: of :data:`CHECKED_KEYS`, those that make the whole mapping holding them sealed.
+_SEALING_KEYS = CHECKED_KEYS - {"id", "tool_call_id"}
+
+
+def holds_checked(value: object, depth: int = 0) -> bool:
+    """True when ``value`` (decoded JSON) holds a provider-checked value that seals what holds
+    it: a mapping with a signature or encrypted content at any depth (up to 8), or an
+    Anthropic ``redacted_thinking`` block. Such a value is kept whole or left out whole."""
+    if depth > 8:
+        return False
+    if isinstance(value, dict):
+        if value.get("type") == "redacted_thinking" or _SEALING_KEYS.intersection(value):
+            return True
+        return any(holds_checked(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(holds_checked(v, depth + 1) for v in value)
+    return False
+
 
 @dataclass(frozen=True)
 class TurnLimits:
@@ -100,7 +141,9 @@ class TurnLimits:
     Attributes:
         text_chars: the turn's text (``stored_text_chars``); the end is kept.
         name_chars: the speaker ``name``.
-        id_chars: ``call_id``, ``tool_call_id`` and each tool call's ``id``.
+        id_chars: ``call_id`` (LiteLLM's call id; tool call ids are never cut).
+        checked_chars: the tool call ids of one turn together (calls past it are dropped
+            whole, never cut).
         tool_name_chars: each tool call's function name.
         arguments_chars: the tool-call arguments of one turn together.
         tool_calls: most tool calls kept per turn (a count).
@@ -117,6 +160,7 @@ class TurnLimits:
     tool_calls: int = 128
     call_extra_chars: int = 8000
     extra_chars: int = 64_000
+    checked_chars: int = 262_144
 
 
 def cut_head(text: str, limit: int, *, mark: str = "") -> str:
@@ -188,7 +232,7 @@ def _bound_call(call: Any, limits: TurnLimits, share: int) -> Any:
     extra_used = 0
     for key, value in call.items():
         if key == "id" and isinstance(value, str):
-            out[key] = bound_id(value, limits.id_chars)
+            out[key] = value  # a provider checks it: never cut
         elif key == "type" and isinstance(value, str):
             out[key] = cut_head(value, limits.tool_name_chars)
         elif key == "function" and isinstance(value, dict):
@@ -204,6 +248,9 @@ def _bound_call(call: Any, limits: TurnLimits, share: int) -> Any:
                 else:
                     extra_used += size
             out[key] = function
+        elif key in CHECKED_KEYS or holds_checked(value):
+            if _json_chars(value) <= limits.checked_chars:  # a signature: whole or not at all
+                out[key] = value
         else:
             size = _json_chars(value) + len(str(key))
             if extra_used + size <= limits.call_extra_chars:
@@ -215,13 +262,14 @@ def _bound_call(call: Any, limits: TurnLimits, share: int) -> Any:
 def _calls_fit(calls: tuple[Any, ...], limits: TurnLimits) -> bool:
     if len(calls) > limits.tool_calls:
         return False
-    arguments = 0
+    arguments = ids = 0
     for call in calls:
         if not isinstance(call, dict):
             continue
         if set(call) - _CALL_KEYS:
             return False  # other keys: checked (cheaply enough) by _bound_call
-        if len(str(call.get("id") or "")) > limits.id_chars:
+        ids += len(str(call.get("id") or ""))
+        if ids > limits.checked_chars:
             return False
         if len(str(call.get("type") or "")) > limits.tool_name_chars:
             return False
@@ -239,6 +287,12 @@ def _bound_calls(calls: tuple[Any, ...], limits: TurnLimits) -> tuple[Any, ...]:
     if _calls_fit(calls, limits):
         return calls
     kept = calls[: limits.tool_calls]
+    ids = 0
+    for end, call in enumerate(kept):
+        ids += len(str(call.get("id") or "")) if isinstance(call, dict) else 0
+        if ids > limits.checked_chars:  # ids are never cut: later calls go whole
+            kept = kept[:end]
+            break
     lengths = [
         len(c["function"]["arguments"])
         for c in kept
@@ -301,8 +355,6 @@ def bound_turn(turn: Turn, limits: TurnLimits | None = None) -> Turn:
         changes["name"] = cut_head(turn.name, limits.name_chars)
     if len(turn.call_id) > limits.id_chars:
         changes["call_id"] = bound_id(turn.call_id, limits.id_chars)
-    if len(turn.tool_call_id) > limits.id_chars:
-        changes["tool_call_id"] = bound_id(turn.tool_call_id, limits.id_chars)
     if turn.tool_calls:
         calls = _bound_calls(turn.tool_calls, limits)
         if calls is not turn.tool_calls:

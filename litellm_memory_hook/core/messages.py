@@ -16,7 +16,13 @@ from typing import Any
 
 import regex
 
-from litellm_memory_hook.core.bounds import TurnLimits, bound_id, bound_tool_calls, bound_turn
+from litellm_memory_hook.core.bounds import (
+    CHECKED_KEYS,
+    TurnLimits,
+    bound_tool_calls,
+    bound_turn,
+    holds_checked,
+)
 from litellm_memory_hook.core.models import Turn
 
 #: placeholders stored instead of non-text parts (never base64; case C25).
@@ -340,11 +346,18 @@ def _is_inline_media(part: dict[str, Any]) -> bool:
 
 
 def _bounded(value: Any, limit: int) -> Any:
-    """A JSON value with every string cut to ``limit`` characters (keeping its start)."""
+    """A JSON value with every string cut to ``limit`` characters (keeping its start), except
+    what a provider checks: a value under a :data:`~litellm_memory_hook.core.bounds.CHECKED_KEYS`
+    key (an id, a signature, encrypted reasoning) and a mapping holding a signature (a thinking
+    block, whose signature covers its text) are kept exactly."""
     if isinstance(value, str):
         return value if len(value) <= limit else keep_head(value, limit)
     if isinstance(value, dict):
-        return {str(k)[:128]: _bounded(v, limit) for k, v in value.items()}
+        if holds_checked(value):
+            return value
+        return {
+            str(k)[:128]: v if k in CHECKED_KEYS else _bounded(v, limit) for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [_bounded(v, limit) for v in value]
     if value is None or isinstance(value, bool | int | float):
@@ -360,8 +373,10 @@ def storable_message(message: dict[str, Any], *, max_chars: int = 32_000) -> dic
     inline (a ``data:`` URL, base64 ``data``) becomes a text placeholder such as
     ``{"type": "text", "text": "[image]"}`` (case C25: base64 is never stored), a media part by
     URL is kept; ``name`` is cut to ``MAX_NAME_CHARS``; every other string (tool arguments,
-    reasoning, unknown keys) to ``MAX_FIELD_CHARS``; :data:`PER_REQUEST_KEYS` are left out
-    (of the message and of its parts); when the whole message is still longer than
+    reasoning, unknown keys) to ``MAX_FIELD_CHARS``, but a value a provider checks (an id,
+    a signature, encrypted reasoning, a thinking block holding a signature) is never cut;
+    :data:`PER_REQUEST_KEYS` are left out (of the message and of its parts); when the whole
+    message is still longer than
     ``MAX_STORED_MESSAGE_CHARS`` as JSON, only ``role``, the end of the text, ``name``,
     ``tool_calls`` and ``tool_call_id`` are kept.
 
@@ -379,7 +394,9 @@ def storable_message(message: dict[str, Any], *, max_chars: int = 32_000) -> dic
         elif key == "tool_calls" and isinstance(value, list):
             stored[key] = list(bound_tool_calls(value))  # arguments stay valid JSON
         elif key == "tool_call_id" and isinstance(value, str):
-            stored[key] = bound_id(value)  # cut as the ids of the calls are
+            stored[key] = value  # a provider checks it against its call's id: never cut
+        elif key in CHECKED_KEYS or holds_checked(value):
+            stored[str(key)[:128]] = value  # audio id, reasoning signatures: never cut
         else:
             stored[str(key)[:128]] = _bounded(value, MAX_FIELD_CHARS)
     size = len(json.dumps(stored, ensure_ascii=False, default=str))

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
 
-from litellm_memory_hook.core.bounds import bound_id
 from litellm_memory_hook.core.messages import (
     clean_messages,
     content_text,
@@ -165,9 +164,10 @@ class TurnPlan:
 
 
 def _tool_call_ids(message: Message | Turn) -> set[str]:
-    """The ids of a message's tool calls, in their stored (bounded) form."""
+    """The ids of a message's tool calls, whole (a stored id is never cut: a provider checks
+    it, so it is compared by its full value)."""
     calls = message.tool_calls if isinstance(message, Turn) else message.get("tool_calls")
-    return {bound_id(str(c.get("id"))) for c in calls or () if isinstance(c, dict)}
+    return {str(c.get("id")) for c in calls or () if isinstance(c, dict)}
 
 
 #: what makes a client message the same as a stored turn (:func:`_message_key`)
@@ -177,7 +177,7 @@ _Key = tuple[object, str, frozenset[str] | None, str | None]
 def _message_key(message: Message, max_chars: int) -> _Key:
     """What :func:`align` compares of a client message: its role, its text as stored (the end
     kept within ``max_chars``) without surrounding white space, the ids of an assistant's tool
-    calls and a tool result's call id (both in their stored, bounded form)."""
+    calls and a tool result's call id (both whole)."""
     role = message.get("role")
     text = content_text(message.get("content"))
     if len(text) > max_chars:
@@ -186,7 +186,7 @@ def _message_key(message: Message, max_chars: int) -> _Key:
         role if isinstance(role, str) else None,
         text.strip(),
         frozenset(_tool_call_ids(message)) if role == "assistant" else None,
-        bound_id(str(message.get("tool_call_id") or "")) if role == "tool" else None,
+        str(message.get("tool_call_id") or "") if role == "tool" else None,
     )
 
 
@@ -767,28 +767,20 @@ def _answered_call(new: Sequence[Message], tail: Sequence[Turn]) -> Message | No
     messages that all answer calls of the newest stored tool-call turn with no user message
     after it: the last reply, or (a client retrying the step) the call whose results and answer
     were stored since, which the retry then replaces."""
-    sent: dict[str, str] = {}  # stored (bounded) id -> the id as the client sends it
+    sent: set[str] = set()  # the ids the results answer, whole as stored
     for message in new:
         if message.get("role") != "tool":
             break
-        raw = str(message.get("tool_call_id"))
-        sent[bound_id(raw)] = raw
+        sent.add(str(message.get("tool_call_id")))
     if not sent:
         return None
     for turn in reversed([t for t in tail if not t.partial]):
         if turn.role == "user":
             return None
         if turn.role == "assistant" and turn.tool_calls:
-            if not set(sent) <= _tool_call_ids(turn):
+            if not sent <= _tool_call_ids(turn):
                 return None
-            # the call goes out with the ids its results answer: an id over the stored
-            # limit is kept cut (bounds.bound_id), the client's result carries it whole
-            call = turn.to_message()
-            call["tool_calls"] = [
-                {**c, "id": sent.get(str(c.get("id")), c.get("id"))} if isinstance(c, dict) else c
-                for c in call.get("tool_calls") or ()
-            ]
-            return call
+            return turn.to_message()  # with its ids exactly as the model produced them
     return None
 
 
