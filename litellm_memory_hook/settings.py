@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -33,7 +33,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from litellm_memory_hook.core.prompt import PromptWording
 from litellm_memory_hook.errors import ConfigError
@@ -170,6 +170,18 @@ class MemorySettings(BaseSettings):
             request's conversation id that mark a temporary chat: memory is read, nothing is
             stored or extracted from it (Open WebUI's temporary chats have ids starting with
             ``local:``, the default); ``[]`` turns the check off.
+        redis_sentinel_nodes: the Redis Sentinels to ask for the master (``host:port`` each;
+            a list, a comma-separated string, or LiteLLM's ``[["host", port], ...]``); set, the
+            client follows failovers and ``redis_url`` gives only the master's user, password,
+            database and TLS (``rediss://``), not its address. Env:
+            ``LITELLM_MEMORY_REDIS_SENTINEL_NODES``, else ``REDIS_SENTINEL_NODES`` (as LiteLLM's
+            cache reads it).
+        redis_service_name: the master's name as the Sentinels monitor it (``mymaster``);
+            required with ``redis_sentinel_nodes``. Env: ``LITELLM_MEMORY_REDIS_SERVICE_NAME``,
+            else ``REDIS_SERVICE_NAME``.
+        redis_sentinel_password: the Sentinels' own password (``requirepass`` of the
+            Sentinels; none by default). Env: ``LITELLM_MEMORY_REDIS_SENTINEL_PASSWORD``, else
+            ``REDIS_SENTINEL_PASSWORD``.
     """
 
     model_config = SettingsConfigDict(
@@ -235,6 +247,50 @@ class MemorySettings(BaseSettings):
     memory_history_max: int = Field(default=200, ge=1, le=10_000)
     summary_min_kept_share: float = Field(default=0.35, ge=0.0, le=1.0)
     temporary_conversation_patterns: list[str] = Field(default_factory=lambda: [r"\Alocal:"])
+    # Case-insensitive env lookup: each second alias also reads LiteLLM's own variable name.
+    redis_sentinel_nodes: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices(
+            "LITELLM_MEMORY_REDIS_SENTINEL_NODES", "redis_sentinel_nodes"
+        ),
+    )
+    redis_service_name: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("LITELLM_MEMORY_REDIS_SERVICE_NAME", "redis_service_name"),
+    )
+    redis_sentinel_password: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "LITELLM_MEMORY_REDIS_SENTINEL_PASSWORD", "redis_sentinel_password"
+        ),
+    )
+
+    @field_validator("redis_sentinel_nodes", mode="before")
+    @classmethod
+    def _sentinel_nodes(cls, value: object) -> list[str]:
+        import json
+
+        if value is None or value == "":
+            return []
+        if isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else text.split(",")
+        if not isinstance(value, list | tuple):
+            raise ValueError('must be a list of host:port (or LiteLLM\'s [["host", port]])')
+        nodes = []
+        for node in value:
+            if isinstance(node, list | tuple) and len(node) == 2:
+                node = f"{node[0]}:{node[1]}"
+            host, _, port = str(node).strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{node!r} is not host:port (e.g. 10.0.0.5:26379)")
+            nodes.append(f"{host}:{int(port)}")
+        return nodes
+
+    @property
+    def redis_sentinel(self) -> bool:
+        """Sentinel is configured: the client asks the Sentinels for the master."""
+        return bool(self.redis_sentinel_nodes)
 
     @field_validator("temporary_conversation_patterns")
     @classmethod

@@ -216,3 +216,159 @@ def set_acl_rules(server: RedisServer, name: str, *rules: str) -> None:
         admin.execute_command("ACL", "SETUSER", name, *rules)
     finally:
         admin.close()
+
+
+def sentinel_mode_works() -> str | None:
+    """``None`` when ``redis-server --sentinel`` starts and answers PING here, else why not
+    (for a skip)."""
+    binaries = redis_binaries()
+    if binaries is None:
+        return "redis-server / redis-cli are not installed"
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        [port] = free_ports(1)
+        conf = Path(folder) / "sentinel.conf"
+        conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {folder}\n")
+        process = subprocess.Popen(
+            [binaries[0], str(conf), "--sentinel"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        client = redis.Redis(port=port, socket_timeout=1)
+        try:
+            wait_until(lambda: process.poll() is not None or client.ping(), 10, "a Sentinel")
+            if process.poll() is not None:
+                assert process.stderr is not None
+                return f"redis-server --sentinel does not run: {process.stderr.read()[:200]!r}"
+            return None
+        except TimeoutError:
+            return "redis-server --sentinel did not answer PING within 10 s"
+        finally:
+            client.close()
+            if process.poll() is None:
+                process.terminate()
+            process.wait()
+
+
+@dataclass
+class SentinelProcess:
+    """A ``redis-server --sentinel`` on 127.0.0.1:``port`` watching one master."""
+
+    folder: Path
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self, service: str, master_port: int, down_after_ms: int, failover_ms: int) -> None:
+        binaries = redis_binaries()
+        assert binaries is not None, "redis-server is not installed"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        conf = self.folder / "sentinel.conf"  # Sentinel rewrites its file: one of its own
+        conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.folder}\n"
+            f"sentinel monitor {service} 127.0.0.1 {master_port} 2\n"
+            f"sentinel down-after-milliseconds {service} {down_after_ms}\n"
+            f"sentinel failover-timeout {service} {failover_ms}\n"
+            f"sentinel parallel-syncs {service} 1\n"
+        )
+        log = (self.folder / "sentinel.log").open("ab")
+        self.process = subprocess.Popen(
+            [binaries[0], str(conf), "--sentinel"], stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=1, decode_responses=True)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@dataclass
+class SentinelSetup:
+    """A master, ``replicas`` replicas (``replicaof``) and ``sentinels`` Sentinels (quorum 2)
+    on free loopback ports, with short failure detection (``down_after_ms``) and
+    ``failover_ms``: what a Sentinel failover test needs."""
+
+    folder: Path
+    service: str = "mymaster"
+    replicas: int = 1
+    sentinels: int = 3
+    down_after_ms: int = 1000
+    failover_ms: int = 3000
+    servers: list[RedisServer] = field(default_factory=list)
+    watchers: list[SentinelProcess] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[str]:
+        """``host:port`` of every Sentinel."""
+        return [f"127.0.0.1:{w.port}" for w in self.watchers]
+
+    def start(self) -> SentinelSetup:
+        """Start the master, the replicas (synced), the Sentinels, and wait until every
+        Sentinel sees the replicas and the other Sentinels (so a failover can happen)."""
+        ports = free_ports(1 + self.replicas + self.sentinels)
+        master = RedisServer(self.folder / f"redis-{ports[0]}", ports[0]).start()
+        self.servers.append(master)
+        for port in ports[1 : 1 + self.replicas]:
+            replica = RedisServer(
+                self.folder / f"redis-{port}", port, ("--replicaof", "127.0.0.1", str(ports[0]))
+            )
+            self.servers.append(replica.start())
+            client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+            try:
+                wait_until(
+                    lambda c=client: c.info("replication").get("master_link_status") == "up",  # type: ignore[misc]
+                    30,
+                    f"replica {port} in sync",
+                )
+            finally:
+                client.close()
+        for port in ports[1 + self.replicas :]:
+            watcher = SentinelProcess(self.folder / f"sentinel-{port}", port)
+            self.watchers.append(watcher)
+            watcher.start(self.service, ports[0], self.down_after_ms, self.failover_ms)
+        for watcher in self.watchers:
+            client = watcher.client()
+            try:
+                wait_until(lambda c=client: self._ready(c), 30, f"sentinel {watcher.port} ready")  # type: ignore[misc]
+            finally:
+                client.close()
+        return self
+
+    def _ready(self, client: redis.Redis) -> bool:
+        state = client.execute_command("SENTINEL", "MASTER", self.service)
+        if isinstance(state, list):
+            state = dict(zip(state[::2], state[1::2], strict=True))
+        return (
+            int(state.get("num-slaves", 0)) == self.replicas
+            and int(state.get("num-other-sentinels", 0)) == self.sentinels - 1
+        )
+
+    def master_port(self) -> int | None:
+        """The master's port as the first Sentinel that answers names it."""
+        for watcher in self.watchers:
+            client = watcher.client()
+            try:
+                addr = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+                return int(addr[1])
+            except (redis.RedisError, OSError):
+                continue
+            finally:
+                client.close()
+        return None
+
+    def server(self, port: int) -> RedisServer:
+        return next(s for s in self.servers if s.port == port)
+
+    def stop(self) -> None:
+        for watcher in self.watchers:
+            watcher.stop()
+        for server in self.servers:
+            server.stop()

@@ -1,4 +1,5 @@
-"""The one place that builds the asyncio Redis client: one Redis server, or a Redis Cluster.
+"""The one place that builds the asyncio Redis client: one Redis server, a Redis Cluster, or the
+master that Redis Sentinels name.
 
 Settings (``callback_settings.memory`` or ``LITELLM_MEMORY_*``): ``redis_url`` names the server,
 or, with ``redis_cluster: true``, any one node of a Redis Cluster (``redis://host:port`` or
@@ -20,6 +21,15 @@ Every connection of these clients packs its commands with hiredis's C packer
 redis-py's asyncio connections pack in Python, which was 12% of the hook's instructions per turn
 pair (callgrind: 11.8 M -> 10.4 M, mostly the append script's ~60 index terms and the read's
 postings). The bytes sent are the same (``tests/test_redis_client.py`` holds the two packers equal).
+
+With ``redis_sentinel_nodes`` and ``redis_service_name`` the client is redis-py's
+``Sentinel(...).master_for(service)``, as LiteLLM's own cache makes it: its pool asks the
+Sentinels for the master's address whenever it opens a connection, so after a failover the next
+connection reaches the new master. Its connections pack with hiredis and keep the timeouts too.
+A demoted master answers ``READONLY``; the Sentinel connection turns that into a connection error
+(after dropping itself), which the retry the hook configures sends again once to the master the
+Sentinels name now; :func:`reconnect` drops every pooled connection, so none still leads to the
+old master.
 """
 
 from __future__ import annotations
@@ -30,7 +40,13 @@ from urllib.parse import urlsplit
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import AbstractConnection, Connection
+from redis.asyncio.connection import AbstractConnection, Connection, parse_url
+from redis.asyncio.sentinel import (
+    Sentinel,
+    SentinelConnectionPool,
+    SentinelManagedConnection,
+    SentinelManagedSSLConnection,
+)
 from redis.exceptions import DataError
 
 from litellm_memory_hook.errors import ConfigError
@@ -137,18 +153,137 @@ def redis_client(
     return cast(aioredis.Redis, client)
 
 
-def client_for_settings(settings: MemorySettings, **options: Any) -> aioredis.Redis:
-    """The client the settings name: ``redis_url``, ``redis_cluster``, ``redis_timeout_s``.
+class SentinelRedis(aioredis.Redis):
+    """The master client of a Sentinel setup; closing it closes its Sentinel connections too."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        """Close the client (and its pool, as redis-py does) and the Sentinel clients."""
+        await super().aclose(close_connection_pool)
+        manager = getattr(self.connection_pool, "sentinel_manager", None)
+        if isinstance(manager, Sentinel):
+            await manager.aclose()
+
+
+def _sentinel_address(node: str) -> tuple[str, int]:
+    host, _, port = node.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def sentinel_client(
+    nodes: list[str],
+    service_name: str,
+    *,
+    url: str = "redis://",
+    sentinel_password: str | None = None,
+    timeout_s: float | None = None,
+    **options: Any,
+) -> aioredis.Redis:
+    """An asyncio client of the master that the Sentinels at ``nodes`` name for
+    ``service_name``, following failovers (``decode_responses=False``).
+
+    Args:
+        nodes: ``host:port`` of each Sentinel.
+        service_name: the master's name in the Sentinels' configuration.
+        url: the master's user, password, database and TLS (``rediss://``); its host and port
+            are not used (the Sentinels give the address).
+        sentinel_password: the Sentinels' own password, if they have one.
+        timeout_s: socket and connect timeout of the master's and the Sentinels' connections.
+        options: passed on to the master's connection pool (e.g. ``retry``).
 
     Raises:
-        ConfigError: see :func:`redis_client`.
+        ConfigError: no node, no service name, or a ``unix://`` URL.
     """
-    return redis_client(
-        settings.redis_url,
-        cluster=settings.redis_cluster,
-        timeout_s=settings.redis_timeout_s,
+    if not nodes:
+        raise ConfigError("redis_sentinel_nodes is empty: name at least one Sentinel host:port")
+    if not service_name:
+        raise ConfigError(
+            "redis_sentinel_nodes needs redis_service_name (the master's name in the "
+            "Sentinels' configuration, e.g. mymaster)"
+        )
+    if urlsplit(url).scheme not in _CLUSTER_SCHEMES:
+        raise ConfigError("with Redis Sentinel, redis_url must be redis:// or rediss://")
+    parsed = parse_url(url)
+    tls = parsed.pop("connection_class", Connection) is not Connection
+    master: dict[str, Any] = {
+        key: parsed[key] for key in ("username", "password", "db") if key in parsed
+    }
+    watchers: dict[str, Any] = {"password": sentinel_password}
+    if tls:
+        watchers["ssl"] = True
+    if timeout_s is not None:
+        for key in ("socket_timeout", "socket_connect_timeout"):
+            master[key] = timeout_s
+            watchers[key] = timeout_s
+    managed = SentinelManagedSSLConnection if tls else SentinelManagedConnection
+    make: Any = Sentinel  # redis-py leaves its constructor untyped
+    sentinel = make(
+        [_sentinel_address(node) for node in nodes],
+        sentinel_kwargs=watchers,
+        decode_responses=False,
+        connection_class=hiredis_packing(managed),
+        **master,
+    )
+    client = sentinel.master_for(
+        service_name,
+        redis_class=SentinelRedis,
+        connection_pool_class=SentinelConnectionPool,
         **options,
     )
+    return cast(aioredis.Redis, client)
+
+
+def client_for_settings(
+    settings: MemorySettings,
+    *,
+    url: str | None = None,
+    timeout_s: float | None = None,
+    **options: Any,
+) -> aioredis.Redis:
+    """The client the settings name: ``redis_url``, ``redis_cluster``, ``redis_timeout_s``;
+    with ``redis_sentinel_nodes``, the master the Sentinels name (:func:`sentinel_client`).
+
+    Args:
+        settings: the global settings.
+        url: another URL than ``redis_url`` (the CLI's embedded Redis); not with Sentinel.
+        timeout_s: another timeout than ``redis_timeout_s``.
+        options: passed on to the client (e.g. ``retry``).
+
+    Raises:
+        ConfigError: see :func:`redis_client` and :func:`sentinel_client`.
+    """
+    timeout = settings.redis_timeout_s if timeout_s is None else timeout_s
+    if settings.redis_sentinel_nodes:
+        if settings.redis_cluster:
+            raise ConfigError("redis_cluster and redis_sentinel_nodes cannot both be set")
+        return sentinel_client(
+            settings.redis_sentinel_nodes,
+            settings.redis_service_name or "",
+            url=settings.redis_url,
+            sentinel_password=settings.redis_sentinel_password,
+            timeout_s=timeout,
+            **options,
+        )
+    return redis_client(
+        url or settings.redis_url,
+        cluster=settings.redis_cluster and not (url or "").startswith("unix:"),
+        timeout_s=timeout,
+        **options,
+    )
+
+
+async def master_address(client: aioredis.Redis) -> str | None:
+    """``host:port`` of the master a Sentinel client's Sentinels name now (one round trip to a
+    Sentinel); ``None`` for a client without Sentinel.
+
+    Raises:
+        redis.exceptions.ConnectionError: no Sentinel answered with a healthy master
+            (``MasterNotFoundError``).
+    """
+    pool = client.connection_pool if not isinstance(client, RedisCluster) else None
+    if not isinstance(pool, SentinelConnectionPool):
+        return None
+    host, port = await pool.sentinel_manager.discover_master(pool.service_name)
+    return f"{host}:{port}"
 
 
 def node_of(client: aioredis.Redis, key: str) -> str:
@@ -168,9 +303,10 @@ def node_of(client: aioredis.Redis, key: str) -> str:
 
 
 async def reconnect(client: aioredis.Redis) -> None:
-    """Drop the client's pooled connections (one server) or read the Cluster's slot map again,
-    so the next command reaches the node that is primary now (after a failover answered
-    ``READONLY``: the old connections still lead to the demoted node).
+    """Drop the client's pooled connections (one server; with Sentinel, the next connection
+    asks the Sentinels for the master again) or read the Cluster's slot map again, so the next
+    command reaches the node that is primary now (after a failover answered ``READONLY``: the
+    old connections still lead to the demoted node).
 
     Never raises: a failure here is the next command's failure to report.
     """

@@ -1,0 +1,169 @@
+"""Redis Sentinel (issue 27 item 3): a real master, one replica and three Sentinels (quorum 2) on
+loopback; the hook, given only the Sentinels and the service name, writes turns of several
+conversations while the master is killed (SIGKILL). After the Sentinels promote the replica,
+every turn whose post-call the hook finished (stored at once or through its outage buffer) is
+in the new master, once, in order, with no seq used twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.proxy.hook import RECONNECT_OPTIONS, MemoryHook
+from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store.client import client_for_settings, master_address
+from litellm_memory_hook.store.keys import ConversationKeys
+from tests.conftest import ALIASES, Auth, chat_request, model_response
+from tests.redis_servers import SentinelSetup, sentinel_mode_works
+
+USERS = [f"u-{i}" for i in range(4)]
+
+
+@pytest.fixture
+def sentinels(tmp_path: Path) -> Iterator[SentinelSetup]:
+    """A master, a replica and three Sentinels, stopped afterwards."""
+    why = sentinel_mode_works()
+    if why is not None:
+        pytest.skip(f"no Redis Sentinel test: {why}")
+    setup = SentinelSetup(tmp_path / "sentinel", down_after_ms=1000, failover_ms=3000)
+    try:
+        setup.start()
+    except Exception:
+        setup.stop()
+        raise
+    yield setup
+    setup.stop()
+
+
+def _settings(setup: SentinelSetup, prefix: str, **extra: Any) -> MemorySettings:
+    return MemorySettings(
+        key_prefix=prefix,
+        worker_in_proxy=False,
+        redis_timeout_s=0.3,
+        redis_sentinel_nodes=setup.nodes,
+        redis_service_name=setup.service,
+        **extra,
+    )
+
+
+def _stored(port: int, prefix: str, user: str) -> list[dict[str, Any]]:
+    keys = ConversationKeys.for_ids(prefix, "master", user, "demo")
+    client = redis.Redis(port=port, socket_timeout=5)
+    try:
+        return [json.loads(m) for m in client.zrange(keys.turns, 0, -1)]
+    finally:
+        client.close()
+
+
+async def test_a_killed_master_loses_no_acknowledged_turn(
+    sentinels: SentinelSetup, prefix: str
+) -> None:
+    old_port = sentinels.master_port()
+    assert old_port == sentinels.servers[0].port
+    hook = MemoryHook(
+        settings=_settings(sentinels, prefix, redis_breaker_s=1.0),
+        alias_lookup=lambda model: ALIASES.get(model),
+    )
+    acknowledged: dict[str, list[str]] = {user: [] for user in USERS}
+    stop = asyncio.Event()
+
+    async def writer(user: str) -> None:
+        turn = 0
+        while not stop.is_set():
+            text = f"{user} says thing {turn}"
+            data = await hook.async_pre_call_hook(
+                Auth(), None, chat_request(text, user=user, call_id=f"{user}-{turn}"), "acompletion"
+            )
+            assert data is not None  # chat goes on, with or without memory
+            await hook.async_post_call_success_hook(data, Auth(), model_response(f"re: {text}"))
+            acknowledged[user].append(text)  # the hook finished this post-call
+            turn += 1
+            await asyncio.sleep(0.02)
+
+    writers = [asyncio.create_task(writer(user)) for user in USERS]
+    started = time.monotonic()
+    while min(map(len, acknowledged.values())) < 10:  # the first request warms up (imports)
+        assert time.monotonic() - started < 20, "no turns written before the kill"
+        await asyncio.sleep(0.05)
+    before_kill = sum(map(len, acknowledged.values()))
+    assert before_kill > 0 and hook.counters["write_failures"] == 0
+    pool = hook.store.redis.connection_pool
+    assert pool.connection_class.__name__ == "HiredisSentinelManagedConnection"
+
+    sentinels.server(old_port).kill()  # SIGKILL mid-traffic
+    killed = time.monotonic()
+    loop = asyncio.get_running_loop()
+    new_port = old_port
+    while new_port in (old_port, None):
+        assert time.monotonic() - killed < 30, "no failover within 30 s"
+        await asyncio.sleep(0.1)
+        new_port = await loop.run_in_executor(None, sentinels.master_port)
+    failover_s = time.monotonic() - killed
+    assert new_port == sentinels.servers[1].port  # the replica was promoted
+
+    await asyncio.sleep(2.0)  # traffic goes on against the new master
+    stop.set()
+    await asyncio.gather(*writers)
+    await asyncio.wait_for(hook.drain(), 30)
+    back_s = time.monotonic() - killed
+
+    written = sum(map(len, acknowledged.values()))
+    assert written > before_kill
+    # the kill was felt: requests went on without memory and turns waited in the buffer
+    assert hook.counters["breaker_trips"] >= 1 and hook.counters["write_retried_ok"] >= 1
+    assert hook.counters["writes_lost"] == 0 and len(hook.buffer) == 0
+    for user in USERS:
+        stored = _stored(new_port, prefix, user)
+        seqs = [turn["seq"] for turn in stored]
+        assert len(seqs) == len(set(seqs)) and seqs == sorted(seqs), (user, seqs)
+        expected = [t for text in acknowledged[user] for t in (text, f"re: {text}")]
+        assert [stored_text(turn) for turn in stored] == expected, user
+    # new writes after the drain go to the new master, through the same client
+    assert await master_address(hook.store.redis) == f"127.0.0.1:{new_port}"
+    print(  # noqa: T201 - the figures of the run, with -s
+        f"sentinel failover: {written} turns acknowledged ({before_kill} before the kill), "
+        f"0 lost; failover {failover_s:.1f} s, buffer drained {back_s:.1f} s after the kill; "
+        f"{hook.counters['write_retried_ok']} written from the buffer, "
+        f"{hook.counters['duplicate_writes_skipped']} retries found already stored"
+    )
+    await hook.store.redis.aclose()
+
+
+async def test_a_demoted_master_answering_readonly_sends_the_write_to_the_new_one(
+    sentinels: SentinelSetup, prefix: str
+) -> None:
+    """A manual failover (SENTINEL FAILOVER): the old master lives on as a replica, and the
+    client's pooled connection still leads to it. The next write there answers READONLY; the
+    Sentinel connection drops itself, and the hook's retry asks the Sentinels again and writes
+    to the new master, in the same call."""
+    client = client_for_settings(_settings(sentinels, prefix), **RECONNECT_OPTIONS)
+    old, new = (server.port for server in sentinels.servers)
+    await client.set(f"{prefix}:k", b"1")
+    watcher = sentinels.watchers[0].client()
+    demoted = redis.Redis(port=old, socket_timeout=1, decode_responses=True)
+    try:
+        watcher.execute_command("SENTINEL", "FAILOVER", sentinels.service)
+        deadline = time.monotonic() + 30
+        while demoted.info("replication")["role"] != "slave" or sentinels.master_port() != new:
+            assert time.monotonic() < deadline, "no failover within 30 s"
+            await asyncio.sleep(0.1)
+    finally:
+        watcher.close()
+        demoted.close()
+    await client.set(f"{prefix}:k", b"2")  # READONLY on the old connection, then the new master
+    assert await master_address(client) == f"127.0.0.1:{new}"
+    direct = redis.Redis(port=new)
+    try:
+        assert direct.get(f"{prefix}:k") == b"2"
+    finally:
+        direct.close()
+    await client.aclose()
