@@ -16,14 +16,18 @@ from typing import Any
 
 import pytest
 import redis
+import yaml
 
 from litellm_memory_hook.core.models import stored_text
 from litellm_memory_hook.proxy.hook import RECONNECT_OPTIONS, MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.client import client_for_settings, master_address
 from litellm_memory_hook.store.keys import ConversationKeys
+from litellm_memory_hook.tools.cli_ops import WORKERS_CHECK, Check, doctor_checks, open_redis
 from tests.conftest import ALIASES, Auth, chat_request, model_response
-from tests.redis_servers import SentinelSetup, sentinel_mode_works
+from tests.redis_servers import SentinelSetup, free_ports, sentinel_mode_works
+
+REPO = Path(__file__).resolve().parent.parent
 
 USERS = [f"u-{i}" for i in range(4)]
 
@@ -53,6 +57,18 @@ def _settings(setup: SentinelSetup, prefix: str, **extra: Any) -> MemorySettings
         redis_service_name=setup.service,
         **extra,
     )
+
+
+def _doctor(setup: SentinelSetup, prefix: str, folder: Path) -> dict[str, Check]:
+    """``litellm-memory doctor``'s Redis lines for a config naming only the Sentinels."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["callback_settings"]["memory"].update(
+        key_prefix=prefix, redis_sentinel_nodes=setup.nodes, redis_service_name=setup.service
+    )
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    checks = doctor_checks(path, folder, "127.0.0.1", free_ports(1)[0], 0)
+    return {c.name: c for c in checks if c.name.startswith("redis") or c.name == WORKERS_CHECK}
 
 
 def _stored(port: int, prefix: str, user: str) -> list[dict[str, Any]]:
@@ -139,14 +155,22 @@ async def test_a_killed_master_loses_no_acknowledged_turn(
 
 
 async def test_a_demoted_master_answering_readonly_sends_the_write_to_the_new_one(
-    sentinels: SentinelSetup, prefix: str
+    sentinels: SentinelSetup, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A manual failover (SENTINEL FAILOVER): the old master lives on as a replica, and the
     client's pooled connection still leads to it. The next write there answers READONLY; the
     Sentinel connection drops itself, and the hook's retry asks the Sentinels again and writes
-    to the new master, in the same call."""
+    to the new master, in the same call. ``doctor`` reports the master the Sentinels name, before
+    and after, and the CLI's client (as ``worker`` and every command open it) reaches it."""
+    for name in ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
     client = client_for_settings(_settings(sentinels, prefix), **RECONNECT_OPTIONS)
     old, new = (server.port for server in sentinels.servers)
+    found = await asyncio.to_thread(_doctor, sentinels, prefix, tmp_path)
+    assert found["redis sentinel"].status == "ok", found
+    assert f"master 127.0.0.1:{old} (3 of 3 Sentinels answer)" in found["redis sentinel"].detail
+    assert found["redis reachable"].status == "ok" and str(old) in found["redis reachable"].detail
+    assert found["redis permissions"].status == "ok"
     await client.set(f"{prefix}:k", b"1")
     watcher = sentinels.watchers[0].client()
     demoted = redis.Redis(port=old, socket_timeout=1, decode_responses=True)
@@ -167,3 +191,10 @@ async def test_a_demoted_master_answering_readonly_sends_the_write_to_the_new_on
     finally:
         direct.close()
     await client.aclose()
+    found = await asyncio.to_thread(_doctor, sentinels, prefix, tmp_path)
+    assert f"master 127.0.0.1:{new} " in found["redis sentinel"].detail, found
+    assert str(new) in found["redis reachable"].detail
+    cli = open_redis(_settings(sentinels, prefix), tmp_path)
+    assert await cli.get(f"{prefix}:k") == b"2"
+    assert not (tmp_path / "redis.sock").exists()  # no embedded Redis was started
+    await cli.aclose()

@@ -286,6 +286,54 @@ async def master_address(client: aioredis.Redis) -> str | None:
     return f"{host}:{port}"
 
 
+def sentinel_master_url(settings: MemorySettings, *, timeout_s: float = 3.0) -> tuple[str, str]:
+    """Ask the configured Sentinels (synchronously, for the CLI's checks) which node is the
+    master now.
+
+    Returns:
+        ``(url, detail)``: ``redis_url`` with the master's host and port in place of its own
+        (user, password, database and scheme kept), and ``"service S: master H:P (N of M
+        Sentinels answer)"``.
+
+    Raises:
+        ConfigError: Sentinel is not configured, or no service name.
+        redis.exceptions.ConnectionError: no Sentinel names a healthy master.
+    """
+    from redis.sentinel import Sentinel as SyncSentinel
+
+    if not settings.redis_sentinel_nodes or not settings.redis_service_name:
+        raise ConfigError("redis_sentinel_nodes and redis_service_name are both needed")
+    addresses = [_sentinel_address(node) for node in settings.redis_sentinel_nodes]
+    make: Any = SyncSentinel  # redis-py leaves its constructor untyped
+    sentinel = make(
+        addresses,
+        sentinel_kwargs={
+            "password": settings.redis_sentinel_password,
+            "socket_timeout": timeout_s,
+            "socket_connect_timeout": timeout_s,
+        },
+    )
+    try:
+        host, port = sentinel.discover_master(settings.redis_service_name)
+        answering = 0
+        for watcher in sentinel.sentinels:
+            try:
+                answering += bool(watcher.ping())
+            except Exception:  # a Sentinel down: counted as not answering
+                continue
+    finally:
+        for watcher in sentinel.sentinels:
+            watcher.close()
+    parts = urlsplit(settings.redis_url)
+    auth = parts.netloc.rpartition("@")[0]
+    netloc = (f"{auth}@" if auth else "") + f"{host}:{port}"
+    detail = (
+        f"service {settings.redis_service_name}: master {host}:{port} "
+        f"({answering} of {len(addresses)} Sentinels answer)"
+    )
+    return parts._replace(netloc=netloc).geturl(), detail
+
+
 def node_of(client: aioredis.Redis, key: str) -> str:
     """The Redis node that serves ``key``: ``""`` for one server (every key on it); on a
     Cluster, the ``host:port`` of the primary holding the key's slot, as the client's slot map

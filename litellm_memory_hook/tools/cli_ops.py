@@ -362,9 +362,12 @@ def redis_url(
 def open_redis(
     settings: MemorySettings, data_dir: Path, *, quiet: bool = False, create: bool = False
 ) -> Any:
-    """An asyncio client of :func:`redis_url` (a Cluster client with ``redis_cluster``)."""
-    from litellm_memory_hook.store.client import redis_client
+    """An asyncio client of :func:`redis_url` (a Cluster client with ``redis_cluster``; with
+    ``redis_sentinel_nodes``, of the master the Sentinels name, never the embedded Redis)."""
+    from litellm_memory_hook.store.client import client_for_settings, redis_client
 
+    if settings.redis_sentinel_nodes:
+        return client_for_settings(settings, timeout_s=CLI_REDIS_TIMEOUT_S)
     url = redis_url(settings, data_dir, quiet=quiet, create=create)
     cluster = settings.redis_cluster and not url.startswith("unix:")
     return redis_client(url, cluster=cluster, timeout_s=CLI_REDIS_TIMEOUT_S)
@@ -1127,6 +1130,39 @@ def config_failures(config: ProxyConfig) -> list[str]:
     return [f"{c.name}: {c.detail}" for c in _alias_checks(config) if c.status == "fail"]
 
 
+def _sentinel_checks(settings: MemorySettings) -> list[Check]:
+    """The master the Sentinels name now, then the checks of :func:`redis_checks` on it (no
+    ``CONFIG`` needed) and the extraction workers' line."""
+    from litellm_memory_hook.store.client import sentinel_master_url
+
+    try:
+        url, detail = sentinel_master_url(settings)
+    except (MemoryHookError, RedisError, OSError) as exc:
+        nodes = ", ".join(settings.redis_sentinel_nodes)
+        return [Check("redis sentinel", "fail", f"{nodes}: {_redis_problem(exc)}")]
+    checks = [Check("redis sentinel", "ok", detail)]
+    found = redis_checks(url, cluster_setting=False, prefix=settings.key_prefix)
+    checks.extend(found)
+    if _reachable(found):
+        checks.append(read_worker_check(url, settings))
+    return checks
+
+
+def _configured_redis_checks(settings: MemorySettings) -> list[Check] | None:
+    """The checks of the Redis the settings name (Sentinel, else ``redis_url`` when set);
+    ``None`` when they name none (the embedded Redis is checked instead)."""
+    if settings.redis_sentinel_nodes:
+        return _sentinel_checks(settings)
+    if "redis_url" not in settings.model_fields_set:
+        return None
+    found = redis_checks(
+        settings.redis_url, cluster_setting=settings.redis_cluster, prefix=settings.key_prefix
+    )
+    if _reachable(found):
+        found.append(read_worker_check(settings.redis_url, settings))
+    return found
+
+
 def doctor_checks(
     config_path: Path, data_dir: Path, host: str, port: int, standin_port: int = 4010
 ) -> list[Check]:
@@ -1173,15 +1209,9 @@ def doctor_checks(
         )
     if config is not None:
         settings = config.settings
-        if "redis_url" in settings.model_fields_set:
-            found = redis_checks(
-                settings.redis_url,
-                cluster_setting=settings.redis_cluster,
-                prefix=settings.key_prefix,
-            )
-            checks.extend(found)
-            if _reachable(found):
-                checks.append(read_worker_check(settings.redis_url, settings))
+        configured = _configured_redis_checks(settings)
+        if configured is not None:
+            checks.extend(configured)
         else:
             sock = socket_path(data_dir)
             holder = serve_lock_holder(data_dir)
