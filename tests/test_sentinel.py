@@ -19,8 +19,9 @@ import redis
 import yaml
 
 from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.proxy.hook import RECONNECT_OPTIONS, MemoryHook
-from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.settings import MemorySettings, load_settings
 from litellm_memory_hook.store.client import client_for_settings, master_address
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.tools.cli_ops import WORKERS_CHECK, Check, doctor_checks, open_redis
@@ -198,3 +199,53 @@ async def test_a_demoted_master_answering_readonly_sends_the_write_to_the_new_on
     assert await cli.get(f"{prefix}:k") == b"2"
     assert not (tmp_path / "redis.sock").exists()  # no embedded Redis was started
     await cli.aclose()
+
+
+def test_litellm_s_sentinel_variables_and_the_setting_forms(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LiteLLM's own variables configure Sentinel too; ``host:port`` lists, comma-separated
+    text and LiteLLM's ``[["host", port]]`` all give ``host:port`` nodes."""
+    monkeypatch.setenv("REDIS_SENTINEL_NODES", '[["10.0.0.5", 26379], ["10.0.0.6", "26380"]]')
+    monkeypatch.setenv("REDIS_SERVICE_NAME", "mymaster")
+    monkeypatch.setenv("REDIS_SENTINEL_PASSWORD", "s3")
+    settings = load_settings()
+    assert settings.redis_sentinel_nodes == ["10.0.0.5:26379", "10.0.0.6:26380"]
+    assert (settings.redis_service_name, settings.redis_sentinel_password) == ("mymaster", "s3")
+    monkeypatch.setenv("LITELLM_MEMORY_REDIS_SENTINEL_NODES", "a:1, b:2")
+    assert load_settings().redis_sentinel_nodes == ["a:1", "b:2"]
+    file = load_settings({"memory": {"redis_sentinel_nodes": ["c:3"]}})
+    assert file.redis_sentinel_nodes == ["c:3"]  # the file wins
+    with pytest.raises(ConfigError, match=r"redis_sentinel_nodes .*'c' is not host:port"):
+        load_settings({"memory": {"redis_sentinel_nodes": ["c"]}})
+
+
+async def test_sentinel_settings_that_cannot_work_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="needs redis_service_name"):
+        client_for_settings(MemorySettings(redis_sentinel_nodes=["a:1"]))
+    with pytest.raises(ConfigError, match="cannot both be set"):
+        client_for_settings(
+            MemorySettings(redis_sentinel_nodes=["a:1"], redis_service_name="m", redis_cluster=True)
+        )
+    with pytest.raises(ConfigError, match="redis:// or rediss://"):
+        client_for_settings(
+            MemorySettings(
+                redis_sentinel_nodes=["a:1"], redis_service_name="m", redis_url="unix:///x.sock"
+            )
+        )
+    client = client_for_settings(
+        MemorySettings(
+            redis_sentinel_nodes=["a:1"],
+            redis_service_name="m",
+            redis_url="rediss://memuser:pw@ignored:1/3",
+            redis_sentinel_password="spw",
+        )
+    )
+    kwargs = client.connection_pool.connection_kwargs
+    assert (kwargs["username"], kwargs["password"], kwargs["db"]) == ("memuser", "pw", 3)
+    assert client.connection_pool.connection_class.__name__ == (
+        "HiredisSentinelManagedSSLConnection"
+    )
+    sentinel = client.connection_pool.sentinel_manager  # type: ignore[attr-defined]
+    assert sentinel.sentinel_kwargs["password"] == "spw"
+    await client.aclose()
