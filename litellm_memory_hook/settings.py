@@ -448,7 +448,9 @@ def shadowed_env(callback_settings: dict[str, Any] | None) -> list[str]:
 
 
 #: settings whose value an error message does not repeat (a URL may hold a password).
-_UNSHOWN_VALUES = frozenset({"redis_url", "extraction_api_key", "extraction_base_url"})
+_UNSHOWN_VALUES = frozenset(
+    {"redis_url", "redis_sentinel_password", "extraction_api_key", "extraction_base_url"}
+)
 
 
 def _shown_value(value: object) -> str:

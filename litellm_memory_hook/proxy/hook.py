@@ -610,7 +610,7 @@ class MemoryHook(CustomLogger):
             cache_marks=self._cache_marks(alias, data.get("model")),
         )
         call_id = str(data.get("litellm_call_id") or "")
-        if self._breaker_open():
+        if self._breaker_open(who.keys):
             self.counters["breaker_passthrough"] += 1
             log_event("fail_open", logging.INFO, reason="breaker", model=str(data.get("model")))
             self._offline(
@@ -618,21 +618,26 @@ class MemoryHook(CustomLogger):
             )
             return
         buffered, superseded = self.buffered_turns(who.keys)  # before the load: never in neither
+        reading = prepare(
+            self.store,
+            who.keys,
+            who.memory,
+            data.get("messages"),
+            options,
+            call_id=call_id,
+            buffered=buffered,
+            superseded=superseded,
+        )
         try:
-            prepared = await prepare(
-                self.store,
-                who.keys,
-                who.memory,
-                data.get("messages"),
-                options,
-                call_id=call_id,
-                buffered=buffered,
-                superseded=superseded,
-            )
-        except StoreError:
-            self._trip_breaker()
+            if self._probing(who.keys):  # a half-open breaker's probe waits one timeout
+                prepared = await asyncio.wait_for(reading, timeout=settings.redis_timeout_s)
+            else:
+                prepared = await reading
+        except (StoreError, TimeoutError) as exc:
+            # said once per cause and period by the breaker (an outage, a refusal by its kind)
+            self._trip_breaker(who.keys)
             self.counters["precall_errors"] += 1
-            logger.warning("memory hook: Redis failed in pre-call; this turn waits in the buffer")
+            logger.debug("memory hook: Redis failed in pre-call (%s); the turn is buffered", exc)
             self._offline(
                 data, metadata, who, options, call_id, mode, rules, controls.flush, alias, started
             )
@@ -640,7 +645,7 @@ class MemoryHook(CustomLogger):
         except Exception:
             data["messages"] = with_rules(data.get("messages"), rules)
             raise
-        self._redis_ok()
+        self._redis_ok(who.keys)
         if prepared is None:
             self.counters["no_new_turn"] += 1
             data["messages"] = with_rules(data.get("messages"), rules)

@@ -292,7 +292,10 @@ def serve(
     children: list[subprocess.Popen[bytes]] = []
     outputs: list[IO[bytes] | None] = []
     try:
-        if "redis_url" not in proxy_settings.model_fields_set:
+        if (
+            "redis_url" not in proxy_settings.model_fields_set
+            and not proxy_settings.redis_sentinel_nodes
+        ):
             try:
                 lock = ServeLock.acquire(data_dir)
                 embedded = start_embedded(data_dir, owner=True)
@@ -1113,6 +1116,9 @@ def bench_cost(
         "config.yaml"
     ),
     model: Annotated[str, typer.Option(help="Memory-enabled alias of the config.")] = "demo",
+    clients: Annotated[
+        str, typer.Option(help="Comma-separated clients: new (new message only), whole.")
+    ] = "new,whole",
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
 ) -> None:
@@ -1128,9 +1134,13 @@ def bench_cost(
             f"no LoCoMo file at {data}: bench cost replays one (--data FILE; LoCoMo is not part "
             "of this repository: github.com/snap-research/locomo)"
         )
+    client_list = [c.strip() for c in clients.split(",") if c.strip()]
+    if not client_list or any(c not in ("new", "whole") for c in client_list):
+        raise _fail(f"bad --clients: {clients} (new, whole)")
     series = run_cost_bench(
         data,
         sample_id,
+        clients=client_list,
         config=config,
         redis_url=url,
         model=model,
