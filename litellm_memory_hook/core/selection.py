@@ -68,3 +68,41 @@ def select_items(
 def _scores(texts: Sequence[str], query: str) -> list[float]:
     """Score of each text against the query: the recall scorer, the texts being the collection."""
     return recall.rank_texts(texts, query)
+
+
+def related_items(
+    items: Sequence[str],
+    query: str,
+    budget: int,
+    shown: Sequence[str] = (),
+) -> tuple[str, ...]:
+    """The items that share rare words with ``query`` (the scores of :func:`select_items`) and
+    are not among ``shown``, highest score first (then newest), within ``budget`` characters:
+    what the cache layout's tail adds for the user's last message to the memories its head
+    shows for the whole epoch.
+
+    Args:
+        items: stored memory texts, oldest first.
+        query: the new user message.
+        budget: characters for all chosen items together.
+        shown: texts the prompt shows already (compared stripped).
+    """
+    seen = {t.strip() for t in shown}
+    texts = [t.strip() for t in items]
+    candidates = [(i, t) for i, t in enumerate(texts) if t and t not in seen]
+    if not candidates or budget <= 0 or not query.strip():
+        return ()
+    scores = _scores([t for _, t in candidates], query)
+    order = sorted(
+        (j for j in range(len(candidates)) if scores[j] > 0),
+        key=lambda j: (scores[j], candidates[j][0]),
+        reverse=True,
+    )
+    chosen: list[str] = []
+    used = 0
+    for j in order:
+        size = len(candidates[j][1])
+        if used + size <= budget:
+            chosen.append(candidates[j][1])
+            used += size
+    return tuple(chosen)
