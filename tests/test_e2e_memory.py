@@ -144,11 +144,13 @@ def test_thirteen_messages_lead_to_one_job_and_the_next_request_carries_it(
     client.chat.completions.create(
         model="demo", user=user, messages=[{"role": "user", "content": "Where do I live?"}]
     )
-    system = _system(mstack.chat_calls()[-1])
+    body = mstack.chat_calls()[-1]
     # the cache layout: the job's memories and summary wait for the conversation's next epoch
     # (its window still holds the turns they were drawn from), so the prompt's head stays the
-    # provider's cached prefix ...
-    assert "Lives in Pune." not in system and "They talked about Miso." not in system
+    # provider's cached prefix; the tail adds a memory that shares words with the question ...
+    head = str(body["messages"][0]["content"])
+    assert "Lives in Pune." not in head and "They talked about Miso." not in head
+    assert "Lives in Pune." in _system(body) and "They talked about Miso." not in _system(body)
     # ... and a new conversation of the user starts with the newest memories (the summary is
     # the other conversation's)
     client.chat.completions.create(

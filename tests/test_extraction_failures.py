@@ -241,8 +241,9 @@ def _calls_after(stack: FailStack, seconds: float) -> int:
 @pytest.mark.e2e
 def test_e10_an_extraction_model_answering_400_stops_being_called(fstack: FailStack) -> None:
     """E10 through a real proxy: the extraction model answers 400 to every call; while the
-    user goes on chatting, it is called 3 times (the bounded tries, 0.4 s and 0.8 s apart), not
-    once or twice per message, and then no more; a later message starts one new round of 3."""
+    user goes on chatting, it is called in rounds of 3 (the bounded tries, 0.4 s and 0.8 s
+    apart), not once or twice per message, and then no more; a later message starts one new
+    round of 3."""
     fstack.standin.delete("/_standin/requests").raise_for_status()
     fstack.standin.post(
         "/_standin/extraction_error", json={"status": 400, "message": "Invalid request"}
@@ -252,14 +253,18 @@ def test_e10_an_extraction_model_answering_400_stops_being_called(fstack: FailSt
         fstack.chat(user, f"message {i}: my cat is called Miso")
         time.sleep(0.15)
     fstack.wait_calls(3)
-    assert _calls_after(fstack, 3.0) == 3
-    assert _calls_after(fstack, 2.0) == 3
+    # whole rounds of 3 tries, each given up; on a loaded machine the chat can outlast the
+    # first round (1.2 s), and a message after a give-up starts one more round: at most two
+    # rounds for these 16 messages, where the old code made about two calls per message
+    calls = _calls_after(fstack, 3.0)
+    assert calls == _calls_after(fstack, 2.0)  # and then no more
+    assert calls in (3, 6), calls
     stats = fstack.redis.hgetall(f"{fstack.prefix}:stats")
-    assert int(stats["jobs_given_up"]) == 1
+    assert int(stats["jobs_given_up"]) == calls // 3
     assert "given up after 3 tries" in fstack.log.read_text()
     fstack.chat(user, "one more message")
-    fstack.wait_calls(6)  # the new round: 3 tries again, then given up again
-    assert _calls_after(fstack, 3.0) == 6
+    fstack.wait_calls(calls + 3)  # the new round: 3 tries again, then given up again
+    assert _calls_after(fstack, 3.0) == calls + 3
     fstack.standin.post("/_standin/extraction_error", json={"status": 0}).raise_for_status()
 
 

@@ -495,7 +495,7 @@ def test_inspector_in_chromium(ui_proxy: str, tmp_path: Path) -> None:
                 "0"
             )
             system = page.locator("#messages li.role-system pre")
-            expect(system.last).to_contain_text("Asha's ‹b›birthday‹/b› is 3 March")
+            expect(system.first).to_contain_text("Asha's ‹b›birthday‹/b› is 3 March")
             expect(page.locator("#messages li").last).to_contain_text("(next message)")
 
             # memories exactly as stored, shown as text
@@ -521,7 +521,7 @@ def test_inspector_in_chromium(ui_proxy: str, tmp_path: Path) -> None:
             expect(page.locator("#pinned li .text")).to_have_text(
                 [hostile, "Favourite food: दाल मखनी"]
             )
-            expect(system.last).to_contain_text("दाल मखनी")
+            expect(system.first).to_contain_text("दाल मखनी")
             page.locator("#pinned li", has_text="Favourite food").get_by_role(
                 "button", name="Edit"
             ).click()
@@ -530,7 +530,7 @@ def test_inspector_in_chromium(ui_proxy: str, tmp_path: Path) -> None:
             expect(page.locator("#pinned li .text")).to_have_text(
                 [hostile, "Favourite food: masala dosa"]
             )
-            expect(system.last).to_contain_text("masala dosa")
+            expect(system.first).to_contain_text("masala dosa")
             page.screenshot(path=str(_screenshot_path(tmp_path)), full_page=True)
 
             # an extracted memory corrected by the user becomes pinned
