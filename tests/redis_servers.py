@@ -131,6 +131,8 @@ class RedisCluster:
     folder: Path
     masters: int = 3
     servers: list[RedisServer] = field(default_factory=list)
+    #: more redis-server arguments for every node (e.g. ``--cluster-require-full-coverage no``)
+    extra: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -162,6 +164,7 @@ class RedisCluster:
                     "5000",
                     "--appendonly",
                     "no",
+                    *self.extra,
                 ),
             )
             self.servers.append(server)
