@@ -33,7 +33,9 @@ TIMEOUT_S = 0.4
 def _hook(url: str, prefix: str, **settings: Any) -> MemoryHook:
     settings.setdefault("redis_timeout_s", TIMEOUT_S)
     return MemoryHook(
-        settings=MemorySettings(key_prefix=prefix, redis_url=url, worker_in_proxy=False, **settings),
+        settings=MemorySettings(
+            key_prefix=prefix, redis_url=url, worker_in_proxy=False, **settings
+        ),
         alias_lookup=lambda model: ALIASES.get(model),
     )
 
@@ -105,9 +107,7 @@ async def test_a_failed_primary_turns_memory_off_for_its_users_only(
     requests went without memory)."""
     # a killed primary refuses at once: the healthy users' timeout is long enough that a loaded
     # machine (the full suite on two cores) never times them out, which tripped their breakers
-    hook = _hook(
-        cluster.url, prefix, redis_cluster=True, redis_breaker_s=30.0, redis_timeout_s=5.0
-    )
+    hook = _hook(cluster.url, prefix, redis_cluster=True, redis_breaker_s=30.0, redis_timeout_s=5.0)
     users = [f"u-{i}" for i in range(30)]
     for user in users:  # the client reads the slot map; every user gets a first turn
         data = await hook.async_pre_call_hook(
