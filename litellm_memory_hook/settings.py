@@ -407,6 +407,12 @@ class AliasMemoryConfig(BaseModel):
             ``cache_control`` for providers that cache only where told (at most 4 marks in all,
             the client's own counted first): ``on``, ``off``, or ``auto`` (default: on for
             Anthropic and Bedrock deployments).
+        history: what becomes of a history the client sends with its request: ``window``
+            trims it to the window's budgets (a chat app; the turns it drops are in Redis, read
+            back by recall); ``keep`` sends all of it as sent (an agent with tools relies on
+            every tool result it sent); ``auto`` (default): ``keep`` when the request declares
+            or uses tools, else ``window``. A client that sends only its new message gets the
+            window from Redis either way.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -434,6 +440,7 @@ class AliasMemoryConfig(BaseModel):
     window_low_water: float = Field(default=0.6, gt=0.0, le=1.0)
     tail_placement: Literal["auto", "system", "user"] = "auto"
     cache_marks: Literal["auto", "on", "off"] = "auto"
+    history: Literal["auto", "keep", "window"] = "auto"
 
 
 def shadowed_env(callback_settings: dict[str, Any] | None) -> list[str]:

@@ -698,7 +698,7 @@ def test_stream_tool_calls_without_index_stay_separate() -> None:
     split deltas with an index are merged; a choice with index None is choice 0."""
     from types import SimpleNamespace
 
-    from litellm_memory_hook.proxy.hook import _StreamAccumulator
+    from litellm_memory_hook.protocols.chat import StreamAccumulator as _StreamAccumulator
 
     def call(index: int | None, ident: str | None, name: str | None, args: str) -> Any:
         # LiteLLM's own type requires an int index; raw provider chunks may carry None.

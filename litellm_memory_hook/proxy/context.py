@@ -9,6 +9,7 @@ recent window (:mod:`litellm_memory_hook.core.window`).
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,7 @@ from litellm_memory_hook.core.prompt import (
 from litellm_memory_hook.core.script import EARLIER_MESSAGES
 from litellm_memory_hook.core.selection import related_items, select_items
 from litellm_memory_hook.core.window import Window, fit_window
+from litellm_memory_hook.protocols.base import HistoryMode
 from litellm_memory_hook.proxy.recall_step import (
     RecallOptions,
     exclusion_start,
@@ -116,6 +118,7 @@ class ContextOptions:
     low_water: float = 0.6
     tail_in_user: bool = False
     cache_marks: bool = False
+    history: HistoryMode = "window"
 
     @classmethod
     def for_alias(
@@ -129,11 +132,13 @@ class ContextOptions:
         regenerate: bool = False,
         tail_in_user: bool = False,
         cache_marks: bool = False,
+        history: HistoryMode = "window",
     ) -> ContextOptions:
         """The options of a request to ``alias``: its own values, else the global settings.
         ``tail_in_user``: the alias's provider moves system messages to the top (the cache
         layout's tail then goes in the user's last message); ``cache_marks``: it caches only
-        where ``cache_control`` marks say."""
+        where ``cache_control`` marks say; ``history``: the request's history mode
+        (:attr:`~litellm_memory_hook.settings.AliasMemoryConfig.history`)."""
         return cls(
             budget=Budget(
                 chars=alias.recent_chars or settings.recent_chars,
@@ -155,6 +160,7 @@ class ContextOptions:
             low_water=alias.window_low_water,
             tail_in_user=tail_in_user,
             cache_marks=cache_marks,
+            history=history,
         )
 
 
@@ -403,7 +409,12 @@ def _stable_ends(messages: Sequence[Message], tail_in_user: bool) -> list[int]:
 
 def _fit(plan: TurnPlan, options: ContextOptions, start: int) -> Window:
     """The request's window; in the cache layout trimmed in steps from ``start`` (the seqs of
-    the plan's history name its messages)."""
+    the plan's history name its messages). With ``history: keep``, a history the client sent
+    is the window whole, as sent."""
+    if options.history == "keep" and plan.verbatim:
+        return fit_window(
+            plan.history, plan.new, max_chars=sys.maxsize, max_messages=sys.maxsize, verbatim=True
+        )
     cache = options.layout == "cache"
     return fit_window(
         plan.history,

@@ -46,7 +46,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import litellm
@@ -74,6 +74,8 @@ from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
 from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
+from litellm_memory_hook.protocols import ProtocolAdapter, adapter_for, adapter_named
+from litellm_memory_hook.protocols.chat import CHAT
 from litellm_memory_hook.proxy.breaker import NodeBreakers
 from litellm_memory_hook.proxy.context import (
     ContextOptions,
@@ -113,7 +115,6 @@ from litellm_memory_hook.store.workers import KIND_PROXY
 
 logger = logging.getLogger("litellm_memory_hook")
 
-CHAT_CALL_TYPES = frozenset({"acompletion", "completion"})
 METADATA_KEY = "litellm_memory"
 DEBUG_HEADER = "x-memory-debug"
 _ALIAS_CACHE_S = 30.0
@@ -222,138 +223,27 @@ def _turn_from_dict(raw: dict[str, Any]) -> Turn:
     return turn
 
 
-#: fields of a model's reply message that are not replayed: LiteLLM's own bookkeeping and
-#: response-only annotations (a provider would reject them in a request).
-_REPLY_DROPPED = frozenset({"provider_specific_fields", "annotations", "function_call"})
+@dataclass(frozen=True)
+class _Request:
+    """What the pre-call hook decided for one request, before reading Redis: who it is, the
+    options, and what its record will say.
 
-
-def _plain(value: Any) -> Any:
-    """A pydantic object (LiteLLM's types) as plain JSON data."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _reply_message(response: Any) -> dict[str, Any] | None:
-    """The assistant message of a non-streaming ModelResponse as a plain dict, every field the
-    model sent kept (``reasoning_content``, ``thinking_blocks``, ``refusal``, ``audio`` id ...:
-    providers reject a replayed tool-call turn without its reasoning), ``None`` values dropped
-    except ``content``."""
-    choices = getattr(response, "choices", None)
-    if not choices:
-        return None
-    message = getattr(choices[0], "message", None)
-    if message is None:
-        return None
-    raw = _plain(message)
-    if not isinstance(raw, dict):
-        return None
-    out: dict[str, Any] = {"role": "assistant", "content": raw.get("content")}
-    for key, value in raw.items():
-        if key in ("role", "content") or key in _REPLY_DROPPED or value is None or value == []:
-            continue
-        if key == "tool_calls":
-            value = [
-                {
-                    "id": c.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": (c.get("function") or {}).get("name"),
-                        "arguments": (c.get("function") or {}).get("arguments") or "",
-                    },
-                }
-                for c in value
-                if isinstance(c, dict)
-            ]
-        elif key == "audio" and isinstance(value, dict):
-            value = {"id": value.get("id")}
-        out[key] = value
-    return out
-
-
-class _StreamAccumulator:
-    """Assembles the reply text and tool calls of a stream from its chunks.
-
-    Tool-call deltas are merged by their ``index``; a delta without one starts a new call when
-    it carries an ``id`` not seen yet, else continues the newest call (some providers send whole
-    parallel calls with ``index`` None). Choices without an ``index`` count as choice 0.
+    Attributes:
+        metadata: the request's LiteLLM metadata (the record goes there).
+        started: ``time.perf_counter()`` when the hook started (seconds).
+        protocol: the client API's adapter name (:mod:`litellm_memory_hook.protocols`).
     """
 
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.thinking: list[Any] = []
-        self.calls: list[dict[str, Any]] = []
-        self._by_index: dict[int, dict[str, Any]] = {}
-        self._by_id: dict[str, dict[str, Any]] = {}
-
-    def _slot(self, call: Any) -> dict[str, Any]:
-        index = getattr(call, "index", None)
-        ident = getattr(call, "id", None)
-        if isinstance(index, int) and index in self._by_index:
-            return self._by_index[index]
-        if ident and ident in self._by_id:
-            return self._by_id[ident]
-        if not isinstance(index, int) and not ident and self.calls:
-            return self.calls[-1]
-        slot: dict[str, Any] = {
-            "id": None,
-            "type": "function",
-            "function": {"name": "", "arguments": ""},
-        }
-        self.calls.append(slot)
-        if isinstance(index, int):
-            self._by_index[index] = slot
-        return slot
-
-    def add(self, chunk: Any) -> None:
-        for choice in getattr(chunk, "choices", None) or ():
-            if (getattr(choice, "index", 0) or 0) != 0:
-                continue
-            delta = getattr(choice, "delta", None)
-            if delta is None:
-                continue
-            content = getattr(delta, "content", None)
-            if isinstance(content, str):
-                self.text.append(content)
-            reasoning = getattr(delta, "reasoning_content", None)
-            if isinstance(reasoning, str):
-                self.reasoning.append(reasoning)
-            thinking = getattr(delta, "thinking_blocks", None)
-            if isinstance(thinking, list):
-                self.thinking.extend(_plain(thinking))
-            for call in getattr(delta, "tool_calls", None) or ():
-                slot = self._slot(call)
-                ident = getattr(call, "id", None)
-                if ident:
-                    slot["id"] = ident
-                    self._by_id[ident] = slot
-                function = getattr(call, "function", None)
-                if function is not None:
-                    if getattr(function, "name", None):
-                        slot["function"]["name"] += function.name
-                    if getattr(function, "arguments", None):
-                        slot["function"]["arguments"] += function.arguments
-
-    def message(self) -> dict[str, Any]:
-        """The streamed reply as one message; a tool-call reply with no text has ``content:
-        None``, as the same reply not streamed has (an empty string is replayed to Anthropic
-        as a placeholder text block)."""
-        text = "".join(self.text)
-        message: dict[str, Any] = {"role": "assistant", "content": text}
-        if self.calls:
-            message["content"] = text or None
-            message["tool_calls"] = self.calls
-        if self.reasoning:
-            message["reasoning_content"] = "".join(self.reasoning)
-        if self.thinking:
-            message["thinking_blocks"] = self.thinking
-        return message
+    metadata: dict[str, Any]
+    who: Identity
+    options: ContextOptions
+    call_id: str
+    mode: str
+    rules: str
+    flush: bool
+    extract: bool
+    started: float
+    protocol: str
 
 
 class MemoryHook(CustomLogger):
@@ -512,21 +402,27 @@ class MemoryHook(CustomLogger):
             if not isinstance(data, dict):
                 return data
             _drop_client_record(data)
-            if call_type not in CHAT_CALL_TYPES:
+            adapter = adapter_for(call_type)
+            if adapter is None:
                 return data
             alias = self.alias_config(data.get("model"))
             if alias is None:
                 return data
-            if is_extraction_call(data.get("messages")):
+            view = adapter.view(data)
+            if view is None:
+                self.counters["invalid_passthrough"] += 1
+                return data  # the proxy judges it as the client sent it
+            if is_extraction_call(view.get("messages")):
                 self.counters["extraction_calls_passed"] += 1
                 return data
-            if not is_valid_request(data.get("messages"), USER_PART_TYPES):
+            if not is_valid_request(view.get("messages"), USER_PART_TYPES):
                 self.counters["invalid_passthrough"] += 1
                 return data  # the proxy judges it as the client sent it
             self.ensure_worker()
             if self.settings.gc_freeze:
                 freeze_startup_objects()
-            await self._rebuild(data, user_api_key_dict, alias, started)
+            await self._rebuild(view, user_api_key_dict, alias, started, adapter)
+            adapter.apply(data, view)
         except MemoryRequiredError as exc:
             from fastapi import HTTPException
 
@@ -548,8 +444,15 @@ class MemoryHook(CustomLogger):
         return data
 
     async def _rebuild(
-        self, data: dict[str, Any], auth: Any, alias: AliasMemoryConfig, started: float
+        self,
+        data: dict[str, Any],
+        auth: Any,
+        alias: AliasMemoryConfig,
+        started: float,
+        adapter: ProtocolAdapter = CHAT,
     ) -> None:
+        """Rebuild the chat-completions view ``data`` of a request (its ``messages``; the
+        adapter writes them back into the request's own fields)."""
         settings = self.settings
         metadata = _metadata(data)
         controls = read_controls(metadata)
@@ -608,14 +511,25 @@ class MemoryHook(CustomLogger):
             regenerate=controls.regenerate,
             tail_in_user=self._tail_in_user(alias, data.get("model")),
             cache_marks=self._cache_marks(alias, data.get("model")),
+            history=adapter.history_mode(data) if alias.history == "auto" else alias.history,
         )
         call_id = str(data.get("litellm_call_id") or "")
+        request = _Request(
+            metadata=metadata,
+            who=who,
+            options=options,
+            call_id=call_id,
+            mode=mode,
+            rules=rules,
+            flush=controls.flush,
+            extract=alias.extraction,
+            started=started,
+            protocol=adapter.name,
+        )
         if self._breaker_open(who.keys):
             self.counters["breaker_passthrough"] += 1
             log_event("fail_open", logging.INFO, reason="breaker", model=str(data.get("model")))
-            self._offline(
-                data, metadata, who, options, call_id, mode, rules, controls.flush, alias, started
-            )
+            self._offline(data, request)
             return
         buffered, superseded = self.buffered_turns(who.keys)  # before the load: never in neither
         reading = prepare(
@@ -638,9 +552,7 @@ class MemoryHook(CustomLogger):
             self._trip_breaker(who.keys)
             self.counters["precall_errors"] += 1
             logger.debug("memory hook: Redis failed in pre-call (%s); the turn is buffered", exc)
-            self._offline(
-                data, metadata, who, options, call_id, mode, rules, controls.flush, alias, started
-            )
+            self._offline(data, request)
             return
         except Exception:
             data["messages"] = with_rules(data.get("messages"), rules)
@@ -654,7 +566,7 @@ class MemoryHook(CustomLogger):
         if prepared.epoch is not None and mode == "read_write":
             self._spawn(self._record_epoch(who.keys, prepared.epoch))
         elapsed_ms = (time.perf_counter() - started) * 1000
-        self._record(metadata, who, prepared, mode, elapsed_ms, controls.flush, alias.extraction)
+        self._record(request, prepared, elapsed_ms)
         self.metrics.observe_rebuild(
             who.keys.ref, prepared.layer_chars, elapsed_ms, recalled=len(prepared.recalled)
         )
@@ -695,23 +607,12 @@ class MemoryHook(CustomLogger):
             self.counters["epoch_write_failures"] += 1
             logger.debug("memory hook: recording the epoch of %s failed: %s", keys.ref, exc)
 
-    def _offline(
-        self,
-        data: dict[str, Any],
-        metadata: dict[str, Any],
-        who: Identity,
-        options: ContextOptions,
-        call_id: str,
-        mode: str,
-        rules: str,
-        flush: bool,
-        alias: AliasMemoryConfig,
-        started: float,
-    ) -> None:
+    def _offline(self, data: dict[str, Any], request: _Request) -> None:
         """Redis is down: the request goes on with the client's messages and the alias's rules,
         and its turn is still recorded for the post-call hooks, which queue it in the outage
         buffer. Planned by :func:`~litellm_memory_hook.core.plan.plan_with_buffered` with an
         empty stored conversation and the turns this proxy holds for it in its outage buffer."""
+        who, options, rules = request.who, request.options, request.rules
         raw = data.get("messages")
         data["messages"] = with_rules(raw, rules)  # first: the rules hold if planning fails
         plan = plan_with_buffered(
@@ -719,7 +620,7 @@ class MemoryHook(CustomLogger):
             ConversationState(meta={}, tail=[]),
             self.buffered_turns(who.keys)[0],
             now_ms=now_ms(),
-            call_id=call_id,
+            call_id=request.call_id,
             regenerate_window_s=options.regenerate_window_s,
             max_stored_chars=options.max_stored_chars,
             regenerate=options.regenerate,
@@ -738,7 +639,7 @@ class MemoryHook(CustomLogger):
         # what the request itself gives still applies: its persona, the reminder
         block = request_only_block(raw, window, options)
         data["messages"] = assemble(plan.lead, window, rules=rules, memory_block=block)
-        elapsed_ms = (time.perf_counter() - started) * 1000  # the failed try's time too
+        elapsed_ms = (time.perf_counter() - request.started) * 1000  # the failed try's time too
         prepared = PreparedRequest(
             messages=list(data["messages"]),
             plan=plan,
@@ -746,7 +647,7 @@ class MemoryHook(CustomLogger):
             # no token read: the write is refused if a forget came after the request started
             forget_token=f"@{now_ms() - int(elapsed_ms)}",
         )
-        self._record(metadata, who, prepared, mode, elapsed_ms, flush, alias.extraction)
+        self._record(request, prepared, elapsed_ms)
 
     @contextlib.asynccontextmanager
     async def forgetting(
@@ -796,16 +697,10 @@ class MemoryHook(CustomLogger):
             superseded.update(_int(t.get("seq")) for t in item.record.get("replace") or ())
         return turns, superseded
 
-    def _record(
-        self,
-        metadata: dict[str, Any],
-        who: Identity,
-        prepared: PreparedRequest,
-        mode: str,
-        elapsed_ms: float,
-        flush: bool,
-        extract: bool,
-    ) -> None:
+    def _record(self, request: _Request, prepared: PreparedRequest, elapsed_ms: float) -> None:
+        """Leave the signed record of the turn (what to store after the reply) in the request's
+        metadata, where the post-call hooks read it."""
+        who = request.who
         self.counters["rebuilt"] += 1
         if not prepared.plan.store:
             self.counters["outage_not_stored"] += 1
@@ -821,13 +716,14 @@ class MemoryHook(CustomLogger):
             self.counters["surrogate_requests"] += 1
         record: dict[str, Any] = {
             "v": 1,
+            "proto": request.protocol,
             "prefix": who.keys.prefix,
             "ref": who.keys.ref,
             "meta": who.meta_fields(),
             "mscope": who.memory.scope,
-            "flush": flush,
-            "extract": extract,
-            "write": mode == "read_write" and prepared.plan.store,
+            "flush": request.flush,
+            "extract": request.extract,
+            "write": request.mode == "read_write" and prepared.plan.store,
             "pending": [_turn_dict(t) for t in prepared.plan.pending],
             "replace": [_turn_dict(t) for t in prepared.plan.replace],
             "previous": prepared.plan.previous_text,
@@ -840,7 +736,7 @@ class MemoryHook(CustomLogger):
             "layers": prepared.layer_chars,
         }
         record["sig"] = self._sign(record)
-        metadata[METADATA_KEY] = record
+        request.metadata[METADATA_KEY] = record
 
     # -- post-call -----------------------------------------------------------------------------
 
@@ -851,7 +747,7 @@ class MemoryHook(CustomLogger):
         try:
             record = self._pending_record(data)
             if record is not None:
-                reply = _reply_message(response)
+                reply = adapter_named(record.get("proto")).reply_message(response)
                 await self._commit(record, reply, str(data.get("litellm_call_id") or ""))
         except Exception:
             self.counters["postcall_errors"] += 1
@@ -870,7 +766,7 @@ class MemoryHook(CustomLogger):
             record = self._pending_record(request_data)
         except Exception:
             logger.exception("memory hook: reading the stream's record failed")
-        accumulator = _StreamAccumulator()
+        accumulator = adapter_named(record.get("proto") if record else None).accumulator()
         completed = False
         call_id = str(request_data.get("litellm_call_id") or "") if record else ""
         try:
@@ -925,8 +821,12 @@ class MemoryHook(CustomLogger):
         """The record in ``metadata`` when this process signed it, else ``None`` (counted)."""
         if not isinstance(data, dict):
             return None
-        metadata = data.get("metadata")
-        record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+        record = None
+        for name in ("metadata", "litellm_metadata"):  # per route (protocols.base)
+            metadata = data.get(name)
+            record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+            if record is not None:
+                break
         if not isinstance(record, dict):
             return None
         if not hmac.compare_digest(str(record.get("sig", "")), self._sign(record)):
