@@ -181,3 +181,87 @@ def test_e01_a_1068_character_tool_call_id_round_trips(round3: Round3, ident: st
     assert calls and [c["id"] for c in calls[-1]["tool_calls"]] == [ident]
     assert seen[seen.index(calls[-1]) + 1] == result
     assert [t["text"] for t in round3.turns(user)][-1] == "It is 18 C and sunny in Lisbon."
+
+
+def _outcome_cases(user: str) -> list[tuple[str, dict[str, Any], dict[str, str], str | None]]:
+    """(name, body, headers, the x-memory-outcome expected) for N01, one per reason."""
+    ask = [{"role": "user", "content": "Hello there."}]
+    chat = [
+        {"role": "user", "content": "I enter the castle of Vel."},
+        {"role": "assistant", "content": "The gates creak open."},
+    ]
+    return [
+        ("used", {"model": "demo", "user": user, "messages": ask}, {}, "used"),
+        ("no_user", {"model": "demo", "messages": ask}, {}, "no_user"),
+        (
+            "off",
+            {"model": "demo", "user": user, "messages": ask, "metadata": {"memory_mode": "off"}},
+            {},
+            "off",
+        ),
+        (
+            "read_only",
+            {
+                "model": "demo",
+                "user": user,
+                "messages": ask,
+                "metadata": {"memory_mode": "read_only"},
+            },
+            {},
+            "read_only",
+        ),
+        (
+            "temporary",
+            {"model": "demo", "messages": ask},
+            {USER_HEADER: user, CHAT_HEADER: "local:9e1"},
+            "temporary",
+        ),
+        (
+            "side_request",
+            {
+                "model": "demo",
+                "user": user,
+                "messages": [*chat, {"role": "system", "content": SUMMARIZE}],
+            },
+            {},
+            "side_request",
+        ),
+        (
+            "invalid_request",
+            {
+                "model": "demo",
+                "user": user,
+                "messages": [{"role": "user", "content": [{"type": "bogus_part", "x": 1}]}],
+            },
+            {},
+            "invalid_request",
+        ),
+        ("plain alias: no header", {"model": "plain", "user": user, "messages": ask}, {}, None),
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_n01_every_response_says_why_memory_was_used_or_not(round3: Round3, stream: bool) -> None:
+    """N01: every response of a memory-enabled alias carries ``x-memory-outcome`` with the
+    reason (one documented value each: ``proxy/outcomes.py``), streamed or not; an alias
+    without memory has no such header. A client's own value in its metadata is ignored."""
+    user = _user()
+    round3.script("Noted.")
+    seen = {}
+    for name, body, headers, expected in _outcome_cases(user):
+        body = {**body, "stream": stream}
+        metadata = dict(body.get("metadata") or {})
+        body["metadata"] = {**metadata, "litellm_memory_outcome": "used"}  # a forged value
+        if expected is None or expected == "no_user":
+            body["metadata"].pop("litellm_memory_outcome")
+        answer = round3.chat(body, headers)
+        seen[name] = (answer.status_code, answer.headers.get("x-memory-outcome"))
+    # a body the hook does not read answers what LiteLLM alone answers (the alias without memory)
+    bogus = next(body for name, body, _, _ in _outcome_cases(user) if name == "invalid_request")
+    alone = round3.chat({**bogus, "model": "plain", "stream": stream}).status_code
+    assert alone >= 400
+    expected_seen = {
+        name: (alone if want == "invalid_request" else 200, want)
+        for name, _, _, want in _outcome_cases(user)
+    }
+    assert seen == expected_seen

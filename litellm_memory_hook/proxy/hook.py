@@ -91,6 +91,12 @@ from litellm_memory_hook.proxy.identity import (
     tenant_from_auth,
 )
 from litellm_memory_hook.proxy.metrics import HookMetrics, MetricsPublisher, log_event
+from litellm_memory_hook.proxy.outcomes import (
+    OUTCOME_HEADER,
+    OUTCOME_KEY,
+    read_outcome,
+    set_outcome,
+)
 from litellm_memory_hook.proxy.write_buffer import PendingWrite, WriteBuffer
 from litellm_memory_hook.settings import (
     AliasMemoryConfig,
@@ -167,9 +173,11 @@ def _drop_client_record(data: dict[str, Any]) -> None:
         metadata = data.get(name)
         if isinstance(metadata, dict):
             metadata.pop(METADATA_KEY, None)
+            metadata.pop(OUTCOME_KEY, None)
             requester = metadata.get("requester_metadata")
             if isinstance(requester, dict):
                 requester.pop(METADATA_KEY, None)
+                requester.pop(OUTCOME_KEY, None)
 
 
 _TURN_FIELDS = tuple(f.name for f in fields(Turn))
@@ -398,6 +406,7 @@ class MemoryHook(CustomLogger):
             fastapi.HTTPException: 400 when the alias requires memory and no user id was sent.
         """
         started = time.perf_counter()
+        field = "metadata"  # where the outcome goes: the adapter's metadata field
         try:
             if not isinstance(data, dict):
                 return data
@@ -405,18 +414,22 @@ class MemoryHook(CustomLogger):
             adapter = adapter_for(call_type)
             if adapter is None:
                 return data
+            field = adapter.metadata_field
             alias = self.alias_config(data.get("model"))
             if alias is None:
                 return data
             view = adapter.view(data)
             if view is None:
                 self.counters["invalid_passthrough"] += 1
+                self._outcome(data, field, "invalid_request")
                 return data  # the proxy judges it as the client sent it
             if is_extraction_call(view.get("messages")):
                 self.counters["extraction_calls_passed"] += 1
+                self._outcome(data, field, "extraction")
                 return data
             if not is_valid_request(view.get("messages"), USER_PART_TYPES):
                 self.counters["invalid_passthrough"] += 1
+                self._outcome(data, field, "invalid_request")
                 return data  # the proxy judges it as the client sent it
             self.ensure_worker()
             if self.settings.gc_freeze:
@@ -427,18 +440,22 @@ class MemoryHook(CustomLogger):
             from fastapi import HTTPException
 
             self.counters["rejected_no_user"] += 1
+            self._outcome(data, field, "no_user")
             raise HTTPException(status_code=400, detail=str(exc)) from exc
         except ControlError as exc:
             from fastapi import HTTPException
 
             self.counters["rejected_controls"] += 1
+            self._outcome(data, field, "invalid_request")
             raise HTTPException(status_code=400, detail=str(exc)) from exc
         except ConfigError as exc:
             self.counters["config_errors"] += 1
+            self._outcome(data, field, "config_error")
             logger.error("memory hook: bad configuration for %r: %s", data.get("model"), exc)
             log_event("fail_open", logging.WARNING, reason="config", model=str(data.get("model")))
         except Exception:
             self.counters["precall_errors"] += 1
+            self._outcome(data, field, "error")
             logger.exception("memory hook: pre-call failed; passing the request through")
             log_event("fail_open", logging.WARNING, reason="error", model=str(data.get("model")))
         return data
@@ -460,16 +477,19 @@ class MemoryHook(CustomLogger):
         rules = alias.system_prompt.strip()
         if mode == "off":
             self.counters["mode_off"] += 1
+            self._outcome(data, "metadata", "off")
             data["messages"] = with_rules(data.get("messages"), rules)
             return
         side = side_request_pattern(data.get("messages"), settings.side_patterns)
         if side is not None:
             self.counters["side_requests"] += 1
+            self._outcome(data, "metadata", "side_request")
             logger.info("memory hook: side request (%s); no memory, not stored", side)
             data["messages"] = with_rules(data.get("messages"), rules)
             return
         if tenant_from_auth(auth) is None:  # no team, user or key: no tenant, no memory
             self.counters["no_tenant_passthrough"] += 1
+            self._outcome(data, "metadata", "no_tenant")
             logger.info("memory hook: the caller has no team, user or key id; no memory")
             data["messages"] = with_rules(data.get("messages"), rules)
             return
@@ -492,6 +512,7 @@ class MemoryHook(CustomLogger):
                     + (f" or the {settings.user_header!r} header" if settings.user_header else "")
                 )
             self.counters["no_user_passthrough"] += 1
+            self._outcome(data, "metadata", "no_user")
             logger.info("memory hook: no usable user id for %r; passing through", data.get("model"))
             data["messages"] = with_rules(data.get("messages"), rules)
             return
@@ -528,6 +549,7 @@ class MemoryHook(CustomLogger):
         )
         if self._breaker_open(who.keys):
             self.counters["breaker_passthrough"] += 1
+            self._outcome(data, "metadata", "redis_down")
             log_event("fail_open", logging.INFO, reason="breaker", model=str(data.get("model")))
             self._offline(data, request)
             return
@@ -552,6 +574,7 @@ class MemoryHook(CustomLogger):
             self._trip_breaker(who.keys)
             self.counters["precall_errors"] += 1
             logger.debug("memory hook: Redis failed in pre-call (%s); the turn is buffered", exc)
+            self._outcome(data, "metadata", "redis_down")
             self._offline(data, request)
             return
         except Exception:
@@ -560,9 +583,14 @@ class MemoryHook(CustomLogger):
         self._redis_ok(who.keys)
         if prepared is None:
             self.counters["no_new_turn"] += 1
+            self._outcome(data, "metadata", "no_new_turn")
             data["messages"] = with_rules(data.get("messages"), rules)
             return
         data["messages"] = prepared.messages
+        if mode == "read_write":
+            self._outcome(data, "metadata", "used")
+        else:
+            self._outcome(data, "metadata", "temporary" if temporary else "read_only")
         if prepared.epoch is not None and mode == "read_write":
             self._spawn(self._record_epoch(who.keys, prepared.epoch))
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -570,6 +598,15 @@ class MemoryHook(CustomLogger):
         self.metrics.observe_rebuild(
             who.keys.ref, prepared.layer_chars, elapsed_ms, recalled=len(prepared.recalled)
         )
+
+    def _outcome(self, data: dict[str, Any], field: str, outcome: str) -> None:
+        """Count ``outcome`` (:mod:`.outcomes`) and leave it in the request's metadata dict
+        ``data[field]`` (made when missing) for the ``x-memory-outcome`` header."""
+        self.counters[f"outcome_{outcome}"] += 1
+        metadata = data.get(field)
+        if not isinstance(metadata, dict):
+            metadata = data[field] = {}
+        set_outcome(metadata, outcome)
 
     def _provider(self, model: object) -> str | None:
         """The provider of an alias's deployment (cached like the alias's config)."""
@@ -1194,15 +1231,19 @@ class MemoryHook(CustomLogger):
         request_headers: dict[str, str] | None = None,
         litellm_call_info: dict[str, object] | None = None,
     ) -> dict[str, str] | None:
-        """Headers ``x-memory-hook-ms`` and ``x-memory-layers`` when ``x-memory-debug`` was sent."""
+        """``x-memory-outcome`` on every response of a memory-enabled alias (:mod:`.outcomes`);
+        ``x-memory-hook-ms`` and ``x-memory-layers`` too when ``x-memory-debug`` was sent."""
         try:
+            outcome = read_outcome(data)
+            out = {OUTCOME_HEADER: outcome} if outcome else {}
             headers = {k.lower(): v for k, v in (request_headers or {}).items()}
             if not headers.get(DEBUG_HEADER) and not _header_from_data(data):
-                return None
+                return out or None
             record = self._verified_record(data)
             if record is None:
-                return {"x-memory-layers": "{}"}
+                return {**out, "x-memory-layers": "{}"}
             return {
+                **out,
                 "x-memory-hook-ms": str(record.get("hook_ms", "")),
                 "x-memory-layers": json.dumps(record.get("layers", {}), separators=(",", ":")),
             }
@@ -1220,7 +1261,13 @@ def _int(value: Any) -> int:
 
 
 def _header_from_data(data: Any) -> bool:
-    return isinstance(data, dict) and bool(request_headers(data).get(DEBUG_HEADER))
+    """True when the request carried the debug header (in either LiteLLM metadata field)."""
+    if not isinstance(data, dict):
+        return False
+    return any(
+        request_headers({"metadata": data.get(name)}).get(DEBUG_HEADER)
+        for name in ("metadata", "litellm_metadata")
+    )
 
 
 def _with_prefill(reply: dict[str, Any], prefill: str, name: str = "") -> dict[str, Any]:
