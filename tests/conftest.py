@@ -178,6 +178,9 @@ ALIASES: dict[str, dict[str, Any]] = {
     "demo": {"memory": {"enabled": True, "system_prompt": "You are Mira."}},
     "strict": {"memory": {"enabled": True, "required": True}},
     "tiny": {"memory": {"enabled": True, "recent_chars": 300, "recent_messages": 4}},
+    "tiny-window": {
+        "memory": {"enabled": True, "recent_chars": 300, "recent_messages": 4, "history": "window"}
+    },
     "plain": {},
 }
 

@@ -1171,3 +1171,52 @@ async def test_a_second_short_reply_keeps_the_script_of_the_message_before_both(
         assert f"before it they wrote in {script}, so write your reply in {script}." in str(
             memory_text(out["messages"])
         )
+
+
+def _agent_history(turns: int) -> list[dict[str, Any]]:
+    """An agent's whole history: ``turns`` exchanges (a task, a tool call, its 1,000-character
+    result, the answer)."""
+    messages: list[dict[str, Any]] = []
+    for i in range(turns):
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "run", "arguments": f'{{"step": {i}}}'},
+        }
+        messages.append({"role": "user", "content": f"Fix build step {i}."})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": f"{i}" * 1000})
+        messages.append({"role": "assistant", "content": f"Step {i} fixed."})
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("model", "tools", "kept"),
+    [("tiny", True, True), ("tiny", False, False), ("tiny-window", True, False)],
+    ids=["auto-agent", "auto-chat", "window"],
+)
+async def test_an_agents_history_reaches_the_model_whole(
+    any_redis: aioredis.Redis, prefix: str, model: str, tools: bool, kept: bool
+) -> None:
+    """Issue 26 item 3: a client that sends its whole history with tools (an agent) gets all of
+    it as sent, plus memory, though it is far over the window's budgets (300 characters, 4
+    messages); ``history: window`` trims it; a chat app's history (no tools) is trimmed."""
+    hook = make_hook(any_redis, prefix)
+    history = _agent_history(4)
+    if not tools:  # the same length as plain chat
+        history = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}" * 1000}
+            for i in range(len(history))
+        ]
+    data = chat_request(model=model, call_id="a1")
+    data["messages"] = [*history, {"role": "user", "content": "And now?"}]
+    if tools:
+        data["tools"] = [{"type": "function", "function": {"name": "run", "parameters": {}}}]
+    sent = json.loads(json.dumps(data["messages"]))
+    out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
+    assert out is not None
+    seen = [m for m in without_tail(out["messages"]) if m.get("role") != "system"]
+    if kept:
+        assert seen == sent
+    else:
+        assert len(seen) <= 4 and seen[-1] == sent[-1]
