@@ -727,6 +727,42 @@ def test_stream_tool_calls_without_index_stay_separate() -> None:
     ]
 
 
+def test_a_streamed_audio_reply_or_refusal_keeps_its_words() -> None:
+    """E03 in-process: an audio reply's id and transcript deltas, and a refusal's deltas (which
+    LiteLLM 1.108.7 drops before the hook, but a newer one may pass), make the reply's words;
+    the stored turn's text is them, and it replays as a text turn."""
+    from types import SimpleNamespace
+
+    from litellm_memory_hook.core.messages import message_to_turn
+    from litellm_memory_hook.protocols.chat import StreamAccumulator
+
+    def chunk(**delta: Any) -> Any:
+        fields = {"content": None, "tool_calls": None, **delta}
+        return SimpleNamespace(choices=[SimpleNamespace(index=0, delta=SimpleNamespace(**fields))])
+
+    audio = StreamAccumulator()
+    audio.add(chunk(audio={"id": "audio_1", "expires_at": 1}))
+    for word in ("Miso ", "is ", "lovely."):
+        audio.add(chunk(audio={"transcript": word}))
+    reply = audio.message()
+    assert reply == {
+        "role": "assistant",
+        "content": None,
+        "audio": {"id": "audio_1", "transcript": "Miso is lovely."},
+    }
+    turn = message_to_turn(reply, ts_ms=1)
+    assert turn is not None and turn.text == "Miso is lovely."
+    assert turn.msg == {"role": "assistant", "content": None, "audio": {"id": "audio_1"}}
+    assert turn.to_message() == {"role": "assistant", "content": "Miso is lovely."}
+
+    refusal = StreamAccumulator()
+    for piece in ("I cannot ", "share that."):
+        refusal.add(chunk(refusal=piece))
+    said = message_to_turn(refusal.message(), ts_ms=1)
+    assert said is not None and said.text == "I cannot share that."
+    assert message_to_turn({"role": "assistant", "content": None}, ts_ms=1) is None
+
+
 async def test_an_agent_sending_only_its_steps_keeps_its_task_first(
     hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
 ) -> None:

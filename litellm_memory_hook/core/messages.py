@@ -459,13 +459,41 @@ def without_surrogates(value: Any) -> Any:
     return value
 
 
+def reply_words(message: dict[str, Any]) -> str:
+    """A message's words wherever the provider put them: its content (a string or text parts),
+    else, for a reply, its audio's transcript (an audio-output model answers with ``content:
+    null``: case E03), else its refusal; ``""`` when it has none."""
+    text = content_text(message.get("content"))
+    if not is_blank(text) or message.get("role") != "assistant":
+        return text
+    audio = message.get("audio")
+    transcript = audio.get("transcript") if isinstance(audio, dict) else None
+    if isinstance(transcript, str) and not is_blank(transcript):
+        return transcript
+    refusal = message.get("refusal")
+    return refusal if isinstance(refusal, str) and not is_blank(refusal) else text
+
+
+def _replayable_audio(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with its audio reduced to the ``id`` a provider takes back in a later
+    request (the transcript is the stored turn's text, never sent in ``audio``)."""
+    audio = message.get("audio")
+    if not isinstance(audio, dict) or set(audio) <= {"id"}:
+        return message
+    kept = dict(message)
+    kept["audio"] = {"id": audio["id"]} if "id" in audio else None
+    if kept["audio"] is None:
+        del kept["audio"]
+    return kept
+
+
 def is_stored(message: dict[str, Any]) -> bool:
     """Whether :func:`message_to_turn` stores the message (a conversation message that is not
     blank, or a tool call or result); a blank reply a client keeps in its history is not."""
     role = message.get("role")
     if role not in _CONVERSATION_ROLES:
         return False
-    if role == "tool" or not is_blank(content_text(message.get("content"))):
+    if role == "tool" or not is_blank(reply_words(message)):
         return True
     return role == "assistant" and any(
         isinstance(c, dict) and c.get("id") for c in message.get("tool_calls") or ()
@@ -495,7 +523,8 @@ def message_to_turn(
     if not is_stored(message):
         return None
     role = message.get("role")
-    text = content_text(message.get("content"))
+    text = reply_words(message)
+    message = _replayable_audio(message)
     tool_calls = tuple(
         c for c in (message.get("tool_calls") or ()) if isinstance(c, dict) and c.get("id")
     )

@@ -150,9 +150,22 @@ class Turn:
     def to_message(self) -> dict[str, Any]:
         """The OpenAI chat message this turn replays as: the stored message with every field
         the client or the model sent (:attr:`msg`), else one rebuilt from the stored text
-        (never with empty text content)."""
+        (never with empty text content). A reply whose words were not in its content (an
+        audio reply's transcript, a refusal: case E03) replays them as its content, without
+        the ``audio`` id (it expires within hours; a text turn is valid for every provider)
+        or the ``refusal`` field."""
         if self.msg and self.msg.get("role") == self.role:
             copied: dict[str, Any] = copy_json(self.msg)
+            if (
+                self.role == "assistant"
+                and self.text
+                and not copied.get("content")
+                and not copied.get("tool_calls")
+                and ("audio" in copied or "refusal" in copied)
+            ):
+                copied.pop("audio", None)
+                copied.pop("refusal", None)
+                copied["content"] = self.text
             return copied
         message: dict[str, Any] = {"role": self.role}
         if self.role == "assistant" and self.tool_calls:

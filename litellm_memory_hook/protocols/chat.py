@@ -58,7 +58,8 @@ def reply_message(response: Any) -> dict[str, Any] | None:
                 if isinstance(c, dict)
             ]
         elif key == "audio" and isinstance(value, dict):
-            value = {"id": value.get("id")}
+            # the id a later request sends back, and the words (the stored turn's text, E03)
+            value = {"id": value.get("id"), "transcript": value.get("transcript") or ""}
         out[key] = value
     return out
 
@@ -76,6 +77,9 @@ class StreamAccumulator:
         self.reasoning: list[str] = []
         self.thinking: list[Any] = []
         self.calls: list[dict[str, Any]] = []
+        self.audio_id = ""
+        self.refusal: list[str] = []
+        self.transcript: list[str] = []
         self._by_index: dict[int, dict[str, Any]] = {}
         self._by_id: dict[str, dict[str, Any]] = {}
 
@@ -111,6 +115,12 @@ class StreamAccumulator:
             reasoning = getattr(delta, "reasoning_content", None)
             if isinstance(reasoning, str):
                 self.reasoning.append(reasoning)
+            refusal = getattr(delta, "refusal", None)
+            if isinstance(refusal, str):
+                self.refusal.append(refusal)
+            audio = getattr(delta, "audio", None)
+            if audio is not None:  # an audio-output model streams its transcript (E03)
+                self._add_audio(_plain(audio))
             thinking = getattr(delta, "thinking_blocks", None)
             if isinstance(thinking, list):
                 self.thinking.extend(_plain(thinking))
@@ -127,6 +137,15 @@ class StreamAccumulator:
                     if getattr(function, "arguments", None):
                         slot["function"]["arguments"] += function.arguments
 
+    def _add_audio(self, audio: Any) -> None:
+        if not isinstance(audio, dict):
+            return
+        if audio.get("id"):
+            self.audio_id = str(audio["id"])
+        transcript = audio.get("transcript")
+        if isinstance(transcript, str):
+            self.transcript.append(transcript)
+
     def message(self) -> dict[str, Any]:
         """The streamed reply as one message; a tool-call reply with no text has ``content:
         None``, as the same reply not streamed has (an empty string is replayed to Anthropic
@@ -140,6 +159,12 @@ class StreamAccumulator:
             message["reasoning_content"] = "".join(self.reasoning)
         if self.thinking:
             message["thinking_blocks"] = self.thinking
+        if self.refusal:
+            message["content"] = text or None
+            message["refusal"] = "".join(self.refusal)
+        if self.audio_id or self.transcript:
+            message["content"] = text or None
+            message["audio"] = {"id": self.audio_id, "transcript": "".join(self.transcript)}
         return message
 
 

@@ -61,7 +61,8 @@ Scripting and inspection routes:
 
 * ``POST /_standin/replies``: queue replies for chat calls (chat completions, responses and text
   completions; never used by extraction calls), a JSON list; each item is a string (the reply
-  text) or an object ``{"content": str | null, "tool_calls": [...], "chunk_delay_s": float,
+  text) or an object ``{"content": str | null, "tool_calls": [...], "audio": {...},
+  "refusal": str, "chunk_delay_s": float,
   "status": int, "message": str, "type": str, "code": str}`` (``status`` >= 400 answers with
   that HTTP error, its body naming ``message``, ``type`` and ``code``; default "scripted
   error", ``api_error``).
@@ -922,6 +923,9 @@ def _completion(spec: dict[str, Any], model: str, body: dict[str, Any]) -> dict[
     message: dict[str, Any] = {"role": "assistant", "content": spec.get("content")}
     if spec.get("tool_calls"):
         message["tool_calls"] = spec["tool_calls"]
+    for key in ("audio", "refusal"):  # an audio-output model's reply, a refusal (case E03)
+        if spec.get(key) is not None:
+            message[key] = spec[key]
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
@@ -962,6 +966,13 @@ async def _stream(spec: dict[str, Any], model: str, body: dict[str, Any]) -> Asy
         yield chunk({"content": word if i == 0 else " " + word})
     for index, call in enumerate(spec.get("tool_calls") or ()):
         yield chunk({"tool_calls": [{"index": index, **call}]})
+    audio = spec.get("audio")
+    if isinstance(audio, dict):  # the id first, then the transcript word by word (OpenAI)
+        yield chunk({"audio": {"id": audio.get("id"), "expires_at": audio.get("expires_at")}})
+        for i, word in enumerate(str(audio.get("transcript") or "").split(" ")):
+            yield chunk({"audio": {"transcript": word if i == 0 else " " + word}})
+    if spec.get("refusal") is not None:
+        yield chunk({"refusal": spec["refusal"]})
     yield chunk({}, "tool_calls" if spec.get("tool_calls") else "stop")
     options = body.get("stream_options") or {}
     if options.get("include_usage"):
