@@ -136,7 +136,10 @@ DEFAULT_SECTION_NOTES: Final[Mapping[str, str]] = MappingProxyType(
             "Use these only if they fit what the user says now; "
             "don't quote them or say you looked them up."
         ),
-        "now": "The user's current date and time.",
+        "now": (
+            "The user's current date and time; then, when the messages above span days, the "
+            "day each part was said on."
+        ),
     }
 )
 """Default one-line note under each section's opening marker."""
@@ -180,6 +183,8 @@ class PromptLayers:
         timezone: IANA zone name for the earlier lines' time labels; ``None`` or an unknown
             name gives UTC.
         now: the current date and time as shown (:func:`now_label`); ``""`` leaves it out.
+        days: where the recent window crosses into an earlier day
+            (:func:`~litellm_memory_hook.core.days.day_marks`), shown under ``now``.
     """
 
     operator_rules: Sequence[str] = ()
@@ -193,6 +198,7 @@ class PromptLayers:
     earlier_user_texts: Sequence[str] = ()
     timezone: str | None = None
     now: str = ""
+    days: Sequence[str] = ()
 
 
 def _no_angle_brackets(value: str, what: str) -> str:
@@ -473,7 +479,7 @@ def build_system_message(
         "memories": _escaped_items(layers.memories),
         "summary": _escaped_items([layers.summary]),
         "earlier_lines": _earlier_items(layers.earlier_lines, layers.timezone),
-        "now": _escaped_items([layers.now]),
+        "now": _escaped_items([layers.now, *layers.days]) if layers.now else [],
     }
     blocks: list[str] = []
     for name in SECTION_ORDER:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from litellm_memory_hook.core.assemble import assemble
 from litellm_memory_hook.core.cache_marks import add_marks
+from litellm_memory_hook.core.days import day_marks
 from litellm_memory_hook.core.excerpt import ANALYSED_CHARS
 from litellm_memory_hook.core.messages import (
     clean_messages,
@@ -281,6 +282,7 @@ async def prepare(
         summary=head.summary,
         earlier_lines=found.lines,
         now=now_label(now, options.timezone) if cache else "",
+        days=day_marks(_said(plan, fitted, state, now), now, options.timezone) if cache else (),
     )
     if cache:
         built = build_system_message(
@@ -323,6 +325,22 @@ async def prepare(
         window_seqs=tuple(window_seqs),
         forget_token=state.forget_token,
     )
+
+
+def _said(
+    plan: TurnPlan, fitted: Window, state: ConversationState, now_ms: int
+) -> list[tuple[int, str]]:
+    """When each message of the window was said and its text, in window order (the stored
+    turns' times; 0 for a client message the store does not hold), then the new turn, now."""
+    when = {t.seq: t.ts_ms for t in state.tail}
+    said = [
+        (when.get(plan.history_seqs[i], 0), content_text(plan.history[i].get("content")))
+        for i in fitted.history_indices
+    ]
+    said.extend(
+        (now_ms, content_text(m.get("content"))) for m in plan.new if m.get("role") == "user"
+    )
+    return said
 
 
 def _request_layers(
