@@ -48,11 +48,16 @@ def round3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Round3]:
         "model_name": "plain",
         "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
     }
+    small = {  # a 2,048-token model (E06), its window declared in model_info
+        "model_name": "small",
+        "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
+        "model_info": {"memory": {"enabled": True}, "max_input_tokens": 2048},
+    }
     with harness.stack(
         tmp_path_factory.mktemp("e2e-round3"),
         stem="e3r",
         kind=Round3,
-        extra_models=[plain],
+        extra_models=[plain, small],
         memory={"user_header": USER_HEADER, "conversation_header": CHAT_HEADER},
         extra={"router_settings": {"num_retries": 0, "disable_cooldowns": True}},
     ) as running:
@@ -315,3 +320,32 @@ def test_e03_a_replys_words_are_stored_wherever_the_provider_puts_them(
     seen = [m for m in without_tail(round3.received()["messages"]) if m["role"] != "system"]
     assert [m["role"] for m in seen] == ["user", "assistant", "user"]
     assert seen[1] == {"role": "assistant", "content": words}
+
+
+def test_e06_a_2048_token_model_gets_a_prompt_that_fits(round3: Round3) -> None:
+    """E06 through the proxy: the alias declares ``max_input_tokens: 2048`` in its model_info;
+    after 24 turns of ~330 characters, a question with ``max_tokens: 256`` reaches the model
+    with a prompt whose estimate (UTF-8 bytes / 3 a token, over-counting English by a third)
+    and the reply fit (before: 40 messages, 8,788 characters); a message that fills the window
+    alone passes through as sent with ``x-memory-outcome: too_large``."""
+    from litellm_memory_hook.core.model_window import estimate_tokens
+
+    user = _user()
+    for i in range(24):
+        text = f"Turn {i}: " + "I walked along the river and counted the boats again. " * 6
+        round3.script("Nice. " * 40)
+        body = {"model": "small", "user": user, "messages": [{"role": "user", "content": text}]}
+        assert round3.chat(body).status_code == 200
+    round3.script("Seven.")
+    ask = {"role": "user", "content": "How many boats were there?"}
+    answer = round3.chat({"model": "small", "user": user, "messages": [ask], "max_tokens": 256})
+    assert answer.status_code == 200 and answer.headers["x-memory-outcome"] == "used"
+    seen = round3.received()["messages"]
+    assert estimate_tokens(seen) + 256 <= 2048
+    assert len("".join(str(m.get("content")) for m in seen)) < 8_788 * 0.6
+    assert seen[-1] == ask or seen[-1]["content"][-1]["text"] == ask["content"]
+
+    big = {"role": "user", "content": "log line " * 700}
+    answer = round3.chat({"model": "small", "user": user, "messages": [big], "max_tokens": 256})
+    assert answer.status_code == 200 and answer.headers["x-memory-outcome"] == "too_large"
+    assert round3.received()["messages"] == [big]

@@ -27,6 +27,7 @@ from litellm_memory_hook.core.messages import (
     typed_text,
     without_surrogates,
 )
+from litellm_memory_hook.core.model_window import shrink
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import (
     Budget,
@@ -163,6 +164,42 @@ class ContextOptions:
             cache_marks=cache_marks,
             history=history,
         )
+
+
+def fitted_to(options: ContextOptions, room_chars: int) -> ContextOptions:
+    """``options`` with the layers' budgets cut so that what the hook adds takes at most
+    ``room_chars`` characters (:func:`~litellm_memory_hook.core.model_window.shrink`'s order:
+    recall, memories, summary, window, pinned); ``options`` itself when it fits already."""
+    budget, recall = options.budget, options.recall
+    recall_chars = recall.chars if recall.mode == "budget" else recall.k * RECALL_LINE_CHARS
+    memory_factor = HEAD_MEMORY_FACTOR + TAIL_MEMORY_SHARE if options.layout == "cache" else 1
+    costs = {
+        "recall": recall_chars,
+        "memories": int(budget.memory_chars * memory_factor),
+        "summary": budget.summary_chars,
+        "window": budget.chars,
+        "pinned": budget.pinned_chars,
+    }
+    cut = shrink(costs, room_chars)
+    if cut == costs:
+        return options
+    if cut["recall"] != recall_chars:
+        recall = replace(recall, mode="budget", chars=cut["recall"], k=recall.k or 1)
+    return replace(
+        options,
+        recall=recall,
+        budget=replace(
+            budget,
+            memory_chars=int(cut["memories"] / memory_factor),
+            summary_chars=cut["summary"],
+            chars=max(cut["window"], 0),
+            pinned_chars=cut["pinned"],
+        ),
+    )
+
+
+#: characters a recalled line is counted at when recall takes a fixed number of lines.
+RECALL_LINE_CHARS = 300
 
 
 #: the cache layout's head shows up to this many times the memory budget: the head is billed at

@@ -66,6 +66,12 @@ from litellm_memory_hook.core.messages import (
     message_to_turn,
     without_surrogates,
 )
+from litellm_memory_hook.core.model_window import (
+    BYTES_PER_TOKEN,
+    ModelLimit,
+    estimate_tokens,
+    model_limit,
+)
 from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn, copy_json
 from litellm_memory_hook.core.plan import plan_with_buffered
 from litellm_memory_hook.core.side_requests import side_request_pattern, temporary_pattern
@@ -81,6 +87,7 @@ from litellm_memory_hook.proxy.context import (
     ContextOptions,
     EpochUpdate,
     PreparedRequest,
+    fitted_to,
     prepare,
     request_only_block,
 )
@@ -124,6 +131,10 @@ logger = logging.getLogger("litellm_memory_hook")
 METADATA_KEY = "litellm_memory"
 DEBUG_HEADER = "x-memory-debug"
 _ALIAS_CACHE_S = 30.0
+
+#: estimated tokens of what frames the added layers (tags, notes, the reminder) besides their
+#: budgets: kept free when sizing them to a model's window.
+FRAMING_TOKENS = 200
 
 #: while the breaker is open, one request tries Redis this often (seconds).
 BREAKER_PROBE_S = 0.5
@@ -285,6 +296,9 @@ class MemoryHook(CustomLogger):
         self._alias_lookup = alias_lookup
         self._alias_cache: dict[str, tuple[float, AliasMemoryConfig | None]] = {}
         self._provider_cache: dict[str, tuple[float, str | None]] = {}
+        # the alias's model_info gives the declared window too (tests); default: the router
+        self._limits_lookup = alias_lookup
+        self._limit_cache: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.counters: Counter[str] = Counter()
         self.metrics = HookMetrics(self.counters)
@@ -534,6 +548,12 @@ class MemoryHook(CustomLogger):
             cache_marks=self._cache_marks(alias, data.get("model")),
             history=adapter.history_mode(data) if alias.history == "auto" else alias.history,
         )
+        limit = self._model_limit(data)
+        sized = self._sized(data, options, rules, limit)
+        if sized is None:  # the client's own messages and the reply fill the model's window
+            data["messages"] = with_rules(data.get("messages"), rules)
+            return
+        options = sized
         call_id = str(data.get("litellm_call_id") or "")
         request = _Request(
             metadata=metadata,
@@ -581,22 +601,91 @@ class MemoryHook(CustomLogger):
             data["messages"] = with_rules(data.get("messages"), rules)
             raise
         self._redis_ok(who.keys)
+        prepared = await self._refit(prepared, limit, request, data.get("messages"))
         if prepared is None:
             self.counters["no_new_turn"] += 1
             self._outcome(data, "metadata", "no_new_turn")
             data["messages"] = with_rules(data.get("messages"), rules)
             return
         data["messages"] = prepared.messages
-        if mode == "read_write":
-            self._outcome(data, "metadata", "used")
-        else:
-            self._outcome(data, "metadata", "temporary" if temporary else "read_only")
+        self._outcome(data, "metadata", _read_outcome(mode, temporary is not None))
         if prepared.epoch is not None and mode == "read_write":
             self._spawn(self._record_epoch(who.keys, prepared.epoch))
         elapsed_ms = (time.perf_counter() - started) * 1000
         self._record(request, prepared, elapsed_ms)
         self.metrics.observe_rebuild(
             who.keys.ref, prepared.layer_chars, elapsed_ms, recalled=len(prepared.recalled)
+        )
+
+    def _model_limit(self, data: dict[str, Any]) -> ModelLimit | None:
+        """The declared window of the request's alias (``max_input_tokens`` of its deployment's
+        ``model_info``, else LiteLLM's model map), with the reply the request asks for; ``None``
+        when none is declared."""
+        model = data.get("model")
+        if not isinstance(model, str):
+            return None
+        cached = self._limit_cache.get(model)
+        if cached is None or time.monotonic() - cached[0] >= _ALIAS_CACHE_S:
+            cached = (time.monotonic(), (self._limits_lookup or _router_limits)(model))
+            self._limit_cache[model] = cached
+        return model_limit(cached[1], data)
+
+    def _sized(
+        self,
+        data: dict[str, Any],
+        options: ContextOptions,
+        rules: str,
+        limit: ModelLimit | None,
+    ) -> ContextOptions | None:
+        """``options`` with the layers' budgets sized to the model's declared window (case
+        E06; :mod:`~litellm_memory_hook.core.model_window`); ``None`` when the client's own
+        messages and the reply fill it (outcome ``too_large``)."""
+        if limit is None:
+            return options
+        must = [{"content": rules}, *_must_send(data.get("messages"), options.history)]
+        room = limit.prompt_tokens - estimate_tokens(must) - FRAMING_TOKENS
+        if room > 0:
+            return fitted_to(options, room * BYTES_PER_TOKEN)
+        self.counters["too_large_passthrough"] += 1
+        self._outcome(data, "metadata", "too_large")
+        logger.info(
+            "memory hook: %r's window (%d tokens, %d for the reply) holds no memory beside "
+            "the request; passing it through",
+            data.get("model"),
+            limit.input_tokens,
+            limit.reply_tokens,
+        )
+        return None
+
+    async def _refit(
+        self,
+        prepared: PreparedRequest | None,
+        limit: ModelLimit | None,
+        request: _Request,
+        raw: object,
+    ) -> PreparedRequest | None:
+        """A prompt still over the model's window (text of more tokens a character than the
+        estimate's budgets assumed: CJK, Devanagari) is built once more with the budgets cut
+        in the same proportion; what is then still over goes as it is (the next request's
+        budgets start smaller by the same estimate)."""
+        if prepared is None or limit is None:
+            return prepared
+        used = estimate_tokens(prepared.messages)
+        if used <= limit.prompt_tokens:
+            return prepared
+        self.counters["refit_to_model"] += 1
+        options = request.options
+        added = max(used - estimate_tokens(_must_send(raw, options.history)), 1)
+        room = added - (used - limit.prompt_tokens) - FRAMING_TOKENS
+        tighter = fitted_to(options, max(room, 0) * BYTES_PER_TOKEN * room // added)
+        return await prepare(
+            self.store,
+            request.who.keys,
+            request.who.memory,
+            raw,
+            tighter,
+            call_id=request.call_id,
+            buffered=self.buffered_turns(request.who.keys)[0],
         )
 
     def _outcome(self, data: dict[str, Any], field: str, outcome: str) -> None:
@@ -1315,6 +1404,50 @@ def _router_provider(model: str) -> str | None:
                 return None
             return str(provider)
     return None
+
+
+def _router_limits(model: str) -> dict[str, Any] | None:
+    """``max_input_tokens`` / ``max_output_tokens`` of an alias's first deployment in the
+    running proxy's router: its ``model_info``, else LiteLLM's model map for its model."""
+    info = dict(_router_model_info(model) or {})
+    if info.get("max_input_tokens"):
+        return info
+    from litellm.proxy import proxy_server
+
+    router = getattr(proxy_server, "llm_router", None)
+    for deployment in (router.get_model_list(model_name=model) or ()) if router else ():
+        params = deployment.get("litellm_params") if isinstance(deployment, dict) else None
+        if isinstance(params, dict) and isinstance(params.get("model"), str):
+            try:
+                known = litellm.get_model_info(params["model"])
+            except Exception:  # not in LiteLLM's map: no declared window
+                return info or None
+            return {**{k: known.get(k) for k in ("max_input_tokens", "max_output_tokens")}, **info}
+    return info or None
+
+
+def _must_send(messages: object, history: str) -> list[Any]:
+    """The client's messages that go to the model whatever the budgets: its system messages
+    and its new turn (from its last user message on), or all of them with ``history: keep``."""
+    if not isinstance(messages, list):
+        return []
+    if history == "keep":
+        return messages
+    last_user = max((i for i, m in enumerate(messages) if _role(m) == "user"), default=0)
+    return [
+        m for i, m in enumerate(messages) if i >= last_user or _role(m) in ("system", "developer")
+    ]
+
+
+def _read_outcome(mode: str, temporary: bool) -> str:
+    """The outcome of a request whose memory was read: ``used`` when its turn is stored."""
+    if mode == "read_write":
+        return "used"
+    return "temporary" if temporary else "read_only"
+
+
+def _role(message: object) -> object:
+    return message.get("role") if isinstance(message, dict) else None
 
 
 def _router_model_info(model: str) -> dict[str, Any] | None:

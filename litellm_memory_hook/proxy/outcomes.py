@@ -18,6 +18,8 @@ reads it. Values:
 * ``redis_down``: Redis failed or its breaker is open: the request went on with what it
   carried, and its turn waits in the outage buffer.
 * ``invalid_request``: a request the hook does not read (the proxy judges it as sent).
+* ``too_large``: the client's own messages and the reply fill the model's declared window
+  (``max_input_tokens``): nothing is added, nothing stored.
 * ``extraction``: an extraction job's own call through the proxy.
 * ``config_error``: the alias's memory configuration is invalid (said in the proxy's log).
 * ``error``: the hook failed; the request went on as the client sent it (said in the log).
@@ -45,6 +47,7 @@ OUTCOMES: Final = frozenset(
         "no_new_turn",
         "redis_down",
         "invalid_request",
+        "too_large",
         "extraction",
         "config_error",
         "error",
