@@ -1,0 +1,49 @@
+"""The configuration page (docs/configuration.md) is generated from the settings models and
+describes every setting: regenerate it with
+``python -m litellm_memory_hook.tools.settings_doc > docs/configuration.md``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.tools.settings_doc import attribute_docs, missing_docs, render
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+
+
+def test_every_setting_has_a_description() -> None:
+    assert missing_docs() == []
+
+
+def test_the_page_is_the_generated_one() -> None:
+    assert PAGE.read_text(encoding="utf-8") == render(), (
+        "docs/configuration.md is stale: python -m litellm_memory_hook.tools.settings_doc "
+        "> docs/configuration.md"
+    )
+    for model in (MemorySettings, AliasMemoryConfig):
+        for name in model.model_fields:
+            assert f"| `{name}` |" in render()
+
+
+def test_the_parser_reads_continued_and_shared_descriptions() -> None:
+    class Example(BaseModel):
+        """An example.
+
+        Attributes:
+            one: the first
+                setting, on two lines.
+            two / three /
+                four: share one.
+        """
+
+        one: int = 1
+
+    assert attribute_docs(Example) == {
+        "one": "the first setting, on two lines.",
+        "two": "share one.",
+        "three": "share one.",
+        "four": "share one.",
+    }
