@@ -116,7 +116,7 @@ def table(model: type[BaseModel], *, env: bool) -> str:
 
 def missing_docs() -> list[str]:
     """Settings whose class docstring does not describe them."""
-    out = []
+    out: list[str] = []
     for model in (MemorySettings, AliasMemoryConfig):
         docs = attribute_docs(model)
         out.extend(f"{model.__name__}.{n}" for n in model.model_fields if not docs.get(n))
