@@ -349,3 +349,26 @@ def test_e06_a_2048_token_model_gets_a_prompt_that_fits(round3: Round3) -> None:
     answer = round3.chat({"model": "small", "user": user, "messages": [big], "max_tokens": 256})
     assert answer.status_code == 200 and answer.headers["x-memory-outcome"] == "too_large"
     assert round3.received()["messages"] == [big]
+
+
+def test_e01_a_thought_signature_id_fares_as_without_the_hook(round3: Round3) -> None:
+    """E01 with LiteLLM's literal ``__thought__`` separator: LiteLLM itself changes such an id
+    on its way to an OpenAI-compatible deployment, so the answer is whatever LiteLLM alone gives
+    (the alias without memory); the hook adds no failure of its own."""
+    ident = "call_7f3a9c__thought__" + "CiQBjz1rX" * 40
+    call = {
+        "id": ident,
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'},
+    }
+    chat = [
+        {"role": "user", "content": "What is the weather in Lisbon?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": ident, "content": "18 C, sunny"},
+    ]
+    statuses = {}
+    for model in ("plain", "demo"):
+        round3.script("It is 18 C and sunny.")
+        body = {"model": model, "user": _user(), "messages": chat}
+        statuses[model] = round3.chat(body).status_code
+    assert statuses["demo"] == statuses["plain"], statuses
