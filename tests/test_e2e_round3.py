@@ -372,3 +372,39 @@ def test_e01_a_thought_signature_id_fares_as_without_the_hook(round3: Round3) ->
         body = {"model": model, "user": _user(), "messages": chat}
         statuses[model] = round3.chat(body).status_code
     assert statuses["demo"] == statuses["plain"], statuses
+
+
+def test_e11_yesterdays_lines_come_back_dated(round3: Round3, tmp_path: Any) -> None:
+    """E11 through the proxy: two lines imported with a time 26 hours ago ("My exam is tomorrow
+    at 9 am"), then "When is my exam?": the model receives the current date and time and a mark
+    that those window lines were said the day before."""
+    import json
+    import time
+
+    from typer.testing import CliRunner
+
+    from litellm_memory_hook.tools import cli
+
+    from .conftest import real_redis_url
+
+    user = _user()
+    said = int(time.time()) - 26 * 3600
+    history = tmp_path / "exam.jsonl"
+    lines = [
+        {"role": "user", "content": "My exam is tomorrow at 9 am, I am so nervous.", "ts": said},
+        {"role": "assistant", "content": "Good luck with the exam!", "ts": said + 5},
+    ]
+    history.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    config = str(round3.folder / "config.yaml")
+    args = ["import", str(history), "--user", user, "--conversation", "demo", "--config", config]
+    result = CliRunner().invoke(cli.app, args, env={"REDIS_URL": real_redis_url()})
+    assert result.exit_code == 0, result.output
+    round3.script("Your exam was today at 9 am.")
+    ask = {"role": "user", "content": "When is my exam?"}
+    assert round3.chat({"model": "demo", "user": user, "messages": [ask]}).status_code == 200
+    seen = round3.received()["messages"]
+    text = memory_text(seen)
+    assert '(yesterday): the messages from "My exam is tomorrow at 9 am' in text
+    assert time.strftime("%Y-%m-%d", time.gmtime()) in text  # today's date, UTC here
+    window = [m["content"] for m in without_tail(seen) if m["role"] != "system"]
+    assert window[:2] == [lines[0]["content"], lines[1]["content"]]
