@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from litellm_memory_hook.protocols.base import HistoryMode, ProtocolAdapter, ReplyAccumulator
 from litellm_memory_hook.protocols.chat import CHAT
+from litellm_memory_hook.protocols.responses import RESPONSES
 
 #: LiteLLM's call type -> the adapter of its API.
-BY_CALL_TYPE: dict[str, ProtocolAdapter] = {"acompletion": CHAT, "completion": CHAT}
+BY_CALL_TYPE: dict[str, ProtocolAdapter] = {
+    "acompletion": CHAT,
+    "completion": CHAT,
+    "aresponses": RESPONSES,
+    "responses": RESPONSES,
+}
 
 #: an adapter's name (in the memory record) -> the adapter.
 BY_NAME: dict[str, ProtocolAdapter] = {a.name: a for a in BY_CALL_TYPE.values()}

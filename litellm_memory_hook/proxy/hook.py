@@ -80,7 +80,7 @@ from litellm_memory_hook.errors import ConfigError, MemoryHookError, StoreError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
 from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
-from litellm_memory_hook.protocols import ProtocolAdapter, adapter_for, adapter_named
+from litellm_memory_hook.protocols import ProtocolAdapter, adapter_for, adapter_named, responses
 from litellm_memory_hook.protocols.chat import CHAT
 from litellm_memory_hook.proxy.breaker import NodeBreakers
 from litellm_memory_hook.proxy.context import (
@@ -567,6 +567,8 @@ class MemoryHook(CustomLogger):
             started=started,
             protocol=adapter.name,
         )
+        if isinstance(data.get(responses.CONTINUES), str) and not self._breaker_open(who.keys):
+            data[responses.SERVED] = await self._serves_continuation(data, who.keys)
         if self._breaker_open(who.keys):
             self.counters["breaker_passthrough"] += 1
             self._outcome(data, "metadata", "redis_down")
@@ -696,6 +698,40 @@ class MemoryHook(CustomLogger):
         if not isinstance(metadata, dict):
             metadata = data[field] = {}
         set_outcome(metadata, outcome)
+
+    async def _serves_continuation(self, view: dict[str, Any], keys: ConversationKeys) -> bool:
+        """Whether the hook serves a ``previous_response_id`` continuation from Redis
+        (:mod:`litellm_memory_hook.protocols.responses`): the alias's provider does not replay
+        it itself and the previous response is one this hook stored in the conversation. A
+        failure says no (LiteLLM then handles the continuation as without the hook)."""
+        if responses.provider_replays(view.get("model")):
+            return False
+        field = responses.RESPONSE_FIELD + str(view[responses.CONTINUES])
+        try:
+            found = await asyncio.wait_for(
+                self.store.redis.hexists(keys.calls, field), timeout=self.settings.redis_timeout_s
+            )
+        except Exception as exc:
+            self.counters["continuation_lookup_errors"] += 1
+            logger.debug("memory hook: looking up a previous response failed: %s", exc)
+            return False
+        self.counters["continuations_served" if found else "continuations_unknown"] += 1
+        return bool(found)
+
+    async def _remember_reply(self, record: dict[str, Any], reply_id: object, call_id: str) -> None:
+        """Note a stored reply's response id in its conversation's ``calls`` hash (only while
+        the conversation is stored), so a continuation of it is served from Redis. Never
+        raises."""
+        if not isinstance(reply_id, str) or not reply_id or not record.get("write"):
+            return
+        try:
+            keys = ConversationKeys.from_ref(str(record["prefix"]), str(record["ref"]))
+            await self.store.redis.eval(
+                _REMEMBER_REPLY, 1, keys.calls, responses.RESPONSE_FIELD + reply_id, call_id
+            )
+        except Exception as exc:
+            self.counters["reply_id_write_errors"] += 1
+            logger.debug("memory hook: noting a response id failed: %s", exc)
 
     def _provider(self, model: object) -> str | None:
         """The provider of an alias's deployment (cached like the alias's config)."""
@@ -873,8 +909,13 @@ class MemoryHook(CustomLogger):
         try:
             record = self._pending_record(data)
             if record is not None:
-                reply = adapter_named(record.get("proto")).reply_message(response)
-                await self._commit(record, reply, str(data.get("litellm_call_id") or ""))
+                adapter = adapter_named(record.get("proto"))
+                reply = adapter.reply_message(response)
+                call_id = str(data.get("litellm_call_id") or "")
+                await self._commit(record, reply, call_id)
+                reply_id = getattr(adapter, "reply_id", None)
+                if reply_id is not None:
+                    await self._remember_reply(record, reply_id(response), call_id)
         except Exception:
             self.counters["postcall_errors"] += 1
             logger.exception("memory hook: post-call failed")
@@ -909,6 +950,8 @@ class MemoryHook(CustomLogger):
                 if completed:
                     try:
                         await self._commit(record, accumulator.message(), call_id)
+                        reply_id = getattr(accumulator, "reply_id", None)
+                        await self._remember_reply(record, reply_id, call_id)
                     except Exception:
                         self.counters["postcall_errors"] += 1
                         logger.exception("memory hook: storing a stream failed")
@@ -1339,6 +1382,14 @@ class MemoryHook(CustomLogger):
         except Exception:
             logger.exception("memory hook: response headers failed")
             return None
+
+
+#: ``HSET`` of a response id into a conversation's ``calls`` hash, only while it exists (it
+#: expires with the conversation; a write that did not reach Redis leaves no key without TTL)
+_REMEMBER_REPLY = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 0
+"""
 
 
 def _int(value: Any) -> int:

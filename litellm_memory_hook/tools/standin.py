@@ -13,8 +13,11 @@ Model routes (each also without the ``/v1`` prefix):
   Miso."`` (a word-overlap rule, not a model: :mod:`litellm_memory_hook.tools.standin_answer`).
   It answers 400 as OpenAI does to tool traffic that is not whole (a ``tool`` message that
   answers no call right before it, a call without its result: :func:`tool_rule_error`).
-* ``POST /v1/responses``: a minimal non-streaming Responses API answer (LiteLLM sends
-  ``/v1/messages`` calls for ``openai/`` models there); extraction calls are recognised there too.
+* ``POST /v1/responses``: the Responses API, streaming and not, scripted tool calls as
+  ``function_call`` items, ``previous_response_id`` replayed as OpenAI does, OpenAI's 400s to
+  call outputs that answer no call (:mod:`litellm_memory_hook.tools.standin_responses`); LiteLLM
+  sends ``openai/`` models' Responses calls (and ``/v1/messages`` calls) there; extraction calls
+  are recognised there too.
 * ``POST /v1/messages``: Anthropic's Messages API, streaming and not, for LiteLLM models
   ``anthropic/<name>`` whose ``api_base`` is the stand-in. It answers 400 as Anthropic does to a
   conversation whose first message is not the user's, an empty text block or a role other than
@@ -106,6 +109,7 @@ from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.errors import DatasetError
 from litellm_memory_hook.tools import standin_anthropic as anthropic
+from litellm_memory_hook.tools import standin_responses as responses
 from litellm_memory_hook.tools.files import read_utf8
 from litellm_memory_hook.tools.standin_answer import default_reply, noted
 
@@ -483,6 +487,8 @@ class _State:
         self.extraction_queued: deque[Any] = deque()
         #: an error spec answered to every extraction call while set (after the queue)
         self.extraction_error: dict[str, Any] | None = None
+        #: the answered responses, for ``previous_response_id`` (standin_responses)
+        self.replays = responses.Replays()
         self.mode = mode
         self.oracle = oracle
         self.assistant_name = assistant_name
@@ -571,6 +577,7 @@ def _add_control_routes(app: FastAPI, state: _State) -> None:
         state.queued.clear()
         state.extraction_queued.clear()
         state.extraction_error = None
+        state.replays.clear()
         return {"cleared": count}
 
     @app.post("/_standin/replies")
@@ -693,15 +700,24 @@ def _chat_response(state: _State, body: dict[str, Any]) -> Response:
 
 
 def _responses_response(state: _State, body: dict[str, Any]) -> Response:
-    chat_view = _responses_as_chat(body)
+    seen, problem = responses.conversation(body, state.replays)
+    if seen is None:
+        return JSONResponse(problem, status_code=400)
+    chat_view = responses.as_chat(body.get("instructions"), seen)
     if is_extraction_call(chat_view["messages"]):
         spec = _spec(state.extraction_item(body, chat_view["messages"]))
     else:
         spec = _spec(state.chat_item(default_reply(chat_view)))
     if (error := _scripted_error(spec)) is not None:
         return error
-    text = str(spec.get("content") or "")
-    return JSONResponse(_response_object(text, str(body.get("model", "standin"))))
+    ident = f"resp_{uuid.uuid4().hex[:24]}"
+    output = responses.output_items(str(spec.get("content") or ""), spec.get("tool_calls") or ())
+    state.replays.keep(ident, [*seen, *output])
+    if body.get("stream"):
+        delay = float(spec.get("chunk_delay_s", 0))
+        events = responses.stream(body, ident, output, seen, delay)
+        return StreamingResponse(events, media_type="text/event-stream")
+    return JSONResponse(responses.response_object(body, ident, output, seen))
 
 
 def _anthropic_response(state: _State, body: dict[str, Any]) -> Response:
@@ -864,45 +880,7 @@ async def _stream_text_completion(
     yield "data: [DONE]\n\n"
 
 
-# --- chat completions and responses --------------------------------------------------------
-
-
-def _responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
-    """A Responses API body seen as chat messages (``instructions`` as the system message)."""
-    messages: list[dict[str, Any]] = []
-    if isinstance(body.get("instructions"), str):
-        messages.append({"role": "system", "content": body["instructions"]})
-    items = body.get("input")
-    if isinstance(items, str):
-        messages.append({"role": "user", "content": items})
-    elif isinstance(items, list):
-        messages.extend(
-            {"role": i.get("role"), "content": i.get("content")}
-            for i in items
-            if isinstance(i, dict) and i.get("role")
-        )
-    return {"messages": messages}
-
-
-def _response_object(text: str, model: str) -> dict[str, Any]:
-    """A minimal, complete Responses API object with one output message."""
-    return {
-        "id": f"resp_{uuid.uuid4().hex[:12]}",
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": "completed",
-        "model": model,
-        "output": [
-            {
-                "type": "message",
-                "id": f"msg_{uuid.uuid4().hex[:12]}",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }
-        ],
-        "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
-    }
+# --- chat completions --------------------------------------------------------
 
 
 def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
