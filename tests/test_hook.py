@@ -68,11 +68,10 @@ async def test_memory_carries_across_two_requests(
     assert await any_redis.zscore(due_key(prefix), "master:u-A:demo") is not None
 
 
-@pytest.mark.parametrize(
-    "call_type", ["aembedding", "anthropic_messages", "aresponses", "moderation"]
-)
+@pytest.mark.parametrize("call_type", ["aembedding", "anthropic_messages", "moderation"])
 async def test_other_call_types_pass_through(hook: MemoryHook, call_type: str) -> None:
-    """Case C02: only chat completions are touched; other shapes come back unchanged."""
+    """Case C02: only the protocols with an adapter (chat completions, the Responses API:
+    test_responses_adapter.py) are touched; other shapes come back unchanged."""
     data = {"model": "demo", "input": "hello", "metadata": None, "system": "Be brief."}
     before = json.dumps(data)
     assert await hook.async_pre_call_hook(Auth(), None, data, call_type) is data

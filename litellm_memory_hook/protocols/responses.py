@@ -74,6 +74,10 @@ CONTROL_KEYS = (
     "timezone",
 )
 
+#: the controls that are flags: OpenAI's Responses ``metadata`` holds strings only, so
+#: ``"true"`` and ``"false"`` stand for them there.
+_FLAGS = frozenset({"memory_regenerate", "memory_flush"})
+
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 _CALLS = {"function_call": "arguments", "custom_tool_call": "input"}
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -95,6 +99,13 @@ class Source:
     spans: list[tuple[int, int]]
     items: list[Any]
     text: str | None
+
+
+def _control(key: str, value: Any) -> Any:
+    """A control's value as the controls read it (a flag's ``"true"`` / ``"false"`` as a bool)."""
+    if key in _FLAGS and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
 
 
 # -- request: items -> chat messages --------------------------------------------------------
@@ -522,7 +533,7 @@ class Responses:
             if isinstance(source, dict):
                 for key in CONTROL_KEYS:
                     if key in source and key not in metadata:
-                        metadata[key] = source[key]
+                        metadata[key] = _control(key, source[key])
         view: dict[str, Any] = {
             "model": data.get("model"),
             "messages": [{"role": "system", "content": ""}, *messages],

@@ -517,6 +517,9 @@ class MemoryHook(CustomLogger):
             memory_scope=alias.memory_scope,
             alias=str(data.get("model")),
             conversation_header=settings.conversation_header,
+            # each protocol's default conversation is its own (a whole-history client of one
+            # must not read another's turns as messages it deleted); memories are shared
+            default_conversation=None if adapter is CHAT else f"{namespace}.{adapter.name}",
         )
         if who is None:
             if alias.required:

@@ -10,8 +10,9 @@
   caller and the master key.
 * user: the request's ``user`` field, else the configured header; placeholders never get memory.
 * conversation: ``metadata.conversation_id``, else the ``x-litellm-session-id`` header, else the
-  alias namespace (one default conversation per user and namespace). An explicit conversation id
-  is shared by every alias the app sends it with.
+  alias namespace (one default conversation per user and namespace; ``<namespace>.<protocol>``
+  for a client protocol other than chat completions, e.g. ``demo.responses``). An explicit
+  conversation id is shared by every alias the app sends it with.
 """
 
 from __future__ import annotations
@@ -157,6 +158,7 @@ def identify(
     memory_scope: str = "user",
     alias: str = "",
     conversation_header: str | None = None,
+    default_conversation: str | None = None,
 ) -> Identity | None:
     """Identify a chat request; ``None`` when it has no usable user id or its authentication
     no tenant (:func:`tenant_from_auth`).
@@ -165,6 +167,8 @@ def identify(
         memory_scope: ``user`` (memories shared by the user's conversations in ``namespace``)
             or ``conversation`` (memories of this conversation only).
         alias: the model alias the request names (kept for the extraction job).
+        default_conversation: the conversation of a request that names none (default: the
+            namespace); another client protocol than chat completions has its own.
 
     Raises:
         InvalidIdError: never for a usable user; ids that cannot go into a key as they are
@@ -174,7 +178,9 @@ def identify(
     tenant = tenant_from_auth(auth)
     if user is None or tenant is None:
         return None
-    conversation = conversation_from_request(data, conversation_header) or namespace
+    conversation = (
+        conversation_from_request(data, conversation_header) or default_conversation or namespace
+    )
     keys = ConversationKeys.for_ids(prefix, tenant, user, conversation)
     scope = (
         conversation_scope(keys.conversation)
