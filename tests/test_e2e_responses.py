@@ -93,7 +93,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             _alias("bridged", "openai/chat_completions/standin", memory=True),
             _alias("plain-bridged", "openai/chat_completions/standin", memory=False),
         ],
-        memory={"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2},
+        # Codex's recipe (docs/protocols/responses.md): the user in a header the provider
+        # table sends, the conversation in the session_id header Codex sends
+        memory={
+            "extraction_quiet_s": 1.0,
+            "extraction_poll_s": 0.2,
+            "user_header": "x-memory-user",
+            "conversation_header": "session_id",
+        },
         extra={"router_settings": {"num_retries": 0, "disable_cooldowns": True}},
     ) as running:
         yield running
@@ -263,6 +270,56 @@ def test_one_user_shares_memories_across_chat_completions_and_responses(stack: S
     assert "User: My dog is Rex." in json.dumps(stack.upstream()["messages"][0])
     assert [t["text"] for t in stack.turns(user, "demo")][:1] == ["I live in Pune."]
     assert next(t["text"] for t in stack.turns(user, "demo.responses")) == "Where do I live?"
+
+
+def test_a_codex_shaped_request_gets_memory_in_its_session(stack: Stack) -> None:
+    """What Codex sends (store false, its whole history with reasoning and tool items,
+    streamed, the ``session_id`` header) with the user in the header its provider table adds:
+    the history reaches the model exactly, memory joins ``instructions``, and the turn is
+    stored in the conversation named by ``session_id``."""
+    user, session = _user(), uuid.uuid4().hex
+    history: list[dict[str, Any]] = [
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "env"}],
+        },
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ls"}]},
+        {"type": "reasoning", "id": "rs_9", "summary": [], "encrypted_content": "gAAAAC=="},
+        {"type": "function_call", "call_id": "call_9", "name": "shell", "arguments": '{"c":"ls"}'},
+        {"type": "function_call_output", "call_id": "call_9", "output": "README.md"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "1"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "My cat"}]},
+    ]
+    body = {
+        "model": "demo",
+        "instructions": "You are Codex, a coding agent.",
+        "input": history,
+        "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}],
+        "store": False,
+        "stream": True,
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": session,
+    }
+    answer = stack.http.post(
+        f"{stack.proxy}/v1/responses",
+        json=body,
+        headers={
+            "Authorization": f"Bearer {MASTER_KEY}",
+            "session_id": session,
+            "x-memory-user": user,
+        },
+    )
+    assert answer.status_code == 200 and "response.completed" in answer.text
+    sent = stack.upstream()
+    added = [i for i in sent["input"] if i not in history]  # the tail, before the last message
+    assert [i for i in sent["input"] if i in history] == history
+    assert len(added) == 1 and added[0]["role"] == "system" and "<memory_" in json.dumps(added)
+    assert sent["input"][-2:] == [added[0], history[-1]]
+    assert sent["instructions"].startswith("You are Codex, a coding agent.\n\n" + RULES)
+    assert sent["store"] is False and sent["prompt_cache_key"] == session
+    stored = stack.turns(user, session)
+    assert [t["text"] for t in stored][-2:] == ["My cat", "Noted: My cat"]
 
 
 BAD_BODIES: list[dict[str, Any]] = [
