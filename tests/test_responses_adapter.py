@@ -202,7 +202,7 @@ def _subsequence(wanted: list[Any], seen: list[Any]) -> bool:
     instructions=_instructions,
     model=st.sampled_from(sorted(ALIASES)),
     stored=st.booleans(),
-    continues=st.booleans(),
+    continues=st.sampled_from([None, "previous_response_id", "conversation"]),
 )
 def test_every_client_item_reaches_the_model_exactly_in_order(
     running: Loop,
@@ -210,12 +210,13 @@ def test_every_client_item_reaches_the_model_exactly_in_order(
     instructions: str | None,
     model: str,
     stored: bool,
-    continues: bool,
+    continues: str | None,
 ) -> None:
     """For random ``input`` item lists (and string inputs): the applied ``input`` holds every
     item the client sent, exactly and in order; the client's ``instructions`` are a prefix of
-    the applied ones; every other field is as sent; a request the adapter does not read is
-    left as it was."""
+    the applied ones; every other field is as sent (``previous_response_id`` and
+    ``conversation`` too, and then no stored turn is added: the provider replays them); a
+    request the adapter does not read is left as it was."""
     user = "u" + uuid.uuid4().hex[:10]
     if stored:  # a stored exchange: the window (or, continued, the provider) brings it back
         first = running.pre(_request(model, user, "My cat is called Miso."))
@@ -229,8 +230,8 @@ def test_every_client_item_reaches_the_model_exactly_in_order(
     }
     if instructions is not None:
         extra["instructions"] = instructions
-    if continues:
-        extra["previous_response_id"] = "resp_unknown"
+    if continues is not None:  # the provider holds the earlier turns
+        extra[continues] = "resp_unknown" if continues == "previous_response_id" else "conv_1"
     data = _request(model, user, copy.deepcopy(items), **extra)
     sent = copy.deepcopy(data)
     readable = RESPONSES.view(copy.deepcopy(data)) is not None
@@ -250,8 +251,8 @@ def test_every_client_item_reaches_the_model_exactly_in_order(
     else:
         assert isinstance(out["input"], list)
         assert _subsequence(sent["input"], out["input"])
-    if continues:  # a replaying provider (no router: not told) gets no stored turns
-        assert out["previous_response_id"] == "resp_unknown"
+    if continues is not None:  # a replaying provider (no router: not told) gets no stored turn
+        assert out[continues] == sent[continues]
         assert "Nice name!" not in str(out["input"])
 
 

@@ -1,4 +1,5 @@
-"""LiteLLM proxy hook: long memory for chat completions, stored in Redis.
+"""LiteLLM proxy hook: long memory for chat completions and the other client protocols
+(:mod:`litellm_memory_hook.protocols`: the Responses API), stored in Redis.
 
 Configuration (the proxy's config.yaml)::
 
