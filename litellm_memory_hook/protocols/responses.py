@@ -61,22 +61,14 @@ CONTINUES = "continues"
 #: the ``calls`` hash field that names a stored response: ``resp:<response id>``.
 RESPONSE_FIELD = "resp:"
 
-#: request controls (:mod:`litellm_memory_hook.core.controls`) a client sends in ``metadata``;
-#: LiteLLM keeps the client's metadata for the provider and a copy in ``litellm_metadata``'s
-#: ``requester_metadata``: the view reads them at the top of ``litellm_metadata``.
-CONTROL_KEYS = (
-    "memory_mode",
-    "conversation_id",
-    "persona",
-    "custom_instructions",
-    "memory_regenerate",
-    "memory_flush",
-    "timezone",
-)
-
 #: the controls that are flags: OpenAI's Responses ``metadata`` holds strings only, so
 #: ``"true"`` and ``"false"`` stand for them there.
 _FLAGS = frozenset({"memory_regenerate", "memory_flush"})
+#: request controls (:mod:`litellm_memory_hook.core.controls`) a client sends in ``metadata``;
+#: LiteLLM keeps the client's metadata for the provider and a copy in ``litellm_metadata``'s
+#: ``requester_metadata``: the view reads them at the top of ``litellm_metadata``.
+CONTROL_KEYS = _FLAGS | {"memory_mode", "conversation_id", "persona", "timezone"}
+CONTROL_KEYS |= {"custom_instructions"}
 
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 _CALLS = {"function_call": "arguments", "custom_tool_call": "input"}
@@ -495,11 +487,6 @@ class ResponsesStream:
         text = "".join(self.deltas)
         partial = [*self.done, {"type": "message", "content": [{"type": "text", "text": text}]}]
         return output_message(partial) or {"role": "assistant", "content": ""}
-
-
-def _plain_dict(value: Any) -> dict[str, Any] | None:
-    plain = _plain(value)
-    return plain if isinstance(plain, dict) else None
 
 
 class Responses:

@@ -571,14 +571,14 @@ class MemoryHook(CustomLogger):
             started=started,
             protocol=adapter.name,
         )
-        if isinstance(data.get(responses.CONTINUES), str) and not self._breaker_open(who.keys):
-            data[responses.SERVED] = await self._serves_continuation(data, who.keys)
         if self._breaker_open(who.keys):
             self.counters["breaker_passthrough"] += 1
             self._outcome(data, "metadata", "redis_down")
             log_event("fail_open", logging.INFO, reason="breaker", model=str(data.get("model")))
             self._offline(data, request)
             return
+        if isinstance(data.get(responses.CONTINUES), str):
+            data[responses.SERVED] = await self._serves_continuation(data, who.keys)
         buffered, superseded = self.buffered_turns(who.keys)  # before the load: never in neither
         reading = prepare(
             self.store,
