@@ -25,6 +25,7 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from litellm_memory_hook.protocols import adapter_for, adapter_named, responses
 from litellm_memory_hook.protocols.responses import RESPONSES, rebuilt_request, view_messages
 from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.proxy.outcomes import read_outcome
 from litellm_memory_hook.settings import MemorySettings
 
 from .conftest import Auth
@@ -43,6 +44,8 @@ ALIASES: dict[str, dict[str, Any]] = {
     },
     "r-seed": {"memory": {"enabled": True, "layout": "seed"}},
 }
+#: an alias whose model declares a 3,000-token window (E06: what the hook adds is sized to it)
+SMALL = {"memory": {"enabled": True, "system_prompt": RULES}, "max_input_tokens": 3000}
 
 
 class Loop:
@@ -54,7 +57,7 @@ class Loop:
         self.hook = MemoryHook(
             settings=MemorySettings(key_prefix="tr" + uuid.uuid4().hex[:8], worker_in_proxy=False),
             redis=self.redis,
-            alias_lookup=lambda model: ALIASES.get(model),
+            alias_lookup=lambda model: SMALL if model == "r-small" else ALIASES.get(model),
         )
 
     def pre(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -392,7 +395,8 @@ def test_rebuilt_request_converts_stored_turns_and_keeps_client_items() -> None:
         },
         {"role": "tool", "tool_call_id": "c", "content": "42"},
     ]
-    head = {"role": "system", "content": "HEAD"}
+    lead = view["messages"][0]  # the instructions' message, the head joined to it
+    head = {**lead, "content": [{"type": "text", "text": "HEAD"}, *lead["content"]]}
     out = rebuilt_request(source, [head, *stored, marked], window=True)
     assert out.added == "HEAD"
     assert out.input == [
@@ -427,3 +431,17 @@ def test_reply_and_stream_readers() -> None:
     stream.add({"type": "response.completed", "response": response})
     assert stream.message() == whole and stream.reply_id == "resp_9"
     assert adapter_for("aresponses") is RESPONSES and adapter_for("responses") is RESPONSES
+
+
+def test_the_clients_instructions_count_in_the_models_window(running: Loop) -> None:
+    """Instructions that fill the model's declared window leave no room for memory (outcome
+    ``too_large``: the alias's rules only, nothing stored); short ones get memory."""
+    user = "u" + uuid.uuid4().hex[:10]
+    long = "Follow the house style. " * 500  # ~12,000 characters: ~4,000 tokens
+    data = _request("r-small", user, "Hello", instructions=long)
+    sent = copy.deepcopy(data)
+    out = running.pre(data)
+    assert out["instructions"] == long + "\n\n" + RULES and out["input"] == sent["input"]
+    assert read_outcome(out) == "too_large" and "litellm_memory" not in out["litellm_metadata"]
+    short = running.pre(_request("r-small", user, "Hello", instructions="Be brief."))
+    assert short["instructions"].startswith("Be brief.\n\n" + RULES)

@@ -21,8 +21,9 @@ Items of ``input`` and the chat messages of the view they become (:func:`view_me
 * any other item (``reasoning``, ``item_reference``, ``web_search_call``, ...) rides with the
   next message (the previous one at the end): it is re-emitted exactly, with it.
 
-The view's first message is an empty system message standing for ``instructions``: the head
-(rules, memories, summary) joins it, and :meth:`Responses.apply` appends what joined it to the
+The view's first message is a system message standing for ``instructions``: a text part with
+the client's text (so budgets count it) and a part of type :data:`INSTRUCTIONS`; the rules and the
+head (memories, summary) join it, and :meth:`Responses.apply` appends what joined it to the
 client's ``instructions`` (the client's text first, byte-exact). Each of the client's chat
 messages remembers the item range it came from; :func:`rebuilt_request` re-emits those items
 exactly, in order, and converts what the hook added (stored turns, the cache layout's tail) into
@@ -58,6 +59,9 @@ SOURCE = "_responses_source"
 SERVED = "_responses_served"
 #: the view's key holding the (decrypted) ``previous_response_id`` of a continuation.
 CONTINUES = "continues"
+#: the part type that marks the view's first message as the client's ``instructions`` (the
+#: head joins it; an engine never drops a message holding a part that is not text).
+INSTRUCTIONS = "responses_instructions"
 #: the ``calls`` hash field that names a stored response: ``resp:<response id>``.
 RESPONSE_FIELD = "resp:"
 
@@ -85,12 +89,15 @@ class Source:
         spans: for each of them, the range ``(start, end)`` of ``input`` items it came from.
         items: the client's ``input`` as a list (a string input as one user message).
         text: the client's ``input`` when it was a string, else ``None``.
+        instructions: the text part holding the client's ``instructions`` in the view's first
+            message (``None`` without them).
     """
 
     messages: list[Message]
     spans: list[tuple[int, int]]
     items: list[Any]
     text: str | None
+    instructions: dict[str, Any] | None = None
 
 
 def _control(key: str, value: Any) -> Any:
@@ -289,6 +296,10 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _part_type(part: Any) -> Any:
+    return part.get("type") if isinstance(part, dict) else None
+
+
 def _unmarked(content: Any) -> Any:
     """Parts without their ``cache_control`` (the cache layout's marks), ``None`` when none
     carried one."""
@@ -380,10 +391,10 @@ def rebuilt_request(source: Source, rebuilt: list[Message], *, window: bool) -> 
     """
     head = ""
     body = rebuilt
-    first = rebuilt[0] if rebuilt else {}
-    ours = all(first is not m for m in source.messages)
-    if ours and first.get("role") in ("system", "developer"):
-        head, body = _text(first.get("content")), rebuilt[1:]
+    first = rebuilt[0].get("content") if rebuilt else None
+    if isinstance(first, list) and any(_part_type(p) == INSTRUCTIONS for p in first):
+        own = source.instructions  # the rules before it and the head after it are the hook's
+        head, body = _text([p for p in first if p is not own]), rebuilt[1:]
     out: list[Any] = []
     added: list[Item] = []  # the hook's data items (the tail)
     own_string = object()  # stands for a string input until the end
@@ -497,8 +508,8 @@ class Responses:
 
     def view(self, data: dict[str, Any]) -> dict[str, Any] | None:
         """``{"model", "messages", "user", "metadata", "litellm_call_id", "tools",
-        "continues"?}`` with the :class:`Source` under :data:`SOURCE`; ``None`` for a request
-        the hook does not read (it then passes through)."""
+        "max_output_tokens", "continues"?}`` with the :class:`Source` under :data:`SOURCE`;
+        ``None`` for a request the hook does not read (it then passes through)."""
         instructions, raw = data.get("instructions"), data.get("input")
         if instructions is not None and not isinstance(instructions, str):
             return None
@@ -521,14 +532,17 @@ class Responses:
                 for key in CONTROL_KEYS:
                     if key in source and key not in metadata:
                         metadata[key] = _control(key, source[key])
+        own = {"type": "text", "text": instructions} if instructions else None
+        lead = {"role": "system", "content": [*([own] if own else []), {"type": INSTRUCTIONS}]}
         view: dict[str, Any] = {
             "model": data.get("model"),
-            "messages": [{"role": "system", "content": ""}, *messages],
+            "messages": [lead, *messages],
             "user": data.get("user"),
             "metadata": metadata,
             "litellm_call_id": data.get("litellm_call_id"),
             "tools": data.get("tools"),
-            SOURCE: Source(messages, spans, items, raw if isinstance(raw, str) else None),
+            "max_output_tokens": data.get("max_output_tokens"),  # the reply's share (E06)
+            SOURCE: Source(messages, spans, items, raw if isinstance(raw, str) else None, own),
         }
         previous = data.get("previous_response_id")
         if isinstance(previous, str) and previous:
@@ -545,9 +559,9 @@ class Responses:
         served = bool(view.get(SERVED))
         replayed = CONTINUES in view or data.get("conversation") is not None
         fields = rebuilt_request(source, rebuilt, window=served or not replayed)
-        own = data.get("instructions")
+        client = data.get("instructions")
         if fields.added.strip():
-            data["instructions"] = (own + "\n\n" if own else "") + fields.added
+            data["instructions"] = (client + "\n\n" if client else "") + fields.added
         data["input"] = fields.input
         if served:
             data.pop("previous_response_id", None)

@@ -577,8 +577,7 @@ class MemoryHook(CustomLogger):
             log_event("fail_open", logging.INFO, reason="breaker", model=str(data.get("model")))
             self._offline(data, request)
             return
-        if isinstance(data.get(responses.CONTINUES), str):
-            data[responses.SERVED] = await self._serves_continuation(data, who.keys)
+        await self._serve_continuation(data, who.keys)
         buffered, superseded = self.buffered_turns(who.keys)  # before the load: never in neither
         reading = prepare(
             self.store,
@@ -703,24 +702,25 @@ class MemoryHook(CustomLogger):
             metadata = data[field] = {}
         set_outcome(metadata, outcome)
 
-    async def _serves_continuation(self, view: dict[str, Any], keys: ConversationKeys) -> bool:
-        """Whether the hook serves a ``previous_response_id`` continuation from Redis
-        (:mod:`litellm_memory_hook.protocols.responses`): the alias's provider does not replay
-        it itself and the previous response is one this hook stored in the conversation. A
-        failure says no (LiteLLM then handles the continuation as without the hook)."""
-        if responses.provider_replays(view.get("model")):
-            return False
-        field = responses.RESPONSE_FIELD + str(view[responses.CONTINUES])
+    async def _serve_continuation(self, view: dict[str, Any], keys: ConversationKeys) -> None:
+        """Mark a ``previous_response_id`` continuation (:mod:`litellm_memory_hook.protocols.
+        responses`) served from Redis when the alias's provider does not replay it itself and
+        the previous response is one this hook stored in the conversation. A failure says no
+        (LiteLLM then handles the continuation as without the hook)."""
+        continues = view.get(responses.CONTINUES)
+        if not isinstance(continues, str) or responses.provider_replays(view.get("model")):
+            return
         try:
             found = await asyncio.wait_for(
-                self.store.redis.hexists(keys.calls, field), timeout=self.settings.redis_timeout_s
+                self.store.redis.hexists(keys.calls, responses.RESPONSE_FIELD + continues),
+                timeout=self.settings.redis_timeout_s,
             )
         except Exception as exc:
             self.counters["continuation_lookup_errors"] += 1
             logger.debug("memory hook: looking up a previous response failed: %s", exc)
-            return False
+            return
         self.counters["continuations_served" if found else "continuations_unknown"] += 1
-        return bool(found)
+        view[responses.SERVED] = bool(found)
 
     async def _remember_reply(self, record: dict[str, Any], reply_id: object, call_id: str) -> None:
         """Note a stored reply's response id in its conversation's ``calls`` hash (only while
