@@ -365,3 +365,16 @@ def test_a_stream_reaches_the_client_as_the_model_sent_it(stack: Stack) -> None:
             kinds.append([event.type for event in events])
     assert kinds[0] == kinds[1]
     assert kinds[1][-1] == "response.completed"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_every_response_says_what_memory_did(stack: Stack, stream: bool) -> None:
+    """N01 on /v1/responses: ``x-memory-outcome`` is ``used`` with a user id, ``no_user``
+    without one, streamed or not."""
+    for user, expected in ((_user(), "used"), (None, "no_user")):
+        body: dict[str, Any] = {"model": "demo", "input": "Hello there.", "stream": stream}
+        if user:
+            body["user"] = user
+        answer = stack.post(body)
+        assert answer.status_code == 200, answer.text
+        assert answer.headers.get("x-memory-outcome") == expected
