@@ -24,7 +24,7 @@ from rich.text import Text
 
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.proxy.identity import Identity
-from litellm_memory_hook.settings import MemorySettings, load_settings
+from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.forgets import forget_token_ttl_s
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
@@ -33,6 +33,17 @@ from litellm_memory_hook.store.keys import (
     user_scope,
 )
 from litellm_memory_hook.tools import cli_ops, cli_serve, processes, standin
+from litellm_memory_hook.tools.bench_options import (
+    DEFAULT_DATA_DIR,
+    LOCOMO_FILE,
+    LOCOMO_URL,
+    bench_redis,
+    human_console,
+    missing_locomo,
+    one_sample,
+    print_table,
+    write_json,
+)
 from litellm_memory_hook.tools.cli_common import (
     MASTER_TENANT,
     MAX_PORT,
@@ -59,24 +70,39 @@ SERVE_POLL_S = 1.0
 """How often ``serve`` looks at its proxy and reaps its embedded Redis when that died (s)."""
 
 BENCH_REDIS_HELP = (
-    "A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
-    "redis://127.0.0.1:6379/0); the keys the run writes (under membench...) are deleted after."
+    "A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else the embedded Redis "
+    "of the serve running on --data-dir, else redis://127.0.0.1:6379/0); the keys the run "
+    "writes (under membench...) are deleted after."
 )
+BENCH_JSON_HELP = "Write the report to this file; '-': to stdout alone (the tables go to stderr)."
+BenchDataDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir", help="The data folder of a running serve, whose embedded Redis is used."
+    ),
+]
+
+
+def _bench_redis(explicit: str | None, data_dir: Path, out: Any) -> str:
+    """The Redis URL a benchmark runs on (:func:`bench_options.bench_redis`), said in one dim
+    line on ``out`` when it is a running serve's embedded Redis or the default."""
+    try:
+        chosen = bench_redis(explicit, data_dir)
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
+    if chosen.source.startswith(("embedded", "default")):
+        out.print(f"redis: {chosen.url} ({chosen.source})", style="dim", soft_wrap=True)
+    return chosen.url
+
+
+def _shown(url: str) -> str:
+    """A Redis URL as a table title shows it (its password masked)."""
+    return cli_ops.mask_url(url)
 
 
 def _fail(message: str) -> typer.Exit:
     """One line on stderr, exit code 2 (:func:`litellm_memory_hook.tools.cli_ops.fail`)."""
     return cli_ops.fail(message)
-
-
-def _env_redis_url() -> str:
-    """The Redis URL the environment configures (``LITELLM_MEMORY_REDIS_URL``, else
-    ``REDIS_URL``, else the default), or exit with one line when a ``LITELLM_MEMORY_*``
-    variable is unknown or invalid."""
-    try:
-        return load_settings().redis_url
-    except MemoryHookError as exc:
-        raise _fail(str(exc)) from exc
 
 
 def _load_config(path: Path) -> ProxyConfig:
@@ -614,7 +640,7 @@ def replay_command(
         "hook_ms_p95",
     ):
         table.add_row(name, str(getattr(result, name)))
-    console.print(table)
+    print_table(table)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(result.to_json(), ensure_ascii=False, indent=2), encoding="utf-8")
     console.print(f"report: {report}")
@@ -701,7 +727,7 @@ def show_command(
     table.add_column("chars", justify="right")
     for name, chars in prepared.layer_chars.items():
         table.add_row(name, str(chars))
-    console.print(table)
+    print_table(table)
 
 
 def _plots(write: Callable[..., list[Path]], *args: Any) -> None:
@@ -718,37 +744,47 @@ def _plots(write: Callable[..., list[Path]], *args: Any) -> None:
 
 @bench_app.command("latency")
 def bench_latency(
-    data: Annotated[Path, typer.Option(help="LoCoMo file whose text is cycled.")] = Path(
-        "../shared/data/locomo/locomo-dev.json"
-    ),
-    sample_id: Annotated[str, typer.Option(help="Sample to cycle.")] = "conv-26",
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="LoCoMo-format file whose text is cycled (default: LoCoMo when `bench "
+            "fetch-locomo` downloaded it, else the repository's multilingual set)."
+        ),
+    ] = None,
+    sample_id: Annotated[
+        str | None,
+        typer.Option(help="Sample to cycle: ID, or FILE:ID (default conv-26, or the first)."),
+    ] = None,
     sizes: Annotated[
         str, typer.Option(help="Comma-separated history sizes.")
     ] = "100,1000,10000,100000",
     runs: Annotated[int, typer.Option(min=1, help="Timed hook calls per size.")] = 200,
     naive: Annotated[bool, typer.Option(help="Also time the naive approach.")] = True,
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
+    data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
+    json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
 ) -> None:
     """Pre-call hook time (median, p99) at growing history sizes, naive approach beside it."""
     from litellm_memory_hook.tools.bench import latency_rows_json, run_latency_sync
     from litellm_memory_hook.tools.plots import write_latency_plots
 
-    url = redis_url or _env_redis_url()
+    out = human_console(json_out)
     try:
         size_list = [int(s) for s in sizes.split(",") if s.strip()]
     except ValueError as exc:
         raise _fail(f"bad --sizes: {sizes}") from exc
     if any(size < 0 for size in size_list):
         raise _fail(f"bad --sizes: {sizes} (a history size is 0 or more messages)")
+    try:
+        data, sample = one_sample(data, sample_id)
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
     if not data.is_file():
-        raise _fail(
-            f"no LoCoMo file at {data}: bench latency cycles the text of one (--data FILE; "
-            "LoCoMo is not part of this repository: github.com/snap-research/locomo)"
-        )
-    history = _read_history(data, "locomo", sample_id)
+        raise _fail(missing_locomo(data, "bench latency cycles the text of one"))
+    history = _read_history(data, "locomo", sample)
+    url = _bench_redis(redis_url, data_dir, out)
     rows = run_latency_sync(url, history, size_list, runs=runs, naive=naive)
-    table = Table(title=f"pre-call hook latency on {url}")
+    table = Table(title=f"pre-call hook latency on {_shown(url)}, {data.name}:{sample}")
     for column in (
         "messages",
         "hook p50 ms",
@@ -769,12 +805,23 @@ def bench_latency(
             f"{r.build_s:.1f}",
             f"{r.memory_bytes / max(r.text_bytes, 1):.2f}",
         )
-    console.print(table)
+    print_table(table, out)
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(latency_rows_json(rows), indent=2), encoding="utf-8")
-        console.print(f"json: {json_out}")
-        _plots(write_latency_plots, latency_rows_json(rows), json_out)
+        written = write_json(latency_rows_json(rows), json_out, out)
+        if written:
+            _plots(write_latency_plots, latency_rows_json(rows), written)
+
+
+def _curve_lists(ks: str, budgets: str) -> tuple[list[int], list[int]]:
+    """``--ks`` and ``--budgets`` as numbers, or exit with one line."""
+    try:
+        ks_list = [int(x) for x in ks.split(",") if x.strip()]
+        budget_list = [int(x) for x in budgets.split(",") if x.strip()]
+    except ValueError as exc:
+        raise _fail(f"bad --ks or --budgets: {exc}") from exc
+    if any(n < 0 for n in (*ks_list, *budget_list)):
+        raise _fail(f"bad --ks or --budgets: {ks} / {budgets} (0 or more; 0: recall off)")
+    return ks_list, budget_list
 
 
 @bench_app.command("recall")
@@ -809,12 +856,22 @@ def bench_recall(
         str, typer.Option("--budgets", help="Curve: budgets, characters.")
     ] = "1500,2000,2500,3000",
     sample_id: Annotated[
-        list[str] | None, typer.Option("--sample-id", help="Sample to run (repeat; default all).")
+        list[str] | None,
+        typer.Option(
+            "--sample-id",
+            help="Sample to run (repeat; default all): ID (in every file) or FILE:ID (that "
+            "file only; naming FILE is enough).",
+        ),
     ] = None,
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
+    data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
     json_out: Annotated[
         Path | None,
-        typer.Option("--json", help="Write the report (OUT-<file stem>.json for several files)."),
+        typer.Option(
+            "--json",
+            help="Write the report (OUT-<file stem>.json for several files); '-': to stdout "
+            "alone (a list for several files; the tables go to stderr).",
+        ),
     ] = None,
 ) -> None:
     """Evidence cover of the product's recall on Redis, beside plain IDF and BM25, and the cover
@@ -825,6 +882,7 @@ def bench_recall(
     from dataclasses import replace
 
     from litellm_memory_hook.proxy.recall_step import RecallOptions
+    from litellm_memory_hook.tools.bench_options import STDOUT, pick_samples
     from litellm_memory_hook.tools.bench_recall import (
         curve_points,
         curve_table,
@@ -832,19 +890,14 @@ def bench_recall(
         recall_table,
         run_recall_sync,
     )
+    from litellm_memory_hook.tools.datasets import MULTILING_DEV, default_bench_files
     from litellm_memory_hook.tools.plots import write_recall_plots
 
     if fmt != "locomo":
         raise _fail("bench recall needs --format locomo (questions and evidence labels)")
     if mode not in ("budget", "fixed"):
         raise _fail("--mode is budget or fixed")
-    try:
-        ks_list = [int(x) for x in ks.split(",") if x.strip()] if curve else []
-        budget_list = [int(x) for x in budgets.split(",") if x.strip()] if curve else []
-    except ValueError as exc:
-        raise _fail(f"bad --ks or --budgets: {exc}") from exc
-    if any(n < 0 for n in (*ks_list, *budget_list)):
-        raise _fail(f"bad --ks or --budgets: {ks} / {budgets} (0 or more; 0: recall off)")
+    ks_list, budget_list = _curve_lists(ks, budgets) if curve else ([], [])
     base = RecallOptions()
     options = replace(
         base,
@@ -855,51 +908,62 @@ def bench_recall(
         min_share=base.min_share if min_share is None else min_share,
     )
     points = curve_points(ks_list, budget_list, replace(options, mode="budget"))
-    url = redis_url or _env_redis_url()
-    from litellm_memory_hook.tools.datasets import default_bench_files
-
+    out = human_console(json_out)
     try:
-        files = files or default_bench_files()
+        picked = pick_samples(files or [], sample_id or [], [MULTILING_DEV])
+        if any(file == MULTILING_DEV for file, _ in picked):
+            default_bench_files()  # says where the data is when it is not there (a wheel)
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
-    for file in files:
+    url = _bench_redis(redis_url, data_dir, out)
+    payloads = []
+    for file, wanted in picked:
         try:
-            histories = load_histories(file, sample_id or ())
-            with console.status(Text(f"running the questions of {file.name}")):
+            histories = load_histories(file, wanted)
+            with out.status(Text(f"running the questions of {file.name}")):
                 report = run_recall_sync(url, histories, recall_options=options, points=points)
         except MemoryHookError as exc:
             raise _fail(str(exc)) from exc
         except ModuleNotFoundError as exc:
             raise _fail(f"{exc} (the BM25 baseline needs the dev extra: bm25s)") from exc
         what = f"k={k}" if options.mode == "fixed" else f"budget {options.chars} chars"
-        console.print(recall_table(report, f"evidence recall/cover ({what}): {file.name} on {url}"))
+        title = f"evidence recall/cover ({what}): {file.name} on {_shown(url)}"
+        print_table(recall_table(report, title), out)
         if report.curve:
-            console.print(curve_table(report, f"cover curve: {file.name}"))
-        console.print(
+            print_table(curve_table(report, f"cover curve: {file.name}"), out)
+        out.print(
             f"{len(report.questions)} questions, {report.stored_lines} stored lines, "
             f"{report.seconds:.1f} s (import {report.import_s:.1f} s; prepare p50 "
             f"{report.prepare_ms_p50:.2f} ms, p99 {report.prepare_ms_p99:.2f} ms)"
         )
-        if json_out:
-            out = json_out
-            if len(files) > 1:
-                out = json_out.with_name(f"{json_out.stem}-{file.stem}{json_out.suffix}")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            payload = report.as_json(source=str(file))
-            out.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
-            console.print(f"json: {out}")
-            if payload["curve"]:
-                _plots(write_recall_plots, payload, out)
+        payload = report.as_json(source=str(file))
+        payloads.append(payload)
+        if json_out and str(json_out) != STDOUT:
+            target = json_out
+            if len(picked) > 1:
+                target = json_out.with_name(f"{json_out.stem}-{file.stem}{json_out.suffix}")
+            written = write_json(payload, target, out)
+            if written and payload["curve"]:
+                _plots(write_recall_plots, payload, written)
+    if json_out and str(json_out) == STDOUT:
+        write_json(payloads[0] if len(payloads) == 1 else payloads, json_out, out)
 
 
 @bench_app.command("extraction")
 def bench_extraction(
-    data: Annotated[Path, typer.Option(help="The LoCoMo-format file (also the oracle).")] = Path(
-        "../shared/data/locomo/locomo-dev.json"
-    ),
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="The LoCoMo file (also the oracle); default: the one `bench fetch-locomo` "
+            "downloads, benchmarks/data/locomo/locomo10.json."
+        ),
+    ] = None,
     sample_id: Annotated[
         list[str] | None,
-        typer.Option("--sample-id", help="Sample to run (repeat; 'all' or none: every sample)."),
+        typer.Option(
+            "--sample-id",
+            help="Sample to run (repeat; 'all' or none: every sample): ID or FILE:ID.",
+        ),
     ] = None,
     limit_questions: Annotated[
         int | None, typer.Option(min=1, help="Ask at most N questions per sample (quick runs).")
@@ -909,11 +973,13 @@ def bench_extraction(
     redis_url: Annotated[
         str | None,
         typer.Option(
-            help="A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
-            "redis://127.0.0.1:6379/0); keys under membench-ext-<hex>: are written and deleted."
+            help="A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else the "
+            "embedded Redis of the serve running on --data-dir, else redis://127.0.0.1:6379/0); "
+            "keys under membench-ext-<hex>: are written and deleted."
         ),
     ] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
+    data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
+    json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
 ) -> None:
     """Extraction cost (calls per 100 messages, characters and tokens per call) and evidence
     cover by layer (window, recall, memories, summary): LoCoMo replayed through a real proxy,
@@ -931,17 +997,30 @@ def bench_extraction(
     )
 
     from litellm_memory_hook.tools.bench_extraction import report_table, run_extraction_bench
+    from litellm_memory_hook.tools.bench_options import LOCOMO_FILE, pick_samples
     from litellm_memory_hook.tools.datasets import list_locomo_samples
 
-    url = redis_url or _env_redis_url()
+    out = human_console(json_out)
+    try:
+        picked = pick_samples(
+            [data] if data else [], [s for s in sample_id or () if s != "all"], [LOCOMO_FILE]
+        )
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
+    if len(picked) > 1:
+        raise _fail("bench extraction runs one file: --data and FILE:ID name the same one")
+    data, chosen = picked[0]
+    if not data.is_file():
+        raise _fail(missing_locomo(data, "bench extraction replays it, its labels the oracle"))
     try:
         known = list_locomo_samples(data)
     except MemoryHookError as exc:
         raise _fail(str(exc)) from exc
-    wanted = [s for s in sample_id or () if s != "all"] or known
+    wanted = chosen or known
     unknown = [s for s in wanted if s not in known]
     if unknown:
         raise _fail(f"{data}: no sample {', '.join(unknown)} (have: {', '.join(known)})")
+    url = _bench_redis(redis_url, data_dir, out)
 
     def _on_sigterm(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # the run stops its processes and deletes its keys
@@ -954,7 +1033,7 @@ def bench_extraction(
         TimeElapsedColumn(),
     )
     try:
-        with Progress(*columns, console=console) as bar:
+        with Progress(*columns, console=out) as bar:
             task = bar.add_task("starting", total=None)
 
             def progress(phase: str, done: int, total: int) -> None:
@@ -973,18 +1052,16 @@ def bench_extraction(
         raise _fail(str(exc)) from exc
     finally:
         signal.signal(signal.SIGTERM, previous)
-    console.print(report_table(report, f"extraction cost and evidence cover: {data.name} on {url}"))
+    title = f"extraction cost and evidence cover: {data.name} on {_shown(url)}"
+    print_table(report_table(report, title), out)
     pooled = report.pooled()
-    console.print(
+    out.print(
         f"{len(report.samples)} samples, {pooled['questions']} questions, "
         f"{pooled['evidence']} evidence lines; every message extracted: "
         f"{pooled['all_extracted']}; {report.seconds:.0f} s"
     )
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        payload = report.as_json()
-        json_out.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
-        console.print(f"json: {json_out}")
+        write_json(report.as_json(), json_out, out)
 
 
 @bench_app.command("proxy")
@@ -1009,10 +1086,12 @@ def bench_proxy(
     redis_url: Annotated[
         str | None,
         typer.Option(
-            help="A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else "
-            "redis://127.0.0.1:6379/0); keys under membench-proxy-<hex>: are written and deleted."
+            help="A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else the "
+            "embedded Redis of the serve running on --data-dir, else redis://127.0.0.1:6379/0); "
+            "keys under membench-proxy-<hex>: are written and deleted."
         ),
     ] = None,
+    data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
     log_dir: Annotated[
         Path | None, typer.Option(help="Keep the processes' logs and config here.")
     ] = None,
@@ -1023,7 +1102,7 @@ def bench_proxy(
             "of the larger request, apart from the hook's."
         ),
     ] = True,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
 ) -> None:
     """Throughput (requests per second) and latency (p50/p95/p99) through a real LiteLLM proxy
     and the stand-in model, hook on and off side by side in one run (alternating rounds), the
@@ -1036,7 +1115,8 @@ def bench_proxy(
         run_proxy_bench,
     )
 
-    url = redis_url or _env_redis_url()
+    out = human_console(json_out)
+    url = _bench_redis(redis_url, data_dir, out)
     if extraction not in EXTRACTION_MODES:
         raise _fail(f"bad --extraction {extraction!r}: use one of {', '.join(EXTRACTION_MODES)}")
     try:
@@ -1049,7 +1129,7 @@ def bench_proxy(
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        with console.status(Text("starting")) as status:
+        with out.status(Text("starting")) as status:
             report = run_proxy_bench(
                 url,
                 clients=clients_list,
@@ -1064,16 +1144,16 @@ def bench_proxy(
         raise _fail(str(exc)) from exc
     finally:
         signal.signal(signal.SIGTERM, previous)
-    console.print(report_table(report, f"proxy throughput, hook on vs off, on {url}"))
+    print_table(report_table(report, f"proxy throughput, hook on vs off, on {_shown(url)}"), out)
     payload = report.as_json()
     for row in payload["results"]:
-        console.print(
+        out.print(
             f"{row['clients']} clients: on/off throughput {row['ratio']:.3f} (rounds "
             f"{', '.join(f'{r:.2f}' for r in row['round_ratios'])}); proxy CPU ratio "
             f"{row['cpu_ratio']:.3f}"
         )
         if "context" in row:
-            console.print(
+            out.print(
                 f"  the plain alias given the hook's messages: {row['context_ratio']:.3f} of off "
                 f"(CPU {row['context_cpu_ratio']:.3f}): LiteLLM's own cost of the larger "
                 f"request; the hook's own share, on/context: {row['hook_ratio']:.3f} (CPU "
@@ -1081,7 +1161,7 @@ def bench_proxy(
             )
     if payload["write"]:
         w = payload["write"]
-        console.print(
+        out.print(
             f"in-process, ms p50/p99: pre-call {w['pre_call_ms']['p50']}/{w['pre_call_ms']['p99']}"
             f", post-call {w['post_call_ms']['p50']}/{w['post_call_ms']['p99']} (_write "
             f"{w['write_ms']['p50']}/{w['write_ms']['p99']}, CPU {w['post_call_cpu_ms']['p50']}"
@@ -1090,24 +1170,29 @@ def bench_proxy(
         )
     jobs = payload["extraction_stats"]
     worker_ms = [row["on"]["worker_cpu_ms_per_request"] for row in payload["results"]]
-    console.print(
+    out.print(
         f"extraction {extraction}: {jobs.get('jobs_committed', 0)} jobs committed, "
         f"{jobs.get('jobs_failed', 0)} failed"
         + (f"; worker process CPU ms/req {worker_ms}" if extraction == "worker" else "")
     )
-    console.print(f"{report.seconds:.0f} s, load average {payload['config']['load_average']}")
+    out.print(f"{report.seconds:.0f} s, load average {payload['config']['load_average']}")
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(payload, indent=2), encoding="utf-8")
-        console.print(f"json: {json_out}")
+        write_json(payload, json_out, out)
 
 
 @bench_app.command("cost")
 def bench_cost(
-    data: Annotated[Path, typer.Option(help="LoCoMo file.")] = Path(
-        "../shared/data/locomo/locomo-dev.json"
-    ),
-    sample_id: Annotated[str, typer.Option(help="Sample to replay.")] = "conv-26",
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="LoCoMo-format file (default: LoCoMo when `bench fetch-locomo` downloaded it, "
+            "else the repository's multilingual set)."
+        ),
+    ] = None,
+    sample_id: Annotated[
+        str | None,
+        typer.Option(help="Sample to replay: ID, or FILE:ID (default conv-26, or the first)."),
+    ] = None,
     turns: Annotated[int, typer.Option(min=2, help="Requests replayed (first N).")] = 150,
     limit_questions: Annotated[
         int | None, typer.Option(min=1, help="Ask at most this many questions per run.")
@@ -1120,7 +1205,8 @@ def bench_cost(
         str, typer.Option(help="Comma-separated clients: new (new message only), whole.")
     ] = "new,whole",
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report.")] = None,
+    data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
+    json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
 ) -> None:
     """Input cost per request with the provider's prompt cache counted: the cache and seed
     layouts, new-message and whole-history clients, beside the whole history without memory,
@@ -1128,28 +1214,30 @@ def bench_cost(
     from litellm_memory_hook.tools.bench_cost import RATES, cost_json, run_cost_bench
     from litellm_memory_hook.tools.plots import write_cost_plots
 
-    url = redis_url or _env_redis_url()
+    out = human_console(json_out)
+    try:
+        data, sample = one_sample(data, sample_id)
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
     if not data.is_file():
-        raise _fail(
-            f"no LoCoMo file at {data}: bench cost replays one (--data FILE; LoCoMo is not part "
-            "of this repository: github.com/snap-research/locomo)"
-        )
+        raise _fail(missing_locomo(data, "bench cost replays one"))
     client_list = [c.strip() for c in clients.split(",") if c.strip()]
     if not client_list or any(c not in ("new", "whole") for c in client_list):
         raise _fail(f"bad --clients: {clients} (new, whole)")
+    url = _bench_redis(redis_url, data_dir, out)
     series = run_cost_bench(
         data,
-        sample_id,
+        sample,
         clients=client_list,
         config=config,
         redis_url=url,
         model=model,
         max_steps=turns,
         limit_questions=limit_questions,
-        progress=lambda phase, done, total: console.print(f"{phase}: {done}/{total}"),
+        progress=lambda phase, done, total: out.print(f"{phase}: {done}/{total}"),
     )
     report = cost_json(series)
-    table = Table(title=f"input per request, {sample_id}, first {turns} requests")
+    table = Table(title=f"input per request, {data.name}:{sample}, first {turns} requests")
     columns = ["side", "client", "prompt chars", "cached share"]
     columns += [f"billed @{r}" for r in RATES] + ["billed Anthropic", "extraction/req", "cover"]
     for column in columns:
@@ -1166,12 +1254,11 @@ def bench_cost(
             f"{row['extraction_chars_per_request']:.0f}",
             "-" if cover is None else f"{cover:.3f}",
         )
-    console.print(table)
+    print_table(table, out)
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
-        console.print(f"json: {json_out}")
-        _plots(write_cost_plots, report, json_out)
+        written = write_json(report, json_out, out)
+        if written:
+            _plots(write_cost_plots, report, written)
 
 
 @bench_app.command("stall")
@@ -1186,13 +1273,15 @@ def bench_stall(
         bool, typer.Option(help="Also measure through a real proxy, plain alias beside it.")
     ] = False,
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
+    data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
+    json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
 ) -> None:
     """Whether one user's large message stalls the others: the hook's time for 10 KB to 1 MB
     texts (new-message and whole-history clients) and another user's added wait meanwhile."""
     from litellm_memory_hook.tools.bench_stall import SAMPLES, run_stall, stall_rows_json
 
-    url = redis_url or _env_redis_url()
+    out = human_console(json_out)
+    url = _bench_redis(redis_url, data_dir, out)
     kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
     unknown = [k for k in kind_list if k not in SAMPLES]
     if unknown:
@@ -1204,7 +1293,7 @@ def bench_stall(
     if not size_list or any(size < 1 for size in size_list):
         raise _fail(f"bad --sizes: {sizes} (each at least 1 character)")
     rows = run_stall(url, kinds=kind_list, sizes=size_list, proxy=proxy)
-    table = Table(title=f"one large message and another user's small one, on {url}")
+    table = Table(title=f"one large message and another user's small one, on {_shown(url)}")
     columns = ["kind", "chars", "client", "pre-call ms", "write ms", "added wait ms", "small"]
     if proxy:
         columns += ["proxy: memory alias added wait ms", "plain alias (baseline) ms"]
@@ -1219,18 +1308,43 @@ def bench_stall(
                 for ms in (r.proxy_added_wait_ms, r.plain_added_wait_ms)
             ]
         table.add_row(*cells)
-    console.print(table)
+    print_table(table, out)
     worst = max(rows, key=lambda r: r.hook_ms)
-    console.print(
+    out.print(
         f"targets: pre-call <= 50 ms at 1 MB, added wait <= 20 ms; worst pre-call "
         f"{worst.hook_ms:.1f} ms "
         f"({worst.kind} {worst.chars} {worst.client}), worst added wait "
         f"{max(r.added_wait_ms for r in rows):.1f} ms"
     )
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(stall_rows_json(rows), indent=2), encoding="utf-8")
-        console.print(f"json: {json_out}")
+        write_json(stall_rows_json(rows), json_out, out)
+
+
+@bench_app.command("fetch-locomo")
+def bench_fetch_locomo(
+    url: Annotated[str, typer.Option(help="Where LoCoMo's QA file is.")] = LOCOMO_URL,
+    to: Annotated[
+        Path, typer.Option(help="Where to write it (the benchmarks' default LoCoMo file).")
+    ] = LOCOMO_FILE,
+    force: Annotated[bool, typer.Option(help="Download again when it is already there.")] = False,
+) -> None:
+    """Download LoCoMo (CC BY-NC 4.0; not part of this repository) to
+    benchmarks/data/locomo/locomo10.json, where `bench latency`, `cost` and `extraction` look
+    for it; check that every sample reads and say its licence."""
+    from litellm_memory_hook.tools.bench_options import LOCOMO_LICENCE, fetch_locomo
+
+    try:
+        fetched = fetch_locomo(url, to, force=force)
+    except MemoryHookError as exc:
+        raise _fail(str(exc)) from exc
+    done = "downloaded" if fetched.downloaded else "already there (--force downloads again)"
+    console.print(
+        f"{fetched.path}: {done}; {len(fetched.samples)} samples "
+        f"({', '.join(fetched.samples)}), {fetched.questions} questions",
+        soft_wrap=True,
+        highlight=False,
+    )
+    console.print(LOCOMO_LICENCE, soft_wrap=True, highlight=False)
 
 
 def main() -> None:
