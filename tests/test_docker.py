@@ -49,8 +49,9 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 
 def pinned_litellm() -> str:
-    """The LiteLLM version pyproject.toml pins."""
-    found = re.search(r'"litellm\[proxy\]==([^"]+)"', (REPO / "pyproject.toml").read_text())
+    """The LiteLLM version CI's main run installs (``.ci/constraints.txt``; pyproject.toml
+    declares the supported range around it)."""
+    found = re.search(r"^litellm==(\S+)$", (REPO / ".ci" / "constraints.txt").read_text(), re.M)
     assert found
     return found.group(1)
 
@@ -62,7 +63,7 @@ def image_command() -> list[str]:
 
 
 def test_dockerfile_is_the_pinned_litellm_image_as_non_root_with_a_health_check() -> None:
-    """FROM the official image at the version pyproject pins; the package installed with
+    """FROM the official image at the version CI locks; the package installed with
     LiteLLM held at that version; USER is not root; HEALTHCHECK probes the proxy's liveness
     route; the default command is `litellm-memory serve` on 0.0.0.0:4000."""
     steps = dockerfile_instructions()

@@ -24,6 +24,8 @@ from litellm_memory_hook.store.embedded import ServeLock, redis_binary, start_em
 from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 from litellm_memory_hook.tools.cli_ops import (
+    LITELLM_BELOW,
+    LITELLM_OLDEST,
     LITELLM_VERSION,
     _persistence_check,
     _policy_check,
@@ -112,7 +114,12 @@ def test_doctor_on_the_test_redis(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (
         checks["memory aliases"]["status"] == "ok" and "demo" in checks["memory aliases"]["detail"]
     )
-    assert checks["litellm"] == {"name": "litellm", "status": "ok", "detail": LITELLM_VERSION}
+    supported = f"supported: >={LITELLM_OLDEST},<{LITELLM_BELOW}"
+    assert checks["litellm"] == {
+        "name": "litellm",
+        "status": "ok",
+        "detail": f"{LITELLM_VERSION} ({supported})",  # the venv holds CI's locked version
+    }
     for name in (
         "redis reachable",
         "redis version",

@@ -28,6 +28,7 @@ import difflib
 import importlib.metadata
 import json
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -80,8 +81,27 @@ from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 T = TypeVar("T")
 
-#: the LiteLLM version this package is validated with (pyproject pins it).
+#: the LiteLLM versions this package supports, ``>=LITELLM_OLDEST,<LITELLM_BELOW`` (pyproject.toml
+#: declares the same range; 1.94.0 is the first whose proxy imports a callback named in
+#: config.yaml from an installed package, and tests/test_package.py runs it end to end).
+LITELLM_OLDEST = "1.94.0"
+LITELLM_BELOW = "2"
+#: the LiteLLM version CI's main run installs (.ci/constraints.txt) and the Docker image is.
 LITELLM_VERSION = "1.108.7"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The release numbers of a version (``1.77.2.post1`` -> ``(1, 77, 2)``)."""
+    found = re.match(r"\d+(?:\.\d+)*", version.strip())
+    return tuple(int(part) for part in found.group(0).split(".")) if found else ()
+
+
+def litellm_supported(version: str) -> bool:
+    """Whether a LiteLLM version is in the supported range."""
+    release = _release(version)
+    return bool(release) and _release(LITELLM_OLDEST) <= release < _release(LITELLM_BELOW)
+
+
 #: the oldest Redis the store works with (ZADD LT / GT, ZRANGE BYSCORE).
 MIN_REDIS = (6, 2)
 DEBUG_KEY = "litellm_memory_debug"
@@ -1197,14 +1217,15 @@ def doctor_checks(
         installed = importlib.metadata.version("litellm")
     except importlib.metadata.PackageNotFoundError:
         installed = ""
-    if installed == LITELLM_VERSION:
-        checks.append(Check("litellm", "ok", installed))
+    supported = f"supported: >={LITELLM_OLDEST},<{LITELLM_BELOW}"
+    if installed and litellm_supported(installed):
+        checks.append(Check("litellm", "ok", f"{installed} ({supported})"))
     else:
         checks.append(
             Check(
                 "litellm",
                 "warn" if installed else "fail",
-                f"{installed or 'not installed'}: this package is validated with {LITELLM_VERSION}",
+                f"{installed or 'not installed'}: this package is {supported}",
             )
         )
     if config is not None:
