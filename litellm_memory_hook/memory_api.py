@@ -57,7 +57,6 @@ from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import MemoryHookError, StoreError
 from litellm_memory_hook.extraction.parse import fact_hash, fact_key
-from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.store import directory, transfer
 from litellm_memory_hook.store.forgets import (
@@ -66,10 +65,12 @@ from litellm_memory_hook.store.forgets import (
     refuse_earlier_writes,
 )
 from litellm_memory_hook.store.keys import (
+    TENANT_FORMS,
     ConversationKeys,
     MemoryKeys,
     UserKeys,
     conversation_scope,
+    is_tenant,
     normalize_user_id,
     user_scope,
 )
@@ -150,7 +151,7 @@ def resolve_target(
 
     Raises:
         MemoryInputError: the tenant is not one of
-            :data:`~litellm_memory_hook.proxy.identity.TENANT_FORMS`, the user id is not
+            :data:`~litellm_memory_hook.store.keys.TENANT_FORMS`, the user id is not
             usable, or the alias has no memory.
     """
     _check_tenant(tenant)

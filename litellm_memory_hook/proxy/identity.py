@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from litellm_memory_hook.store.keys import (
+from litellm_memory_hook.store.keys import (  # TENANT_FORMS, is_tenant: re-exported
     ConversationKeys,
     MemoryKeys,
     conversation_scope,
@@ -61,24 +61,6 @@ class Identity:
 
 
 #: the forms :func:`tenant_from_auth` gives: no other tenant can own a key.
-TENANT_FORMS = (
-    "'master', 'team-<team id>', 'user-<user id>', 'alias-<key alias>' or 'key-<24 hex digits>'"
-)
-_KEY_TENANT = frozenset("0123456789abcdef")
-
-
-def is_tenant(value: object) -> bool:
-    """True for a tenant id of one of :data:`TENANT_FORMS` (a typo'd ``--tenant`` would
-    otherwise write memory that no key can reach)."""
-    if not isinstance(value, str):
-        return False
-    if value == "master":
-        return True
-    for form in ("team-", "user-", "alias-"):
-        if value.startswith(form) and value[len(form) :]:
-            return True
-    digits = value[4:]
-    return value.startswith("key-") and len(digits) == 24 and set(digits) <= _KEY_TENANT
 
 
 def tenant_from_auth(auth: object) -> str | None:

@@ -420,3 +420,24 @@ def workers_index_key(prefix: str) -> str:
 def worker_beat_key(prefix: str, worker: str) -> str:
     """``mem:{workers}:w:<worker>``: one extraction worker's heartbeat (hash, expiring)."""
     return f"{prefix}:{WORKERS_TAG}:w:{worker}"
+
+
+#: the forms of a tenant id (the first part of every conversation's hash tag).
+TENANT_FORMS = (
+    "'master', 'team-<team id>', 'user-<user id>', 'alias-<key alias>' or 'key-<24 hex digits>'"
+)
+_KEY_TENANT = frozenset("0123456789abcdef")
+
+
+def is_tenant(value: object) -> bool:
+    """True for a tenant id of one of :data:`TENANT_FORMS` (a typo'd ``--tenant`` would
+    otherwise write memory that no key can reach)."""
+    if not isinstance(value, str):
+        return False
+    if value == "master":
+        return True
+    for form in ("team-", "user-", "alias-"):
+        if value.startswith(form) and value[len(form) :]:
+            return True
+    digits = value[4:]
+    return value.startswith("key-") and len(digits) == 24 and set(digits) <= _KEY_TENANT

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from litellm_memory_hook.proxy.identity import TENANT_FORMS, is_tenant
+from litellm_memory_hook.store.keys import TENANT_FORMS, is_tenant
 from litellm_memory_hook.store.tenant_move import TenantMove, move_tenant
 from litellm_memory_hook.tools.cli_common import ConfigOption, DataDirOption, console
 from litellm_memory_hook.tools.cli_ops import (
