@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import Turn, copy_json, stored_text
+from litellm_memory_hook.core.recall import scheme
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook, _turn_dict
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
@@ -158,7 +159,7 @@ def test_turn_dict_is_asdict(index: int) -> None:
 @given(st.text(max_size=4))
 def test_term_kind_equals_the_unicode_rule(term: str) -> None:
     """The ASCII shortcut of term_kind gives what the regex rule gives, for any string."""
-    plain = recall._PLAIN_START.match(term) is not None if term else True
+    plain = scheme._PLAIN_START.match(term) is not None if term else True
     assert recall.term_kind(term) == ("" if plain else term[0])
 
 
@@ -166,7 +167,7 @@ def test_term_kind_equals_the_unicode_rule(term: str) -> None:
     "term", ["a", "Z", "7", "~miso", "^cat", "#x", " x", "é", "ü", "中", "\u0301a"]
 )
 def test_term_kind_examples(term: str) -> None:
-    expected = "" if recall._PLAIN_START.match(term) else term[0]
+    expected = "" if scheme._PLAIN_START.match(term) else term[0]
     assert recall.term_kind(term) == expected
 
 

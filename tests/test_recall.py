@@ -24,6 +24,7 @@ from litellm_memory_hook.core.recall import (
     score,
     term_kind,
     tokenize,
+    tokens,
 )
 
 
@@ -123,8 +124,8 @@ def test_short_devanagari_function_words_dropped_by_syllable_count() -> None:
 
 def test_devanagari_conjunct_counts_as_one_syllable() -> None:
     """A conjunct (consonant + virama + consonant) is one akshara: क्या is one syllable."""
-    assert recall._syllables("क्या") == 1
-    assert recall._syllables("सीमा") == 2
+    assert tokens._syllables("क्या") == 1
+    assert tokens._syllables("सीमा") == 2
 
 
 def test_latin_words_casefolded_and_short_ones_dropped() -> None:
@@ -471,9 +472,9 @@ def test_small_rank_equals_the_numpy_rank(
     """The plain-Python sums of small inputs choose the same lines with the same scores as the
     numpy path: same order of additions, repeats within a term once, boosts only where a word
     matched, exclusion, ties to the newer line."""
-    from litellm_memory_hook.core.recall import _rank_arrays, _rank_small
+    from litellm_memory_hook.core.recall.rank import _rank_arrays, _rank_small, _Terms
 
-    def terms(pairs: list[tuple[list[int], float]]) -> recall._Terms:
+    def terms(pairs: list[tuple[list[int], float]]) -> _Terms:
         lists: list[Sequence[int]] = [sorted(set(p)) if ordered else p for p, _ in pairs]
         keep = [i for i, p in enumerate(lists) if p]
         return [lists[i] for i in keep], [pairs[i][1] for i in keep]  # type: ignore[return-value]
