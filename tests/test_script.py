@@ -188,9 +188,9 @@ def test_any_text_gives_a_valid_guess(text: str) -> None:
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
 def test_ascii_fast_path_counts_like_the_script_regex(text: str) -> None:
     """The ASCII fast path of the letter count gives what the full script regex gives."""
-    from litellm_memory_hook.core.script import _letter_counts, _letter_counts_by_runs
+    from litellm_memory_hook.core.script.detect import _letter_counts_by_runs, letter_counts
 
-    assert _letter_counts(text) == _letter_counts_by_runs(text)
+    assert letter_counts(text) == _letter_counts_by_runs(text)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import regex
 from litellm_memory_hook.core.messages import content_text, keep_tail
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.plan import Alignment, _tool_call_ids
-from litellm_memory_hook.core.script import _LATIN_WORD
+from litellm_memory_hook.core.script.latin import LATIN_WORD
 
 _SENTENCE_END = regex.compile(r"[.!?:;\n\u2026\p{Ps}\p{Pi}\u3002\uff01\uff1f]\s*$")
 _SENTENCE_START = frozenset(".!?:;\n\u2026\"'(\u201c\u2018[")
@@ -21,7 +21,7 @@ _CAPITALISED = regex.compile(r"\b\p{Lu}[\p{L}\p{M}]*")
 def names_inside_sentences(text: str) -> set[int]:
     """The old ``script._names_inside_sentences``: a regex search of the whole prefix per word."""
     out = set()
-    for position, match in enumerate(_LATIN_WORD.finditer(text)):
+    for position, match in enumerate(LATIN_WORD.finditer(text)):
         word = match.group()
         if (
             position
