@@ -294,23 +294,10 @@ async def test_recall_never_repeats_a_message_of_the_window(
         assert [t.text for t in prepared.recalled] == [note.text]
 
 
-def test_echoed_rules_appear_once() -> None:
-    """Case C23: an echoed system message repeats the operator's and the client's rules; each
-    paragraph is kept once, in order."""
-    from litellm_memory_hook.core.plan import dedupe_rules
-
-    echoed = "You are Mira.\n\nYou are Tutor."
-    assert dedupe_rules(["You are Mira.", "You are Tutor.", echoed]) == (
-        "You are Mira.",
-        "You are Tutor.",
-    )
-    assert dedupe_rules(["", "A\n\nB", "B\n\nC"]) == ("A\n\nB", "C")
-
-
 def test_memory_sections_respect_their_budgets() -> None:
     """Case C22 a, c: 500 facts of 200 characters fill the memory budget, not the prompt; pinned
     memories larger than their budget are cut, and come before extracted ones."""
-    from litellm_memory_hook.core.plan import fit_items
+    from litellm_memory_hook.core.budgets import fit_items
 
     facts = [f"fact {i:03d} " + "x" * 191 for i in range(500)]
     kept = fit_items(facts, 3000)

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from litellm_memory_hook.core.alignment import align
 from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.messages import split_request, storable_message
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.core.plan import align
 from litellm_memory_hook.core.side_requests import (
     DEFAULT_SIDE_REQUEST_PATTERNS,
     side_request_pattern,

@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.alignment import align
 from litellm_memory_hook.core.excerpt import ANALYSED_CHARS, excerpt
 from litellm_memory_hook.core.indexing import indexed_chain, indexed_slices
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.core.plan import align
 from litellm_memory_hook.core.script import detect_script
 from litellm_memory_hook.core.script.latin import _names_inside_sentences
 

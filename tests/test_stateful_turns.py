@@ -50,7 +50,7 @@ conversation is ``stored``.
   are not subject to it. The store then differs from the client's conversation until a later
   whole-history request, more than 5 s after, repairs it by the rule above.
 * Each turn keeps the time it was said: a repaired message the store held keeps its time,
-  others take the request's, never earlier than the turn before (``plan._keep_times``); only
+  others take the request's, never earlier than the turn before (``alignment._keep_times``); only
   the grace rule reads these times.
 
 Checked after every request:

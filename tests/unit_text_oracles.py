@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import regex
 
+from litellm_memory_hook.core.alignment import Alignment, tool_call_ids
 from litellm_memory_hook.core.messages import content_text, keep_tail
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.core.plan import Alignment, _tool_call_ids
 from litellm_memory_hook.core.script.latin import LATIN_WORD
 
 _SENTENCE_END = regex.compile(r"[.!?:;\n\u2026\p{Ps}\p{Pi}\u3002\uff01\uff1f]\s*$")
@@ -53,7 +53,7 @@ def _same(message: dict[str, object], turn: Turn, max_chars: int) -> bool:
         text = keep_tail(text, max_chars)
     if text.strip() != turn.text.strip():
         return False
-    if turn.role == "assistant" and _tool_call_ids(message) != _tool_call_ids(turn):
+    if turn.role == "assistant" and tool_call_ids(message) != tool_call_ids(turn):
         return False
     return turn.role != "tool" or str(message.get("tool_call_id") or "") == turn.tool_call_id
 

@@ -7,8 +7,9 @@ the reply, and whether the request regenerates the last reply. Clients of both k
   sent alone are completed with the stored ``tool_calls`` message they answer);
 * apps that send the whole history are authoritative for what they send: the model receives
   their messages as sent, and the store follows them (an edited or deleted message, a branch,
-  a regenerate), within the stored tail read for the request (:func:`_plan_whole_history`);
-  an empty store is seeded with their history.
+  a regenerate), within the stored tail read for the request
+  (:func:`~litellm_memory_hook.core.alignment.follow_history`); an empty store is seeded with
+  their history.
 
 A regenerate is the last stored user message sent again as the new turn right after its reply:
 for a whole-history client, one whose history does not end with that reply; for a new-message-only
@@ -30,24 +31,24 @@ instead switched memory off for the rest of a whole-history conversation, which 
 message in every request; and its turns would have been stored with U+FFFD anyway, by the first
 later request that got memory, as messages the store lacks.)
 
-Also here: the section budgets (:class:`Budget`, :func:`fit_items`) and the operator-rule dedupe.
+A whole-history client's alignment with the store is in
+:mod:`litellm_memory_hook.core.alignment`, the section budgets in
+:mod:`litellm_memory_hook.core.budgets`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
 
+from litellm_memory_hook.core.alignment import follow_history, tool_call_ids
 from litellm_memory_hook.core.messages import (
     clean_messages,
     content_text,
     is_blank,
     is_stored,
-    keep_head,
-    keep_tail,
     lone_surrogate,
     messages_to_turns,
     split_request,
@@ -57,57 +58,6 @@ from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.prompt import strip_injected
 
 Message = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Budgets of one request, in characters unless named otherwise.
-
-    Attributes:
-        chars / messages: the recent window (DESIGN.md section 5: 8000 characters, 40 messages).
-        pinned_chars: the ``<fixed_memories>`` section. Pinned memories come first and are never
-            displaced by extracted ones; past this budget the newest pinned items are left out.
-        memory_chars: the ``<memories>`` section (case C22: memory never grows without bound).
-        summary_chars: the ``<summary>`` section (a longer summary keeps its start).
-        persona_chars: each of ``<persona>`` and ``<custom_instructions>``.
-    """
-
-    chars: int = 8000
-    messages: int = 40
-    pinned_chars: int = 2000
-    memory_chars: int = 3000
-    summary_chars: int = 2000
-    persona_chars: int = 2000
-
-
-def fit_items(items: Sequence[str], budget: int, max_items: int = 100) -> tuple[str, ...]:
-    """The first items, in order, whose characters add up to at most ``budget``.
-
-    Blank items are skipped. An item longer than the whole budget is cut to it (keeping its
-    start, with ``…``) when it is the first one; otherwise the walk stops at the first item that
-    does not fit, so the section never exceeds its budget (case C22 a, c).
-    """
-    kept: list[str] = []
-    used = 0
-    for item in items:
-        text = item.strip()
-        if not text:
-            continue
-        if len(kept) >= max_items:
-            break
-        if used + len(text) > budget:
-            if not kept and budget > 1:
-                kept.append(keep_head(text, budget))
-            break
-        kept.append(text)
-        used += len(text)
-    return tuple(kept)
-
-
-def cut_start(text: str, budget: int) -> str:
-    if len(text) <= budget:
-        return text
-    return keep_head(text, budget) if budget >= 2 else ""
 
 
 @dataclass(frozen=True)
@@ -161,111 +111,6 @@ class TurnPlan:
     def regenerate(self) -> bool:
         """True when the reply replaces stored turns."""
         return bool(self.replace)
-
-
-def _tool_call_ids(message: Message | Turn) -> set[str]:
-    """The ids of a message's tool calls, whole (a stored id is never cut: a provider checks
-    it, so it is compared by its full value)."""
-    calls = message.tool_calls if isinstance(message, Turn) else message.get("tool_calls")
-    return {str(c.get("id")) for c in calls or () if isinstance(c, dict)}
-
-
-#: what makes a client message the same as a stored turn (:func:`_message_key`)
-_Key = tuple[object, str, frozenset[str] | None, str | None]
-
-
-def _message_key(message: Message, max_chars: int) -> _Key:
-    """What :func:`align` compares of a client message: its role, its text as stored (the end
-    kept within ``max_chars``) without surrounding white space, the ids of an assistant's tool
-    calls and a tool result's call id (both whole)."""
-    role = message.get("role")
-    text = content_text(message.get("content"))
-    if len(text) > max_chars:
-        text = keep_tail(text, max_chars)
-    return (
-        role if isinstance(role, str) else None,
-        text.strip(),
-        frozenset(_tool_call_ids(message)) if role == "assistant" else None,
-        str(message.get("tool_call_id") or "") if role == "tool" else None,
-    )
-
-
-def _turn_key(turn: Turn) -> _Key:
-    """:func:`_message_key` of a stored turn (``None`` for a tool turn without a call id:
-    it is the same as no client message)."""
-    return (
-        turn.role,
-        turn.text.strip(),
-        frozenset(_tool_call_ids(turn)) if turn.role == "assistant" else None,
-        turn.tool_call_id if turn.role == "tool" else None,
-    )
-
-
-@dataclass(frozen=True)
-class Alignment:
-    """Where a whole-history client's messages meet the stored tail.
-
-    ``client_at`` / ``stored_at``: the first client message and stored turn that differ (or
-    the ends); ``matched``: how many matched before them; ``seqs``: for each client message,
-    the seq of the stored turn it matched (0 when none).
-    """
-
-    client_at: int
-    stored_at: int
-    matched: int
-    seqs: tuple[int, ...]
-
-
-def align(client: Sequence[Message], stored: Sequence[Turn], max_chars: int) -> Alignment | None:
-    """Align a client's conversation messages with the stored tail (both oldest first).
-
-    Tries every offset of the two lists and keeps the one whose overlap starts with the longest
-    run of equal messages (ties: the longest run right after the first difference, then the
-    most equal messages in the overlap, then the overlap that ends latest in the store). The
-    first difference inside that overlap is where the client's
-    history and the store part (an edit, a deleted message, a branch); clients that trim their
-    own history align on the stored tail's end. The run comes first so that a deleted earlier
-    exchange parts the two where it was: ranked by equal messages alone, the messages after it
-    (when more than those before) aligned the client's first message with the deleted one, and
-    the client's whole history was stored again after the turns before it (a fresh-user
-    report). The run after the first difference comes before the count for the same reason:
-    with the client's first message edited (no offset starts with a run) and an exchange after
-    it deleted, the messages after the deletion outnumbered the first reply, which follows the
-    edited message where it was, and the client's history was stored after the old first
-    exchange, its reply twice. ``None`` when no offset has any equal message.
-    """
-    # Each message and turn is keyed once, and only the offsets at which some message meets an
-    # equal turn are tried: linear in the messages' length for distinct messages, and at most
-    # (n + m) x m key comparisons when many are alike, where every offset was compared
-    # message by message before.
-    client_keys = [_message_key(message, max_chars) for message in client]
-    stored_keys = [_turn_key(turn) for turn in stored]
-    positions: dict[_Key, list[int]] = {}
-    for si, stored_key in enumerate(stored_keys):
-        positions.setdefault(stored_key, []).append(si)
-    offsets = {si - ci for ci, found in enumerate(client_keys) for si in positions.get(found, ())}
-    # (first diff = run, run after the first diff, matches, end, offset)
-    best: tuple[int, int, int, int, int] | None = None
-    n, m = len(client), len(stored)
-    for offset in sorted(offsets):
-        ci, si = max(0, -offset), max(0, offset)
-        length = min(n - ci, m - si)
-        same = [client_keys[ci + k] == stored_keys[si + k] for k in range(length)]
-        matches = sum(same)
-        first_diff = same.index(False) if False in same else length
-        after = same[first_diff + 1 :]
-        run_after = after.index(False) if False in after else len(after)
-        key = (first_diff, run_after, matches, si + length, offset)
-        if best is None or key[:4] > best[:4]:
-            best = key
-    if best is None:
-        return None
-    first_diff, _, _, _, offset = best
-    ci, si = max(0, -offset), max(0, offset)
-    seqs = [0] * n
-    for k in range(first_diff):
-        seqs[ci + k] = stored[si + k].seq
-    return Alignment(ci + first_diff, si + first_diff, first_diff, tuple(seqs))
 
 
 def plan_turn(
@@ -413,12 +258,8 @@ def _plan_turn(
     call = None if client_history else _answered_call(new_convo, state.tail)
     if call is not None:  # tool results sent alone: the stored call they answer goes first
         new_convo, new = (call, *new_convo), (call, *new)
-    if not new_convo or new_convo[-1].get("role") not in ("user", "tool"):
+    if not _answerable(new_convo):
         return None
-    if _broken_tool_groups(new_convo):
-        return None  # tool traffic that is not whole: the client's request, passed through
-    if new_convo[-1].get("role") == "user" and is_blank(content_text(new_convo[-1].get("content"))):
-        return None  # nothing to answer from memory; never store a reply without its question
     system_texts = tuple(t for t in (strip_injected(s) for s in split.system_texts) if t)
     new_turns = messages_to_turns(
         new_convo, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars
@@ -444,64 +285,98 @@ def _plan_turn(
             **common,
         )
     if client_history:
-        return _plan_whole_history(
+        writes = follow_history(
             split.earlier,
             client_history,
-            new,
             new_turns,
             state,
+            max_chars=max_stored_chars,
+            call_id=call_id,
+            now_ms=now_ms,
+        )
+        return TurnPlan(
             system_texts,
-            common,
-            max_stored_chars,
-            call_id,
-            now_ms,
+            tuple(split.earlier),
+            writes.history_seqs,
+            new,
+            writes.pending,
+            writes.replace,
+            previous_text=writes.previous_text,
+            verbatim=True,
+            **common,
+        )
+    repeat = _Repeat(now_ms, regenerate_window_s, regenerate)
+    return _plan_new_only(new_convo, new, new_turns, state, system_texts, common, repeat)
+
+
+def _answerable(new_convo: Sequence[Message]) -> bool:
+    """Whether the new turn is one memory can answer and store: it ends with a user message
+    that is not blank or with tool results, and its tool traffic is whole."""
+    if not new_convo or new_convo[-1].get("role") not in ("user", "tool"):
+        return False
+    if _broken_tool_groups(new_convo):
+        return False  # tool traffic that is not whole: the client's request, passed through
+    last = new_convo[-1]
+    # a blank question: nothing to answer from memory; never store a reply without its question
+    return not (last.get("role") == "user" and is_blank(content_text(last.get("content"))))
+
+
+@dataclass(frozen=True)
+class _Repeat:
+    """What tells a repeated message a regenerate (:func:`_repeated_turn`): the request time
+    (epoch ms), the window in seconds, and whether the request says so."""
+
+    now_ms: int
+    window_s: float
+    explicit: bool
+
+
+def _plan_new_only(
+    new_convo: Sequence[Message],
+    new: tuple[Message, ...],
+    new_turns: Sequence[Turn],
+    state: ConversationState,
+    system_texts: tuple[str, ...],
+    common: dict[str, Any],
+    repeat: _Repeat,
+) -> TurnPlan:
+    """A client that sent only its new messages: the stored turns are the history."""
+    tail = state.tail
+
+    def plan(
+        before: Sequence[Turn], pending: Sequence[Turn], replace: Sequence[Turn], previous: str
+    ) -> TurnPlan:
+        """The plan whose history is the complete stored turns of ``before``."""
+        kept = [t for t in before if not t.partial]
+        return TurnPlan(
+            system_texts,
+            tuple(t.to_message() for t in kept),
+            tuple(t.seq for t in kept),
+            new,
+            tuple(pending),
+            tuple(replace),
+            previous_text=previous,
+            **common,
         )
 
     # A tool-result turn carries the assistant tool_calls message it answers. When a stored
     # assistant turn made the same calls, the request continues that group (usually the newest
     # turn) or repeats it (a client retrying, or regenerating the answer to the results): the
     # call is not stored again, and what the store holds after it is replaced.
-    stored = [t for t in state.tail if not t.partial]
-    if new_convo[0].get("role") == "assistant":
-        group_at = _stored_call(state.tail, _tool_call_ids(new_convo[0]))
-        if group_at is not None:
-            kept = [t for t in state.tail[:group_at] if not t.partial]
-            return TurnPlan(
-                system_texts,
-                tuple(t.to_message() for t in kept),
-                tuple(t.seq for t in kept),
-                new,
-                tuple(t for t in new_turns if not (t.role == "assistant" and t.tool_calls)),
-                tuple(state.tail[group_at + 1 :]),
-                previous_text=state.tail[group_at].text,
-                **common,
-            )
-
+    first = new_convo[0]
+    group_at = (
+        _stored_call(tail, tool_call_ids(first)) if first.get("role") == "assistant" else None
+    )
+    if group_at is not None:
+        results = [t for t in new_turns if not (t.role == "assistant" and t.tool_calls)]
+        return plan(tail[:group_at], results, tail[group_at + 1 :], tail[group_at].text)
     retry = _repeated_turn(
-        new_convo, new_turns, state.tail, now_ms, regenerate_window_s, regenerate
+        new_convo, new_turns, tail, repeat.now_ms, repeat.window_s, repeat.explicit
     )
     if retry is not None:
         user_at, replace = retry
-        kept = [t for t in state.tail[:user_at] if not t.partial]
-        return TurnPlan(
-            system_texts,
-            tuple(t.to_message() for t in kept),
-            tuple(t.seq for t in kept),
-            new,
-            (),
-            tuple(replace),
-            previous_text=state.tail[user_at].text,
-            **common,
-        )
-    return TurnPlan(
-        system_texts,
-        tuple(t.to_message() for t in stored),
-        tuple(t.seq for t in stored),
-        new,
-        tuple(new_turns),
-        previous_text=state.tail[-1].text if state.tail else "",
-        **common,
-    )
+        return plan(tail[:user_at], (), replace, tail[user_at].text)
+    return plan(tail, new_turns, (), tail[-1].text if tail else "")
 
 
 def plan_with_buffered(
@@ -572,194 +447,6 @@ def plan_with_buffered(
     return plan
 
 
-#: stored turns younger than this (ms) are never replaced by an edit or a branch: a client that
-#: does not show them sent its request before they were stored (parallel requests, two tabs).
-BRANCH_GRACE_MS = 5000
-
-
-def _plan_whole_history(
-    earlier: Sequence[Message],
-    client_history: Sequence[Message],
-    new: tuple[Message, ...],
-    new_turns: Sequence[Turn],
-    state: ConversationState,
-    system_texts: tuple[str, ...],
-    common: dict[str, Any],
-    max_chars: int,
-    call_id: str,
-    now_ms: int,
-) -> TurnPlan:
-    """A client that sent its history: the model gets the client's messages as sent; the store
-    follows the client (edits, deletions, branches, regenerates) within the stored tail.
-
-    Rules, with the client's conversation messages aligned to the stored tail (:func:`align`):
-
-    * everything matched up to the end of both: a plain continuation, the new turn is stored;
-    * the client's history matched but the store holds more after it: when the new user message
-      is the next stored user message, it is a regenerate (the replies after it are replaced);
-      otherwise the client deleted or branched: the stored turns from there on are replaced by
-      the new turn;
-    * a difference inside the client's history (an edited or deleted earlier message, a branch
-      from an older reply): the stored turns from the first difference on are replaced by the
-      client's messages from there and the new turn;
-    * nothing aligns (the tail shows another client's turns, or the edit is older than the
-      tail): nothing stored is touched; the new turn is appended;
-    * turns that would be replaced but were stored less than ``BRANCH_GRACE_MS`` ago are kept
-      and the new turn is appended (a parallel request stored them; not an edit); tool results
-      whose call is the newest stored turn append only the results, as when nothing aligns;
-      in both cases a new turn that starts with a tool call the store does not hold goes with
-      the client's unstored messages from the question that started it
-      (:func:`_unstored_question`), so the call is never stored without its question.
-    """
-    tail = list(state.tail)
-    stored = [t for t in tail if not t.partial]
-    alignment = align(client_history, stored, max_chars)
-    seq_of: dict[int, int] = {}
-    if alignment is not None:
-        for message, seq in zip(client_history, alignment.seqs, strict=True):
-            seq_of[id(message)] = seq
-    history_seqs = tuple(seq_of.get(id(m), 0) for m in earlier)
-
-    def plan(pending: Sequence[Turn], replace: Sequence[Turn], previous: str) -> TurnPlan:
-        return TurnPlan(
-            system_texts,
-            tuple(earlier),
-            history_seqs,
-            new,
-            tuple(pending),
-            tuple(replace),
-            previous_text=previous,
-            verbatim=True,
-            **common,
-        )
-
-    def append(unstored: Sequence[Message]) -> list[Turn]:
-        """The new turns appended after the stored ones, with the question of the exchange
-        they go on when ``unstored`` (client messages the store does not hold) holds it."""
-        appended = _after_stored_call(new_turns, stored)
-        asked = _unstored_question(unstored, appended)
-        return [
-            *messages_to_turns(asked, ts_ms=now_ms, call_id=call_id, max_chars=max_chars),
-            *appended,
-        ]
-
-    if alignment is None:
-        return plan(append(client_history), (), tail[-1].text if tail else "")
-    from_seq = 0
-    pending: list[Turn] = list(new_turns)
-    if alignment.client_at < len(client_history):
-        # an edit, a deletion or a branch inside the client's history, or messages it has
-        # after everything stored
-        rewritten = messages_to_turns(
-            client_history[alignment.client_at :],
-            ts_ms=now_ms,
-            call_id=call_id,
-            max_chars=max_chars,
-        )
-        if alignment.stored_at == len(stored):
-            # after all of it: a partial reply stored after the matched turns (a stream the
-            # client cut, then sent on with what it got) is replaced, not kept beside its copy
-            last = stored[-1].seq if stored else 0
-            partial = [t for t in tail if t.partial and t.seq > last]
-            return plan([*rewritten, *new_turns], partial, stored[-1].text if stored else "")
-        rewritten = _keep_times(rewritten, stored[: alignment.stored_at], tail)
-        pending = [*rewritten, *new_turns]
-        from_seq = stored[alignment.stored_at].seq
-    elif alignment.stored_at < len(stored):
-        nxt = stored[alignment.stored_at]
-        first = new_turns[0] if new_turns else None
-        if (
-            first is not None
-            and first.role == "assistant"
-            and first.tool_calls
-            and _tool_call_ids(first) == _tool_call_ids(nxt)
-        ):
-            # tool results for the stored tool-call reply: it is not stored again
-            replace = [t for t in tail if t.seq > nxt.seq]
-            return plan(new_turns[1:], replace, nxt.text)
-        repeated = (
-            len(new_turns) == 1
-            and new_turns[0].role == "user"
-            and nxt.role == "user"
-            and (nxt.text, nxt.fp) == (new_turns[0].text, new_turns[0].fp)
-        )
-        if repeated:  # a regenerate: the replies after the repeated question go
-            replace = [t for t in tail if t.seq > nxt.seq]
-            return plan((), replace, nxt.text)
-        from_seq = nxt.seq
-    else:
-        # a plain continuation; a partial reply after the matched turns is replaced
-        last = stored[alignment.stored_at - 1].seq if alignment.stored_at else 0
-        partial = [t for t in tail if t.partial and t.seq > last]
-        return plan(new_turns, partial, stored[alignment.stored_at - 1].text if last else "")
-    replace = [t for t in tail if t.seq >= from_seq] if from_seq else []
-    if any(not t.partial and t.ts_ms > now_ms - BRANCH_GRACE_MS for t in replace):
-        # Turns stored moments ago that this client's history does not show are another
-        # request's (two tabs, parallel requests), not an edit: keep them, append.
-        unstored = client_history[alignment.client_at :]
-        return plan(append(unstored), (), tail[-1].text if tail else "")
-    before = [t for t in stored if not from_seq or t.seq < from_seq]
-    return plan(pending, replace, before[-1].text if before else "")
-
-
-def _after_stored_call(new_turns: Sequence[Turn], stored: Sequence[Turn]) -> list[Turn]:
-    """The new turns to append after the stored ones: a tool-result turn whose
-    ``tool_calls`` message is the newest stored turn (the model's call, stored with its reply)
-    appends only its results, so the call is not stored twice."""
-    first = new_turns[0] if new_turns else None
-    if (
-        first is not None
-        and stored
-        and first.role == "assistant"
-        and first.tool_calls
-        and stored[-1].role == "assistant"
-        and _tool_call_ids(first) == _tool_call_ids(stored[-1])
-    ):
-        return list(new_turns[1:])
-    return list(new_turns)
-
-
-def _unstored_question(
-    client_history: Sequence[Message], appended: Sequence[Turn]
-) -> Sequence[Message]:
-    """The client's messages of the exchange that the appended turns go on, when they start
-    with a tool call and nothing of the client's history is stored: from its last user message
-    (the question that started the call) to the end of its history; ``[]`` otherwise.
-
-    Appended alone, the call, its results and the answer would be stored without the question
-    that asked for them (the client sent it, the store never saw it).
-    """
-    first = appended[0] if appended else None
-    if first is None or first.role != "assistant" or not first.tool_calls:
-        return []
-    users = [i for i, m in enumerate(client_history) if m.get("role") == "user"]
-    return client_history[users[-1] :] if users else []
-
-
-def _keep_times(
-    rewritten: Sequence[Turn], kept: Sequence[Turn], tail: Sequence[Turn]
-) -> list[Turn]:
-    """The client's messages that take the place of stored turns, each said when the stored
-    turn with the same role and text was (the first not taken yet, of those after ``kept``),
-    never earlier than the message before it: the store's repair of an edit or a branch keeps
-    the times the messages were said, which dated recall reads (fresh-user report: every turn
-    after the first difference was stamped with the time of the repair). A message with no
-    such turn keeps its time (now)."""
-    after = kept[-1].seq if kept else 0
-    said: dict[tuple[str, str], list[int]] = {}
-    for turn in tail:
-        if turn.seq > after and not turn.partial:
-            said.setdefault((turn.role, turn.text), []).append(turn.ts_ms)
-    floor = kept[-1].ts_ms if kept else 0
-    out: list[Turn] = []
-    for turn in rewritten:
-        times = said.get((turn.role, turn.text))
-        ts = times.pop(0) if times else turn.ts_ms
-        floor = max(floor, min(ts, turn.ts_ms))
-        out.append(dc_replace(turn, ts_ms=floor) if floor != turn.ts_ms else turn)
-    return out
-
-
 def _answered_call(new: Sequence[Message], tail: Sequence[Turn]) -> Message | None:
     """The stored ``tool_calls`` message that tool results sent alone answer: a client that
     sends only its new messages sends the results of the calls the model made in the last reply
@@ -778,7 +465,7 @@ def _answered_call(new: Sequence[Message], tail: Sequence[Turn]) -> Message | No
         if turn.role == "user":
             return None
         if turn.role == "assistant" and turn.tool_calls:
-            if not sent <= _tool_call_ids(turn):
+            if not sent <= tool_call_ids(turn):
                 return None
             return turn.to_message()  # with its ids exactly as the model produced them
     return None
@@ -790,7 +477,7 @@ def _stored_call(tail: Sequence[Turn], ids: set[str]) -> int | None:
         return None
     for index in range(len(tail) - 1, -1, -1):
         turn = tail[index]
-        if turn.role == "assistant" and turn.tool_calls and _tool_call_ids(turn) == ids:
+        if turn.role == "assistant" and turn.tool_calls and tool_call_ids(turn) == ids:
             return index
     return None
 
@@ -840,7 +527,7 @@ def _repeated_turn(
     reply it is a regenerate when the request says so (``metadata.memory_regenerate``), or when
     the reply is younger than ``window_s`` seconds and the text has at least
     ``MIN_REGENERATE_CHARS`` characters. (Clients that send their history are handled by
-    :func:`_plan_whole_history`.)
+    :func:`~litellm_memory_hook.core.alignment.follow_history`.)
     """
     if len(new) != 1 or new[0].get("role") != "user" or len(new_turns) != 1:
         return None
@@ -858,25 +545,6 @@ def _repeated_turn(
     recent = now_ms - complete[-1].ts_ms <= window_s * 1000
     long_enough = len(repeated.text.strip()) >= MIN_REGENERATE_CHARS
     return (last_user, reply) if recent and long_enough else None
-
-
-def dedupe_rules(rules: Sequence[str]) -> tuple[str, ...]:
-    """The operator's rules without paragraphs already given earlier in the list.
-
-    A client that echoes the system message we sent back to us repeats the alias's
-    ``system_prompt`` and its own earlier system text; after :func:`strip_injected` removed our
-    data block, those repeated paragraphs (split on blank lines) are dropped here, so each rule
-    appears once (case C23). Order is kept; a rule left empty is dropped.
-    """
-    seen: set[str] = set()
-    kept: list[str] = []
-    for rule in rules:
-        paragraphs = [p for p in re.split(r"\n\s*\n", rule) if p.strip()]
-        fresh = [p for p in paragraphs if p.strip() not in seen]
-        seen.update(p.strip() for p in paragraphs)
-        if fresh:
-            kept.append("\n\n".join(fresh) if len(fresh) != len(paragraphs) else rule)
-    return tuple(kept)
 
 
 def speaker_label(turn: Turn) -> str:

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Literal
 
 from litellm_memory_hook.core.assemble import assemble
+from litellm_memory_hook.core.budgets import Budget, cut_start, fit_items
 from litellm_memory_hook.core.cache_marks import add_marks
 from litellm_memory_hook.core.days import day_marks
 from litellm_memory_hook.core.excerpt import ANALYSED_CHARS
@@ -29,14 +30,7 @@ from litellm_memory_hook.core.messages import (
 )
 from litellm_memory_hook.core.model_window import shrink
 from litellm_memory_hook.core.models import ConversationState, Turn
-from litellm_memory_hook.core.plan import (
-    Budget,
-    TurnPlan,
-    cut_start,
-    fit_items,
-    passed_over,
-    plan_with_buffered,
-)
+from litellm_memory_hook.core.plan import TurnPlan, passed_over, plan_with_buffered
 from litellm_memory_hook.core.prompt import (
     HEAD_SECTIONS,
     TAIL_SECTIONS,

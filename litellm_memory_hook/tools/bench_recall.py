@@ -57,9 +57,10 @@ import redis.asyncio as aioredis
 from rich.table import Table
 
 from litellm_memory_hook.core import recall
+from litellm_memory_hook.core.budgets import Budget
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.core.plan import Budget, speaker_label
+from litellm_memory_hook.core.plan import speaker_label
 from litellm_memory_hook.core.prompt import (
     EarlierLine,
     PromptLayers,
