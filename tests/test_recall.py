@@ -472,7 +472,7 @@ def test_small_rank_equals_the_numpy_rank(
     """The plain-Python sums of small inputs choose the same lines with the same scores as the
     numpy path: same order of additions, repeats within a term once, boosts only where a word
     matched, exclusion, ties to the newer line."""
-    from litellm_memory_hook.core.recall.rank import _rank_arrays, _rank_small, _Terms
+    from litellm_memory_hook.core.recall.ranking import _rank_arrays, _rank_small, _Terms
 
     def terms(pairs: list[tuple[list[int], float]]) -> _Terms:
         lists: list[Sequence[int]] = [sorted(set(p)) if ordered else p for p, _ in pairs]

@@ -84,7 +84,7 @@ Modules:
 * :mod:`.soundalike`: :func:`sound_alike`, :func:`false_sound_alikes`, :class:`SoundAlikes`.
 * :mod:`.questions`: :func:`is_question`, :func:`asks_about_time`.
 * :mod:`.terms`: :func:`index_terms`, :func:`query_terms`.
-* :mod:`.rank`: :func:`rank`, :func:`rank_collections`, :func:`rank_texts` (the one scorer).
+* :mod:`.ranking`: :func:`rank`, :func:`rank_collections`, :func:`rank_texts` (the one scorer).
 * :mod:`.dated`: date-led recall (:func:`dates_lead`, :func:`date_led_order`).
 * :mod:`.budget`: :func:`distinct_texts`, :func:`fill_budget`.
 """
@@ -116,7 +116,7 @@ from litellm_memory_hook.core.recall.questions import (
     asks_about_time,
     is_question,
 )
-from litellm_memory_hook.core.recall.rank import (
+from litellm_memory_hook.core.recall.ranking import (
     SCORE_EPSILON,
     SMALL_RANK_POSTINGS,
     Collection,

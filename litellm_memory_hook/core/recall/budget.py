@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from litellm_memory_hook.core.recall.rank import Key
+from litellm_memory_hook.core.recall.ranking import Key
 
 
 def same_text(text: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from litellm_memory_hook.core.recall.rank import Collection, Key, Postings
+from litellm_memory_hook.core.recall.ranking import Collection, Key, Postings
 from litellm_memory_hook.core.recall.tokens import tokenize
 
 DATE_LED_K_MAX = 8

@@ -85,7 +85,7 @@ PLAIN_TERM_OPTIONS = TermOptions(
 """Plain words only (the "plain IDF" baseline)."""
 
 #: Memos of terms (:func:`~litellm_memory_hook.core.recall.tokens.tokenize`,
-#: :func:`~litellm_memory_hook.core.recall.rank.rank_texts`,
+#: :func:`~litellm_memory_hook.core.recall.ranking.rank_texts`,
 #: :func:`~litellm_memory_hook.core.recall.terms.query_terms_cached`). Most texts whose terms
 #: ``rank_texts`` keeps in memory. A user's memory set is scored
 #: against every new message, and its texts change only when an extraction job commits: the

@@ -37,7 +37,7 @@ from litellm_memory_hook.core.script import (
 )
 
 if TYPE_CHECKING:
-    from litellm_memory_hook.core.recall.rank import Collection
+    from litellm_memory_hook.core.recall.ranking import Collection
 
 INFLECTION_PREFIX = 4
 """Shortest shared beginning of two English stems that :func:`sound_alike` takes for two forms
