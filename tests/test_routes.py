@@ -504,7 +504,8 @@ def test_a_tenant_no_key_can_have_is_refused(hook: MemoryHook) -> None:
     keys; a fresh-user test wrote memory under "bad tenant!", which no key can reach. Every
     tenant tenant_from_auth gives is accepted."""
     from litellm_memory_hook.memory_api import MemoryInputError
-    from litellm_memory_hook.proxy.identity import is_tenant, tenant_from_auth
+    from litellm_memory_hook.proxy.identity import tenant_from_auth
+    from litellm_memory_hook.store.keys import is_tenant
 
     for bad in ("bad tenant!", "", "team-", "key-xyz", "Master", "key-" + "A" * 24):
         with pytest.raises(MemoryInputError, match="is not a tenant id"):

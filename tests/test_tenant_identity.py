@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from litellm.proxy._types import UserAPIKeyAuth
 from typer.testing import CliRunner
 
-from litellm_memory_hook.proxy.identity import is_tenant, tenant_from_auth
-from litellm_memory_hook.store.keys import due_key
+from litellm_memory_hook.proxy.identity import tenant_from_auth
+from litellm_memory_hook.store.keys import due_key, is_tenant
 from litellm_memory_hook.tools import cli
 from litellm_memory_hook.tools.cli_memory import register
 

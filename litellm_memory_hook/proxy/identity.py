@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from litellm_memory_hook.store.keys import (  # TENANT_FORMS, is_tenant: re-exported
+from litellm_memory_hook.store.keys import (
     ConversationKeys,
     MemoryKeys,
     conversation_scope,
