@@ -65,6 +65,12 @@ class MemorySettings(BaseSettings):
         conversation_header: request header that carries the conversation id when the body's
             metadata has none (Open WebUI forwards ``x-openwebui-chat-id``); checked after
             ``x-litellm-session-id``.
+        claude_code_user: how Claude Code's user id (Anthropic's ``metadata.user_id``, which
+            names the device, the account and the session) maps to a user:
+            ``account`` (default: its account uuid, else its device hash; the session is the
+            conversation), ``device`` (its device hash; the session is the conversation) or
+            ``whole`` (the value as sent: a new user every session).
+            :func:`litellm_memory_hook.proxy.identity.claude_code_ids`.
         write_buffer_max: turns held in the proxy while Redis is down (the oldest is dropped
             past it, counted as ``writes_lost``).
         write_buffer_max_age_s: a turn waiting longer than this for Redis is dropped (seconds).
@@ -200,6 +206,7 @@ class MemorySettings(BaseSettings):
     retention_days: float = Field(default=30.0, gt=0, le=3650)
     user_header: str | None = None
     conversation_header: str | None = None
+    claude_code_user: Literal["account", "device", "whole"] = "account"
     write_buffer_max: int = Field(default=10_000, ge=1, le=1_000_000)
     write_buffer_max_age_s: float = Field(default=600.0, gt=0, le=DAY_S)
     side_request_patterns: list[str] | None = None

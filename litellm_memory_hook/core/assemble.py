@@ -19,7 +19,9 @@ what it would have received without the hook, plus memory. So:
   messages anywhere, or as a leading data part of that message where the provider moves every
   system message to the top (``tail_in_user``): a string content gets the tail and a blank
   line before it, a list of parts a text part first. When the window does not end with a user
-  message (an agent's tool results), the tail ends the system message instead.
+  message (an agent's tool results), the tail ends the system message instead, or, where the
+  protocol asks for it (``tail_after_tools``: Anthropic Messages), follows the results as a
+  user message.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def assemble(
     memory_block: str,
     tail: str = "",
     tail_in_user: bool = False,
+    tail_after_tools: bool = False,
 ) -> list[Message]:
     """The messages sent to the model: the lead (rules and memory joined to its first message),
     then the window as built (history and the new turn, in the client's order), with the tail
@@ -137,6 +140,10 @@ def assemble(
             :func:`litellm_memory_hook.core.prompt.build_system_message` without rules).
         tail: the cache layout's volatile tail ("" for none).
         tail_in_user: put the tail in the last user message, not in a system message.
+        tail_after_tools: with ``tail_in_user``, a window that ends with tool results gets
+            the tail as a user message after them, not at the end of the system message (an
+            API with one system prompt at the top, whose user message holds the results:
+            the head stays the same while an agent works).
     """
     cleaned_lead = clean_lead(lead, rules)
     known = "\n\n".join(
@@ -144,11 +151,14 @@ def assemble(
     )
     messages = clean_lead(window, known, rules)
     if tail.strip():
-        if messages and messages[-1].get("role") == "user":
+        last = messages[-1].get("role") if messages else None
+        if last == "user":
             if tail_in_user:
                 messages[-1] = _with_leading_data(messages[-1], tail)
             else:
                 messages.insert(len(messages) - 1, {"role": "system", "content": tail})
+        elif last == "tool" and tail_in_user and tail_after_tools:
+            messages.append({"role": "user", "content": tail})
         else:
             memory_block = _join(memory_block, tail)
     return [*merge_into_system(cleaned_lead, rules, memory_block), *messages]

@@ -4,6 +4,7 @@ carries in the post-call hooks."""
 
 from __future__ import annotations
 
+from litellm_memory_hook.protocols.anthropic_messages import ANTHROPIC
 from litellm_memory_hook.protocols.base import HistoryMode, ProtocolAdapter, ReplyAccumulator
 from litellm_memory_hook.protocols.chat import CHAT
 from litellm_memory_hook.protocols.responses import RESPONSES
@@ -14,6 +15,7 @@ BY_CALL_TYPE: dict[str, ProtocolAdapter] = {
     "completion": CHAT,
     "aresponses": RESPONSES,
     "responses": RESPONSES,
+    "anthropic_messages": ANTHROPIC,
 }
 
 #: an adapter's name (in the memory record) -> the adapter.

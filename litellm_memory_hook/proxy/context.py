@@ -113,6 +113,7 @@ class ContextOptions:
     layout: Literal["cache", "seed"] = "seed"
     low_water: float = 0.6
     tail_in_user: bool = False
+    tail_after_tools: bool = False
     cache_marks: bool = False
     history: HistoryMode = "window"
 
@@ -127,12 +128,15 @@ class ContextOptions:
         custom_instructions: str = "",
         regenerate: bool = False,
         tail_in_user: bool = False,
+        tail_after_tools: bool = False,
         cache_marks: bool = False,
         history: HistoryMode = "window",
     ) -> ContextOptions:
         """The options of a request to ``alias``: its own values, else the global settings.
         ``tail_in_user``: the alias's provider moves system messages to the top (the cache
-        layout's tail then goes in the user's last message); ``cache_marks``: it caches only
+        layout's tail then goes in the user's last message; ``tail_after_tools``: after the
+        tool results that end a request, too: :func:`~litellm_memory_hook.core.assemble.
+        assemble`); ``cache_marks``: it caches only
         where ``cache_control`` marks say; ``history``: the request's history mode
         (:attr:`~litellm_memory_hook.settings.AliasMemoryConfig.history`)."""
         return cls(
@@ -155,6 +159,7 @@ class ContextOptions:
             layout=alias.layout,
             low_water=alias.window_low_water,
             tail_in_user=tail_in_user,
+            tail_after_tools=tail_after_tools,
             cache_marks=cache_marks,
             history=history,
         )
@@ -343,6 +348,7 @@ async def prepare(
         memory_block=built.text,
         tail=tail.text if tail else "",
         tail_in_user=options.tail_in_user,
+        tail_after_tools=options.tail_after_tools,
     )
     if cache and options.cache_marks:
         messages = add_marks(messages, _stable_ends(messages, options.tail_in_user))

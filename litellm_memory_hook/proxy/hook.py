@@ -521,6 +521,7 @@ class MemoryHook(CustomLogger):
             # each protocol's default conversation is its own (a whole-history client of one
             # must not read another's turns as messages it deleted); memories are shared
             default_conversation=None if adapter is CHAT else f"{namespace}.{adapter.name}",
+            claude_code_user=settings.claude_code_user,
         )
         if who is None:
             if alias.required:
@@ -539,6 +540,7 @@ class MemoryHook(CustomLogger):
             self.counters["temporary_chats"] += 1
             logger.info("memory hook: temporary chat (%s); memory read, nothing stored", temporary)
             mode = "read_only"
+        on_top = bool(getattr(adapter, "system_on_top", False))
         options = ContextOptions.for_alias(
             settings,
             alias,
@@ -548,7 +550,10 @@ class MemoryHook(CustomLogger):
             if controls.custom_instructions.strip()
             else "",
             regenerate=controls.regenerate,
-            tail_in_user=self._tail_in_user(alias, data.get("model")),
+            # an API whose one system prompt is at the top (Anthropic Messages) takes the
+            # tail in the user's message whatever the provider behind the alias
+            tail_in_user=on_top or self._tail_in_user(alias, data.get("model")),
+            tail_after_tools=on_top,
             cache_marks=self._cache_marks(alias, data.get("model")),
             history=adapter.history_mode(data) if alias.history == "auto" else alias.history,
         )

@@ -13,11 +13,21 @@
   alias namespace (one default conversation per user and namespace; ``<namespace>.<protocol>``
   for a client protocol other than chat completions, e.g. ``demo.responses``). An explicit
   conversation id is shared by every alias the app sends it with.
+* Claude Code's user id (Anthropic's ``metadata.user_id``, the view's ``user``):
+  ``user_<device hash>_account_<account uuid>_session_<session uuid>`` before v2.1.78, a JSON
+  object ``{"device_id", "account_uuid", "session_id"}`` as a string since. It changes with
+  every session, so the setting ``claude_code_user`` maps it (:func:`claude_code_ids`):
+  ``account`` (default) takes the account uuid, else (an API-key login sends it empty) the
+  device hash, as the user, and the session as the conversation when the request names none;
+  ``device`` always takes the device hash; ``whole`` takes the value as sent (a new user for
+  every session). A user id in neither shape is taken as sent.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +43,17 @@ from litellm_memory_hook.store.keys import (
 
 MASTER_KEY_TOKEN = "litellm_proxy_master_key"
 SESSION_HEADER = "x-litellm-session-id"
+#: the header Claude Code (v2.1.86 on) sends its session id in.
+CLAUDE_CODE_SESSION_HEADER = "x-claude-code-session-id"
+
+#: Claude Code's user id before v2.1.78: device hash, account uuid (empty for an API key),
+#: session uuid.
+_CLAUDE_CODE_ID = re.compile(
+    r"user_(?P<device>[0-9a-zA-Z]+)"
+    r"_account_(?P<account>[0-9a-zA-Z-]*)"
+    r"_session_(?P<session>[0-9a-zA-Z-]+)"
+)
+_CLAUDE_CODE_KEYS = frozenset({"device_id", "account_uuid", "session_id"})
 
 
 @dataclass(frozen=True)
@@ -100,9 +121,56 @@ def request_headers(data: Mapping[str, Any]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in headers.items() if isinstance(v, str)}
 
 
-def user_from_request(data: Mapping[str, Any], user_header: str | None) -> str | None:
-    """The usable user id of a request, or ``None`` (missing, empty or a placeholder)."""
-    user = normalize_user_id(data.get("user"))
+def _claude_code_parts(raw: str) -> tuple[str, str, str] | None:
+    """``(device, account, session)`` of a Claude Code user id (module docstring), ``None``
+    for any other value."""
+    match = _CLAUDE_CODE_ID.fullmatch(raw)
+    if match is not None:
+        return match["device"], match["account"], match["session"]
+    if not raw.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or not parsed.keys() & _CLAUDE_CODE_KEYS:
+        return None
+    values = [parsed.get(k) for k in ("device_id", "account_uuid", "session_id")]
+    if not all(v is None or isinstance(v, str) for v in values):
+        return None
+    device, account, session = (v or "" for v in values)
+    return (device, account, session) if device or account else None
+
+
+def claude_code_ids(raw: object, mode: str = "account") -> tuple[object, str | None]:
+    """The user id and the session (``None`` for none) a request's user id stands for.
+
+    Args:
+        raw: the request's user id as sent.
+        mode: the ``claude_code_user`` setting: ``account`` (the account uuid, else the device
+            hash), ``device`` (the device hash, else the account uuid) or ``whole`` (``raw``
+            as sent, no session).
+
+    Returns:
+        ``(raw, None)`` for ``whole`` and for any value that is not Claude Code's (module
+        docstring); else ``(user, session)``, the session ``None`` when it is empty.
+    """
+    if mode == "whole" or not isinstance(raw, str):
+        return raw, None
+    parts = _claude_code_parts(raw)
+    if parts is None:
+        return raw, None
+    device, account, session = parts
+    first, second = (device, account) if mode == "device" else (account, device)
+    return first or second, session or None
+
+
+def user_from_request(
+    data: Mapping[str, Any], user_header: str | None, claude_code_user: str = "account"
+) -> str | None:
+    """The usable user id of a request, or ``None`` (missing, empty or a placeholder); a
+    Claude Code user id as ``claude_code_user`` maps it (:func:`claude_code_ids`)."""
+    user = normalize_user_id(claude_code_ids(data.get("user"), claude_code_user)[0])
     if user is None and user_header:
         user = normalize_user_id(request_headers(data).get(user_header))
     return user
@@ -130,6 +198,18 @@ def conversation_from_request(
     return None
 
 
+def _agent_session(data: Mapping[str, Any], claude_code_user: str) -> str | None:
+    """The session of a Claude Code user id (:func:`claude_code_ids`), else the
+    ``x-claude-code-session-id`` header of a request whose user id is Claude Code's; ``None``
+    with ``claude_code_user: whole`` and for other clients."""
+    raw = data.get("user")
+    user, session = claude_code_ids(raw, claude_code_user)
+    if session is not None or user is raw:
+        return session
+    header = request_headers(data).get(CLAUDE_CODE_SESSION_HEADER, "").strip()
+    return header or None
+
+
 def identify(
     data: Mapping[str, Any],
     auth: object,
@@ -141,6 +221,7 @@ def identify(
     alias: str = "",
     conversation_header: str | None = None,
     default_conversation: str | None = None,
+    claude_code_user: str = "account",
 ) -> Identity | None:
     """Identify a chat request; ``None`` when it has no usable user id or its authentication
     no tenant (:func:`tenant_from_auth`).
@@ -151,17 +232,24 @@ def identify(
         alias: the model alias the request names (kept for the extraction job).
         default_conversation: the conversation of a request that names none (default: the
             namespace); another client protocol than chat completions has its own.
+        claude_code_user: how a Claude Code user id maps to the user and conversation
+            (:func:`claude_code_ids`); its session is the conversation when the request names
+            none (after :func:`conversation_from_request`, before the namespace), else the
+            ``x-claude-code-session-id`` header's.
 
     Raises:
         InvalidIdError: never for a usable user; ids that cannot go into a key as they are
             are hashed by :func:`litellm_memory_hook.store.keys.key_id`.
     """
-    user = user_from_request(data, user_header)
+    user = user_from_request(data, user_header, claude_code_user)
     tenant = tenant_from_auth(auth)
     if user is None or tenant is None:
         return None
     conversation = (
-        conversation_from_request(data, conversation_header) or default_conversation or namespace
+        conversation_from_request(data, conversation_header)
+        or _agent_session(data, claude_code_user)
+        or default_conversation
+        or namespace
     )
     keys = ConversationKeys.for_ids(prefix, tenant, user, conversation)
     scope = (

@@ -1,0 +1,741 @@
+"""Anthropic Messages (``/v1/messages``, LiteLLM call type ``anthropic_messages``): Claude Code,
+the ``anthropic`` SDK.
+
+Request (Anthropic's shape)::
+
+    {"model", "max_tokens", "system": str | [{"type": "text", "text", "cache_control"?}],
+     "messages": [{"role": "user" | "assistant", "content": str | [block, ...]}],
+     "metadata": {"user_id"}, "tools", "thinking", ...}
+
+with blocks ``text``, ``image``, ``document``, ``tool_use`` {id, name, input}, ``tool_result``
+{tool_use_id, content: str | [block], is_error?}, ``thinking`` {thinking, signature} and
+``redacted_thinking`` {data}.
+
+The view (:func:`to_chat`): each Anthropic message as chat messages: a user message's
+``tool_result`` blocks as ``tool`` messages, then its other blocks as one user message of parts
+(``text``, ``image`` as ``image_url``, ``document`` as sent, any other block as a ``[type]``
+text); an assistant message as one message with ``content`` (its text), ``tool_calls`` (its
+``tool_use`` blocks) and ``thinking_blocks`` (its thinking blocks, whole). The client's
+``system`` is not in the view: it reaches the model as sent, and the engine's head (rules and
+memory) goes after it. The view's ``user`` is ``metadata.user_id``; its ``metadata`` is
+LiteLLM's ``litellm_metadata`` (Anthropic's own ``metadata`` takes only ``user_id``).
+
+Writing back (:func:`to_anthropic`): the client's messages are re-emitted as sent (the same
+objects), in order; stored turns from Redis become Anthropic messages; the tail goes into the
+client's last user message as one text block, after its ``tool_result`` blocks and before its
+other blocks; ``system`` is the client's (a string or its blocks, as sent) followed by the head
+(a string stays a string unless the head carries a cache mark; blocks get one more text block).
+Cache marks the engine put on the client's messages are left out (the client's message goes as
+sent) and the engine's own are dropped past Anthropic's limit of 4 in the whole request.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from litellm_memory_hook.core.cache_marks import MAX_MARKS
+from litellm_memory_hook.protocols.base import HistoryMode
+
+logger = logging.getLogger("litellm_memory_hook")
+
+Block = dict[str, Any]
+Message = dict[str, Any]
+
+#: the view key that holds what :func:`to_anthropic` needs of the client's request
+ORIGIN_KEY = "_anthropic_origin"
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+_PLACEHOLDERS = {"file": "[file]", "input_audio": "[audio]", "audio": "[audio]"}
+
+
+# -- validity ------------------------------------------------------------------------------------
+
+
+def _valid_block(block: object, role: str) -> bool:
+    """A block of the shape Anthropic takes (the fields the hook reads are of the right type)."""
+    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        return False
+    kind = block["type"]
+    if kind == "text":
+        return isinstance(block.get("text"), str) and bool(block["text"])
+    if kind == "tool_use":
+        return (
+            role == "assistant"
+            and isinstance(block.get("id"), str)
+            and isinstance(block.get("name"), str)
+            and isinstance(block.get("input"), dict)
+        )
+    if kind == "tool_result":
+        content = block.get("content")
+        return (
+            role == "user"
+            and isinstance(block.get("tool_use_id"), str)
+            and (content is None or isinstance(content, str) or _blocks(content, "tool"))
+        )
+    if kind == "thinking":
+        return isinstance(block.get("thinking"), str) and isinstance(block.get("signature"), str)
+    if kind == "redacted_thinking":
+        return isinstance(block.get("data"), str)
+    if kind in ("image", "document"):
+        return isinstance(block.get("source"), dict)
+    return True
+
+
+def _blocks(content: object, role: str) -> bool:
+    return isinstance(content, list) and all(_valid_block(b, role) for b in content)
+
+
+def _content_blocks(message: Mapping[str, Any]) -> list[Block]:
+    """A message's content as blocks (a string is one text block)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def rule_problem(messages: object) -> str | None:
+    """The first of Anthropic's rules the messages break, ``None`` when they keep them all: a
+    non-empty list of ``user``/``assistant`` messages, the first a user's, no empty text, each
+    ``tool_result`` answering a ``tool_use`` of the message just before and each ``tool_use``
+    answered in the message just after, a user message's results before its other blocks."""
+    if not isinstance(messages, list) or not messages:
+        return "no messages"
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            return "a message that is not a user's or an assistant's"
+        content = message.get("content")
+        if not (isinstance(content, str) and content) and not _blocks(content, message["role"]):
+            return "a content that is not a non-empty string or valid blocks"
+    if messages[0]["role"] != "user":
+        return "the first message is not a user's"
+    open_ids: set[str] = set()
+    for message in messages:
+        blocks = _content_blocks(message)
+        kinds = [b.get("type") for b in blocks]
+        results = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
+        if results != open_ids and (results or open_ids):
+            return "tool_use and tool_result blocks that do not pair"
+        if "tool_result" in kinds and kinds[: len(results)] != ["tool_result"] * len(results):
+            return "tool_result blocks after other blocks"
+        open_ids = {str(b["id"]) for b in blocks if b.get("type") == "tool_use"}
+    return "a tool_use without its result" if open_ids else None
+
+
+def valid_request(data: Mapping[str, Any]) -> bool:
+    """True when the hook reads the request: Anthropic's rules kept (:func:`rule_problem`),
+    ``system`` absent, a string or text blocks, ``metadata`` absent or an object."""
+    system = data.get("system")
+    texts = isinstance(system, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        for b in system
+    )
+    if not (system is None or isinstance(system, str) or texts):
+        return False
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        return False
+    return isinstance(data.get("model"), str) and rule_problem(data.get("messages")) is None
+
+
+# -- Anthropic -> chat ---------------------------------------------------------------------------
+
+
+def _image_part(block: Block) -> Block:
+    """An image block as a chat ``image_url`` part (base64 data as a data: URL)."""
+    source = block.get("source") or {}
+    if source.get("type") == "base64":
+        url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+    else:
+        url = str(source.get("url") or source.get("file_id") or "")
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _chat_part(block: Block) -> Block:
+    kind = block["type"]
+    if kind == "text":
+        return {"type": "text", "text": block["text"]}
+    if kind == "image":
+        return _image_part(block)
+    if kind == "document":
+        return {"type": "document", "source": block["source"]}
+    return {"type": "text", "text": f"[{kind[:24]}]"}
+
+
+def _tool_content(content: object) -> Any:
+    if isinstance(content, list):
+        return [_chat_part(b) for b in content if isinstance(b, dict)]
+    return content if isinstance(content, str) else ""
+
+
+def assistant_chat(blocks: Iterable[Block]) -> Message:
+    """One assistant chat message of an Anthropic assistant's blocks: ``content`` its text (a
+    string for one text block, text parts for more, ``None`` beside tool calls, ``""``
+    without any), ``tool_calls`` its ``tool_use`` blocks, ``thinking_blocks`` its thinking
+    blocks whole (signatures byte-exact). Other blocks (server tools) are left out. The same
+    for a request's history and a reply, so that the store aligns the two."""
+    texts: list[str] = []
+    calls: list[Message] = []
+    thinking: list[Block] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
+            texts.append(block["text"])
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {"name": block.get("name"), "arguments": arguments},
+                }
+            )
+        elif kind in _THINKING:
+            thinking.append(block)
+    content: Any = texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
+    message: Message = {"role": "assistant", "content": content or (None if calls else "")}
+    if calls:
+        message["tool_calls"] = calls
+    if thinking:
+        message["thinking_blocks"] = thinking
+    return message
+
+
+def _message_chat(message: Message) -> list[Message]:
+    """The chat messages of one Anthropic message (module docstring)."""
+    if message["role"] == "assistant":
+        return [assistant_chat(_content_blocks(message))]
+    out: list[Message] = []
+    parts: list[Block] = []
+    for block in _content_blocks(message):
+        if block["type"] == "tool_result":
+            result = {"role": "tool", "tool_call_id": block["tool_use_id"]}
+            out.append({**result, "content": _tool_content(block.get("content"))})
+        else:
+            parts.append(_chat_part(block))
+    if parts:
+        out.append({"role": "user", "content": parts})
+    return out
+
+
+def _anchors(message: Message) -> list[object]:
+    """Objects of a view message that the engine's copies keep (a cache mark or the tail
+    added to it makes a new dict, with the same parts, lists and strings in it): a rebuilt
+    message holding one is the client's. One-character strings are left out (Python shares
+    them)."""
+    found: list[object] = [message]
+    for key in ("tool_calls", "thinking_blocks", "tool_call_id"):
+        if key in message:
+            found.append(message[key])
+    content = message.get("content")
+    for part in content if isinstance(content, list) else [content]:
+        found.append(part)
+        text = part.get("text") if isinstance(part, dict) else part
+        if isinstance(text, str) and len(text) > 1:
+            found.append(text)
+    return found
+
+
+@dataclass
+class Origin:
+    """The client's request as :func:`to_anthropic` needs it.
+
+    Attributes:
+        messages: the client's Anthropic messages, as sent.
+        chat: the view's messages, and ``index`` the client message each comes from.
+        owner: ``id()`` of each object :func:`_anchors` names -> its view message's position.
+    """
+
+    messages: list[Message]
+    chat: list[Message] = field(default_factory=list)
+    index: list[int] = field(default_factory=list)
+    owner: dict[int, int] = field(default_factory=dict)
+
+    def of(self, message: Message) -> int | None:
+        """The position of the view message a rebuilt message is (or was copied from)."""
+        for anchor in _anchors(message):
+            position = self.owner.get(id(anchor))
+            if position is not None:
+                return position
+        return None
+
+
+def to_chat(messages: Sequence[Message]) -> Origin:
+    """The chat view of a valid request's messages, with where each came from."""
+    origin = Origin(list(messages))
+    for index, message in enumerate(messages):
+        for chat in _message_chat(message):
+            for anchor in _anchors(chat):
+                origin.owner[id(anchor)] = len(origin.chat)
+            origin.chat.append(chat)
+            origin.index.append(index)
+    return origin
+
+
+def _added_parts(rebuilt: Message, sent: Message) -> list[Any]:
+    """The parts the engine put into a copy of a view user message (the tail): those that are
+    neither one of its parts nor one with a cache mark added."""
+    content, own = rebuilt.get("content"), sent.get("content")
+    if rebuilt.get("role") != "user" or not isinstance(content, list) or content is own:
+        return []
+    own = own if isinstance(own, list) else []
+
+    def ours(part: Any) -> bool:
+        if any(part is p for p in own):
+            return False
+        if not isinstance(part, dict):
+            return True
+        unmarked = {k: v for k, v in part.items() if k != "cache_control"}
+        return not any(unmarked == p for p in own)
+
+    return [p for p in content if ours(p)]
+
+
+# -- chat -> Anthropic ---------------------------------------------------------------------------
+
+
+def _text_of(content: object) -> list[Block]:
+    """Text blocks of a chat content (marks kept), empty texts left out."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[Block] = []
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]:
+            block: Block = {"type": "text", "text": part["text"]}
+            if "cache_control" in part:
+                block["cache_control"] = part["cache_control"]
+            blocks.append(block)
+    return blocks
+
+
+def _anthropic_part(part: object) -> Block | None:
+    """A chat content part as an Anthropic block (``None``: nothing to send)."""
+    if isinstance(part, str):
+        return {"type": "text", "text": part} if part else None
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        if not isinstance(url, str) or not url:
+            return None
+        if url.startswith("data:") and ";base64," in url:
+            media, data = url[5:].split(";base64,", 1)
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": media, "data": data},
+            }
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    if kind == "document" and isinstance(part.get("source"), dict):
+        return {"type": "document", "source": part["source"]}
+    if isinstance(part.get("text"), str):
+        return _text_of([part])[0] if part["text"] else None
+    text = _PLACEHOLDERS.get(str(kind), f"[{str(kind)[:24]}]")
+    return {"type": "text", "text": text}
+
+
+def _user_blocks(content: object) -> list[Block]:
+    if isinstance(content, str):
+        return _text_of(content)
+    found = (_anthropic_part(p) for p in content) if isinstance(content, list) else ()
+    return [b for b in found if b is not None]
+
+
+def _assistant_blocks(message: Message) -> list[Block]:
+    """An assistant chat message's blocks: thinking (whole), text, then tool uses."""
+    blocks = [
+        b
+        for b in message.get("thinking_blocks") or ()
+        if isinstance(b, dict) and b.get("type") in _THINKING
+    ]
+    blocks += _text_of(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not call.get("id"):
+            continue
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            arguments = {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": str(call["id"]),
+                "name": str(function.get("name") or ""),
+                "input": arguments if isinstance(arguments, dict) else {},
+            }
+        )
+    return blocks
+
+
+def _result_block(message: Message) -> Block:
+    block: Block = {"type": "tool_result", "tool_use_id": str(message.get("tool_call_id") or "")}
+    content = message.get("content")
+    if isinstance(content, list):
+        parts = _user_blocks(content)
+        if parts:
+            block["content"] = parts
+    elif isinstance(content, str) and content:
+        block["content"] = content
+    return block
+
+
+@dataclass
+class _Segment:
+    """One Anthropic message being built: the client's ``index`` (its blocks as sent, ours
+    inserted at ``at``) or ours (``index`` None)."""
+
+    role: str
+    blocks: list[Block]
+    index: int | None = None
+    data: list[Block] = field(default_factory=list)
+    data_only: bool = False
+
+
+def _ours(message: Message) -> tuple[str, list[Block]] | None:
+    """An engine message (a stored turn, the tail) as ``(role, blocks)``."""
+    role = message.get("role")
+    if role == "assistant":
+        return "assistant", _assistant_blocks(message)
+    if role == "tool":
+        return "user", [_result_block(message)]
+    if role == "user":
+        return "user", _user_blocks(message.get("content"))
+    return None
+
+
+def _segments(rebuilt: Sequence[Message], origin: Origin) -> list[_Segment] | None:
+    """The rebuilt window as Anthropic messages; ``None`` when the client's messages are not in
+    their order."""
+    segments: list[_Segment] = []
+    last = -1
+    for message in rebuilt:
+        position = origin.of(message)
+        if position is not None:
+            index = origin.index[position]
+            if index < last:
+                return None
+            if index > last:
+                segments.append(_Segment(origin.messages[index]["role"], [], index))
+                last = index
+            segments[-1].data += _user_blocks(_added_parts(message, origin.chat[position]))
+        elif message.get("role") in ("system", "developer"):
+            segments.append(_Segment("user", _text_of(message.get("content")), data_only=True))
+        else:
+            converted = _ours(message)
+            if converted is not None and converted[1]:
+                role, blocks = converted
+                segments.append(_Segment(role, blocks, data_only=message.get("role") == "user"))
+    return segments
+
+
+def _result_end(blocks: Sequence[Block]) -> int:
+    end = 0
+    while end < len(blocks) and blocks[end].get("type") == "tool_result":
+        end += 1
+    return end
+
+
+def _merged(segments: list[_Segment]) -> list[_Segment]:
+    """Adjacent segments of one role joined where one of them is ours: ours into ours (results
+    first); a user's data (the tail, a system message of the window) into the client's user
+    message next to it, after its results. Ours before the first user message without results
+    go (Anthropic's first message is a user's: a stored reply cut from its question)."""
+    out: list[_Segment] = []
+    for segment in segments:
+        previous = out[-1] if out else None
+        if previous is None or previous.role != segment.role:
+            out.append(segment)
+        elif previous.index is None and segment.index is None:
+            blocks = previous.blocks + segment.blocks
+            results = [b for b in blocks if b.get("type") == "tool_result"]
+            previous.blocks = results + [b for b in blocks if b.get("type") != "tool_result"]
+            previous.data_only = previous.data_only and segment.data_only
+        elif previous.index is not None and segment.data_only and segment.role == "user":
+            previous.data += segment.blocks
+        elif segment.index is not None and previous.data_only and segment.role == "user":
+            segment.data = previous.blocks + segment.data
+            out[-1] = segment
+        else:
+            out.append(segment)
+    while (
+        out
+        and out[0].index is None
+        and (out[0].role != "user" or any(b.get("type") == "tool_result" for b in out[0].blocks))
+    ):
+        out.pop(0)
+    return out
+
+
+def _emit(segment: _Segment, origin: Origin) -> tuple[Message, list[Block]]:
+    """The segment's message and the blocks of ours in it."""
+    if segment.index is None:
+        return {"role": segment.role, "content": segment.blocks}, segment.blocks
+    sent = origin.messages[segment.index]
+    if not segment.data or sent["role"] != "user":
+        return sent, []
+    blocks = list(sent["content"]) if isinstance(sent["content"], list) else _content_blocks(sent)
+    at = _result_end(blocks)
+    return {**sent, "content": [*blocks[:at], *segment.data, *blocks[at:]]}, segment.data
+
+
+# -- system and cache marks ----------------------------------------------------------------------
+
+
+def _head_blocks(lead: Sequence[Message]) -> list[Block]:
+    """The engine's head (rules and memory) as text blocks, its cache mark kept."""
+    blocks: list[Block] = []
+    for message in lead:
+        blocks += _text_of(message.get("content"))
+    return blocks
+
+
+def _system(sent: object, head: list[Block]) -> object:
+    """The client's ``system`` as sent, then the head: one string for a string (or none) and an
+    unmarked head, else blocks with one more text block."""
+    if not head:
+        return sent
+    text = "\n\n".join(b["text"] for b in head)
+    mark = next((b["cache_control"] for b in head if "cache_control" in b), None)
+    if mark is None and (sent is None or isinstance(sent, str)):
+        return f"{sent}\n\n{text}" if sent else text
+    block: Block = {"type": "text", "text": text}
+    if mark is not None:
+        block["cache_control"] = mark
+    if isinstance(sent, list):
+        return [*sent, block]
+    return [{"type": "text", "text": sent}, block] if sent else [block]
+
+
+def _marked(blocks: Iterable[object]) -> Iterable[Block]:
+    for block in blocks:
+        if isinstance(block, dict):
+            if "cache_control" in block:
+                yield block
+            nested = block.get("content")
+            if isinstance(nested, list):
+                yield from _marked(nested)
+
+
+def count_marks(data: Mapping[str, Any]) -> int:
+    """The ``cache_control`` marks of a whole Messages request (tools, system, messages)."""
+    found = sum(1 for t in data.get("tools") or () if isinstance(t, dict) and "cache_control" in t)
+    system = data.get("system")
+    found += len(list(_marked(system if isinstance(system, list) else ())))
+    for message in data.get("messages") or ():
+        if isinstance(message, dict) and isinstance(message.get("content"), list):
+            found += len(list(_marked(message["content"])))
+    return found
+
+
+def _drop_marks(data: dict[str, Any], ours: list[Block]) -> None:
+    """Take our marks off, the last first, until the request has at most 4."""
+    excess = count_marks(data) - MAX_MARKS
+    for block in reversed(ours):
+        if excess <= 0:
+            break
+        if "cache_control" in block:
+            del block["cache_control"]
+            excess -= 1
+
+
+# -- the whole request ---------------------------------------------------------------------------
+
+
+def to_anthropic(data: dict[str, Any], rebuilt: Sequence[Message], origin: Origin) -> bool:
+    """Write the rebuilt chat messages back into ``data``'s ``system`` and ``messages``
+    (module docstring). Returns False when the result would break one of Anthropic's rules
+    (:func:`rule_problem`): the client's messages then go as sent, with the head in
+    ``system``."""
+    lead_end = 0
+    while lead_end < len(rebuilt) and rebuilt[lead_end].get("role") in ("system", "developer"):
+        lead_end += 1
+    head = _head_blocks(rebuilt[:lead_end])
+    segments = _segments(rebuilt[lead_end:], origin)
+    emitted = [_emit(s, origin) for s in _merged(segments)] if segments is not None else []
+    messages = [m for m, _ in emitted]
+    written = segments is not None and rule_problem(messages) is None
+    ours = [b for _, blocks in emitted for b in blocks] if written else []
+    if not written:
+        logger.debug("memory hook: an Anthropic request keeps its own messages (rules)")
+    elif len(messages) != len(origin.messages) or any(
+        a is not b for a, b in zip(messages, origin.messages, strict=False)
+    ):
+        data["messages"] = messages
+    if head:
+        data["system"] = _system(data.get("system"), head)
+        system = data["system"]
+        if isinstance(system, list) and "cache_control" in system[-1]:
+            ours.insert(0, system[-1])
+    _drop_marks(data, ours)
+    return written
+
+
+# -- replies -------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A pydantic object (LiteLLM's and the SDK's types) as plain JSON data."""
+    dump = getattr(value, "model_dump", None)
+    return dump() if callable(dump) else value
+
+
+def reply_message(response: Any) -> Message | None:
+    """The assistant message of a whole Messages reply (a dict: LiteLLM 1.108.7 hands the
+    post-call hook Anthropic's JSON as a dict), ``None`` without content blocks."""
+    response = _plain(response)
+    content = response.get("content") if isinstance(response, dict) else None
+    if not isinstance(content, list):
+        return None
+    return assistant_chat(b for b in (_plain(c) for c in content) if isinstance(b, dict))
+
+
+class StreamAccumulator:
+    """Assembles a Messages event stream into one assistant message: text and thinking deltas
+    joined, a thinking block's signature and a tool use's ``input`` (its JSON deltas) read when
+    whole.
+
+    Chunks are what the proxy's streaming iterator yields: on LiteLLM 1.108.7, bytes of the
+    SSE stream as the provider sent them (an event may be cut across chunks, a character
+    across bytes); parsed events (dicts) are read too.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._blocks: dict[int, Block] = {}
+        self._json: dict[int, list[str]] = {}
+
+    def add(self, chunk: Any) -> None:
+        if isinstance(chunk, bytes | bytearray | str):
+            text = chunk if isinstance(chunk, str) else self._decoder.decode(bytes(chunk))
+            self._pending += text.replace("\r\n", "\n")
+            *events, self._pending = self._pending.split("\n\n")
+            for event in events:
+                self._event_text(event)
+            return
+        event = _plain(chunk)
+        if isinstance(event, dict):
+            self._event(event)
+
+    def _event_text(self, text: str) -> None:
+        data = "\n".join(
+            line[5:].lstrip(" ") for line in text.split("\n") if line.startswith("data:")
+        )
+        if not data:
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            self._event(event)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        index = event.get("index")
+        if not isinstance(index, int):
+            return
+        kind = event.get("type")
+        if kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            self._blocks[index] = dict(event["content_block"])
+            return
+        block = self._blocks.get(index)
+        delta = event.get("delta")
+        if kind != "content_block_delta" or block is None or not isinstance(delta, dict):
+            return
+        for key, field_name in (
+            ("text", "text"),
+            ("thinking", "thinking"),
+            ("signature", "signature"),
+        ):
+            piece = delta.get(key)
+            if isinstance(piece, str) and delta.get("type") == f"{key}_delta":
+                block[field_name] = str(block.get(field_name) or "") + piece
+        if delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+            self._json.setdefault(index, []).append(delta["partial_json"])
+
+    def message(self) -> Message:
+        blocks: list[Block] = []
+        for index in sorted(self._blocks):
+            block = dict(self._blocks[index])
+            if block.get("type") == "tool_use" and index in self._json:
+                try:
+                    block["input"] = json.loads("".join(self._json[index]) or "{}")
+                except ValueError:
+                    block["input"] = {}
+            blocks.append(block)
+        return assistant_chat(blocks)
+
+
+# -- the adapter ---------------------------------------------------------------------------------
+
+
+def _uses_tools(data: Mapping[str, Any]) -> bool:
+    if data.get("tools"):
+        return True
+    return any(
+        isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+        for m in data.get("messages") or ()
+        if isinstance(m, dict)
+        for b in _content_blocks(m)
+    )
+
+
+class AnthropicMessages:
+    """The Anthropic Messages adapter (module docstring)."""
+
+    name = "anthropic"
+    metadata_field = "litellm_metadata"
+    #: one system prompt, at the top: the cache layout's tail goes in the user's message
+    #: (after the tool results that end an agent's request), never in a system message
+    system_on_top = True
+
+    def view(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        """The chat view (module docstring); ``None`` for a request the hook does not read
+        (:func:`valid_request`: it reaches the proxy as sent). Creates ``litellm_metadata``
+        in ``data`` when missing: the view's ``metadata`` is that object."""
+        if not valid_request(data):
+            return None
+        metadata = data.get("litellm_metadata")
+        if not isinstance(metadata, dict):
+            metadata = {}
+            data["litellm_metadata"] = metadata
+        sent = data.get("metadata")
+        origin = to_chat(data["messages"])
+        return {
+            "model": data.get("model"),
+            "messages": list(origin.chat),
+            "user": sent.get("user_id") if isinstance(sent, dict) else None,
+            "metadata": metadata,
+            "litellm_call_id": data.get("litellm_call_id"),
+            "tools": data.get("tools"),
+            ORIGIN_KEY: origin,
+        }
+
+    def apply(self, data: dict[str, Any], view: dict[str, Any]) -> None:
+        origin = view.get(ORIGIN_KEY)
+        rebuilt = view.get("messages")
+        if isinstance(origin, Origin) and isinstance(rebuilt, list):
+            to_anthropic(data, rebuilt, origin)
+
+    def history_mode(self, view: dict[str, Any]) -> HistoryMode:
+        """``keep`` for an agent (tools declared or used), ``window`` for a chat app."""
+        origin = view.get(ORIGIN_KEY)
+        messages = origin.messages if isinstance(origin, Origin) else []
+        return (
+            "keep" if _uses_tools({"tools": view.get("tools"), "messages": messages}) else "window"
+        )
+
+    def reply_message(self, response: Any) -> dict[str, Any] | None:
+        return reply_message(response)
+
+    def accumulator(self) -> StreamAccumulator:
+        return StreamAccumulator()
+
+
+#: the adapter (stateless: one for every request).
+ANTHROPIC = AnthropicMessages()
