@@ -232,11 +232,12 @@ def _anchors(message: Message) -> list[object]:
             found.append(message[key])
     content = message.get("content")
     for part in content if isinstance(content, list) else [content]:
-        found.append(part)
+        if isinstance(part, dict):
+            found.append(part)
         text = part.get("text") if isinstance(part, dict) else part
         if isinstance(text, str) and len(text) > 1:
             found.append(text)
-    return found
+    return [a for a in found if not isinstance(a, str) or len(a) > 1]
 
 
 @dataclass
@@ -286,8 +287,8 @@ def _added_parts(rebuilt: Message, sent: Message) -> list[Any]:
     def ours(part: Any) -> bool:
         if any(part is p for p in own):
             return False
-        if not isinstance(part, dict):
-            return True
+        if not isinstance(part, dict) or "cache_control" not in part:
+            return True  # the view's parts carry no mark: a marked one is the engine's copy
         unmarked = {k: v for k, v in part.items() if k != "cache_control"}
         return not any(unmarked == p for p in own)
 

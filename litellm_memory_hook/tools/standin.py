@@ -24,6 +24,9 @@ Model routes (each also without the ``/v1`` prefix):
   ``user``/``assistant`` (:mod:`litellm_memory_hook.tools.standin_anthropic`); scripted tool
   calls come back as ``tool_use`` blocks; extraction calls are recognised there too (their
   system prompt is the top-level ``system``).
+* ``POST /v1/messages/count_tokens``: Anthropic's token count (``{"input_tokens": n}``, a token
+  per 4 characters of the body's system, messages and tools as JSON); the bodies are recorded
+  apart (``GET /_standin/count_tokens_requests``).
 * ``POST /v1/completions``: legacy text completions; ``prompt`` is a string, a list of strings, a
   token list or a list of token lists, one choice per prompt with ``"Noted: <its start>"``;
   ``stream: true`` answers in the completions SSE format (``text_completion`` chunks, then
@@ -65,8 +68,9 @@ Scripting and inspection routes:
 * ``POST /_standin/replies``: queue replies for chat calls (chat completions, responses and text
   completions; never used by extraction calls), a JSON list; each item is a string (the reply
   text) or an object ``{"content": str | null, "tool_calls": [...], "audio": {...},
-  "refusal": str, "chunk_delay_s": float,
-  "status": int, "message": str, "type": str, "code": str}`` (``status`` >= 400 answers with
+  "refusal": str, "chunk_delay_s": float, "status": int, "message": str, "type": str, "code":
+  str, "thinking": [{"thinking": str, "signature": str} | {"data": str}]}`` (``thinking``: the
+  Messages route's thinking blocks; ``status`` >= 400 answers with
   that HTTP error, its body naming ``message``, ``type`` and ``code``; default "scripted
   error", ``api_error``).
 * ``POST /_standin/extraction_replies``: the same for extraction calls only. A queued reply wins
@@ -78,7 +82,7 @@ Scripting and inspection routes:
   "context_length_exceeded"}``.
 * ``GET /_standin/requests``: every recorded request body, oldest first.
 * ``GET /_standin/extraction_requests``: the extraction request bodies only.
-* ``DELETE /_standin/requests``: clears both records and both queues.
+* ``DELETE /_standin/requests``: clears the records and both queues.
 * ``GET /_standin/oracle``: in oracle mode, ``{fact_text: [dia_id, ...]}`` for every observation
   of the loaded file (``?sample_id=conv-26`` for one sample; dia_ids repeat across samples, so a
   file with several samples should be mapped one sample at a time); ``{}`` in default mode.
@@ -483,6 +487,7 @@ class _State:
     ) -> None:
         self.records: deque[dict[str, Any]] = deque(maxlen=max_records)
         self.extraction_records: deque[dict[str, Any]] = deque(maxlen=max_records)
+        self.count_records: deque[dict[str, Any]] = deque(maxlen=max_records)
         self.queued: deque[Any] = deque()
         self.extraction_queued: deque[Any] = deque()
         #: an error spec answered to every extraction call while set (after the queue)
@@ -569,11 +574,16 @@ def _add_control_routes(app: FastAPI, state: _State) -> None:
     async def list_extraction_requests() -> list[dict[str, Any]]:
         return list(state.extraction_records)
 
+    @app.get("/_standin/count_tokens_requests")
+    async def list_count_requests() -> list[dict[str, Any]]:
+        return list(state.count_records)
+
     @app.delete("/_standin/requests")
     async def clear_requests() -> dict[str, int]:
         count = len(state.records)
         state.records.clear()
         state.extraction_records.clear()
+        state.count_records.clear()
         state.queued.clear()
         state.extraction_queued.clear()
         state.extraction_error = None
@@ -628,6 +638,15 @@ def _add_model_routes(app: FastAPI, state: _State) -> None:
     @app.post("/messages")
     async def messages(request: Request) -> Response:
         return await handle(request, _anthropic_response)
+
+    @app.post("/v1/messages/count_tokens")
+    @app.post("/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        body = await _json_body(request)
+        if body is None:
+            return _error("the request body must be a JSON object", "invalid_request_error", 400)
+        state.count_records.append(body)
+        return JSONResponse(anthropic.count_tokens(body))
 
     @app.post("/v1/completions")
     @app.post("/completions")
@@ -733,11 +752,12 @@ def _anthropic_response(state: _State, body: dict[str, Any]) -> Response:
         return JSONResponse(anthropic.error_body("scripted error", "api_error"), status_code=status)
     text = str(spec.get("content") or "")
     calls = list(spec.get("tool_calls") or ())
+    thinking = list(spec.get("thinking") or ())
     if body.get("stream"):
         delay = float(spec.get("chunk_delay_s", 0))
-        events = anthropic.stream(text, chat_view, delay, calls)
+        events = anthropic.stream(text, chat_view, delay, calls, thinking)
         return StreamingResponse(events, media_type="text/event-stream")
-    return JSONResponse(anthropic.message(text, chat_view, calls))
+    return JSONResponse(anthropic.message(text, chat_view, calls, thinking))
 
 
 def _text_completion_response(state: _State, body: dict[str, Any]) -> Response:

@@ -15,15 +15,21 @@ clients rebuilt or trimmed (``invalid_request_error``, with Anthropic's texts):
   has the same rule);
 * a text content block must not be empty;
 * each ``tool_result`` block answers a ``tool_use`` block of the message just before it, and
-  each ``tool_use`` block is answered in the message just after it.
+  each ``tool_use`` block is answered in the message just after it;
+* a user message's ``tool_result`` blocks come first, before its other blocks (Anthropic's
+  tool-use guide: "any text must come after all tool results").
 
-Answers: the reply text in one ``text`` block, then a ``tool_use`` block for each scripted
-OpenAI-style tool call (``id``, ``function.name``, ``function.arguments`` as ``input``), with
+Answers: the scripted thinking blocks (``thinking`` with its ``signature``, or
+``redacted_thinking``) first, the reply text in one ``text`` block, then a ``tool_use`` block
+for each scripted OpenAI-style tool call (``id``, ``function.name``, ``function.arguments`` as
+``input``), with
 ``stop_reason`` ``"tool_use"`` when there are calls and ``"end_turn"`` otherwise, and a usage
 estimate of a token per 4 characters; with ``stream: true``, the event stream of Anthropic's
-format (``message_start``; per block ``content_block_start``, deltas, ``content_block_stop``: one
-``text_delta`` per word, one ``input_json_delta`` per tool call; ``message_delta``,
-``message_stop``).
+format (``message_start``; per block ``content_block_start``, deltas, ``content_block_stop``: a
+thinking block's text in ``thinking_delta`` pieces of 7 characters then its ``signature_delta``,
+a redacted one whole in its start, one ``text_delta`` per word, one ``input_json_delta`` per tool
+call; ``message_delta``, ``message_stop``). ``count_tokens``: the ``input_tokens`` estimate of a
+body (a token per 4 characters of its system, messages and tools as JSON).
 """
 
 from __future__ import annotations
@@ -77,6 +83,12 @@ def rule_error(body: dict[str, Any]) -> str | None:
             if block.get("type") == "text" and not block.get("text"):
                 return "messages: text content blocks must be non-empty"
         results = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
+        kinds = [b.get("type") for b in blocks]
+        if "tool_result" in kinds[kinds.count("tool_result") :]:
+            return (
+                f"messages.{index}: `tool_result` blocks must come first in the content, "
+                "before any other block"
+            )
         if message["role"] == "user" and results - uses:
             return (
                 f"messages.{index}: unexpected `tool_use_id` found in `tool_result` blocks: "
@@ -134,11 +146,43 @@ def _tool_use(call: Any) -> dict[str, Any]:
     }
 
 
-def message(text: str, chat: dict[str, Any], tool_calls: Sequence[Any] = ()) -> dict[str, Any]:
-    """A complete Messages API answer holding ``text`` and ``tool_use`` blocks for
-    ``tool_calls`` (``chat``: :func:`as_chat` of the body)."""
+def thinking_blocks(specs: Sequence[Any]) -> list[dict[str, Any]]:
+    """Scripted thinking blocks: a dict with ``data`` is a ``redacted_thinking`` block, any
+    other a ``thinking`` block (``thinking``, ``signature``)."""
+    blocks: list[dict[str, Any]] = []
+    for spec in specs:
+        spec = spec if isinstance(spec, dict) else {"thinking": str(spec)}
+        if "data" in spec:
+            blocks.append({"type": "redacted_thinking", "data": str(spec["data"])})
+        else:
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": str(spec.get("thinking") or ""),
+                    "signature": str(spec.get("signature") or ""),
+                }
+            )
+    return blocks
+
+
+def count_tokens(body: dict[str, Any]) -> dict[str, int]:
+    """``count_tokens``'s answer for a body (module docstring)."""
+    counted = {k: body.get(k) for k in ("system", "messages", "tools")}
+    return {"input_tokens": max(1, len(json.dumps(counted, ensure_ascii=False)) // 4)}
+
+
+def message(
+    text: str,
+    chat: dict[str, Any],
+    tool_calls: Sequence[Any] = (),
+    thinking: Sequence[Any] = (),
+) -> dict[str, Any]:
+    """A complete Messages API answer holding ``thinking`` blocks (:func:`thinking_blocks`),
+    ``text`` and ``tool_use`` blocks for ``tool_calls`` (``chat``: :func:`as_chat` of the
+    body)."""
     model = str(chat.get("model") or "standin")
-    blocks: list[Any] = [{"type": "text", "text": text}] if text or not tool_calls else []
+    blocks: list[Any] = thinking_blocks(thinking)
+    blocks += [{"type": "text", "text": text}] if text or not tool_calls else []
     blocks += [_tool_use(call) for call in tool_calls]
     answer = _message(text, model, _usage(chat, text), blocks)
     if tool_calls:
@@ -147,10 +191,15 @@ def message(text: str, chat: dict[str, Any], tool_calls: Sequence[Any] = ()) -> 
 
 
 async def stream(
-    text: str, chat: dict[str, Any], delay_s: float = 0.0, tool_calls: Sequence[Any] = ()
+    text: str,
+    chat: dict[str, Any],
+    delay_s: float = 0.0,
+    tool_calls: Sequence[Any] = (),
+    thinking: Sequence[Any] = (),
 ) -> AsyncIterator[str]:
-    """The Messages API event stream of an answer holding ``text`` (one delta per word,
-    ``delay_s`` seconds before each), then ``tool_calls`` as ``tool_use`` blocks."""
+    """The Messages API event stream of an answer holding ``thinking`` blocks, ``text`` (one
+    delta per word, ``delay_s`` seconds before each), then ``tool_calls`` as ``tool_use``
+    blocks."""
 
     def event(kind: str, payload: dict[str, Any]) -> str:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n"
@@ -161,17 +210,31 @@ async def stream(
     start["stop_reason"] = None
     yield event("message_start", {"message": start})
     first = 0
+    for first, block in enumerate(thinking_blocks(thinking), 1):
+        index = first - 1
+        if block["type"] == "redacted_thinking":
+            yield event("content_block_start", {"index": index, "content_block": block})
+        else:
+            empty = {"type": "thinking", "thinking": "", "signature": ""}
+            yield event("content_block_start", {"index": index, "content_block": empty})
+            thought = block["thinking"]
+            for at in range(0, len(thought), 7):
+                delta = {"type": "thinking_delta", "thinking": thought[at : at + 7]}
+                yield event("content_block_delta", {"index": index, "delta": delta})
+            delta = {"type": "signature_delta", "signature": block["signature"]}
+            yield event("content_block_delta", {"index": index, "delta": delta})
+        yield event("content_block_stop", {"index": index})
     if text or not tool_calls:  # a tool-call answer without text has no text block
         text_block = {"type": "text", "text": ""}
-        yield event("content_block_start", {"index": 0, "content_block": text_block})
+        yield event("content_block_start", {"index": first, "content_block": text_block})
         for number, word in enumerate(text.split(" ")):
             if delay_s:
                 await asyncio.sleep(delay_s)
             piece = word if number == 0 else " " + word
             delta = {"type": "text_delta", "text": piece}
-            yield event("content_block_delta", {"index": 0, "delta": delta})
-        yield event("content_block_stop", {"index": 0})
-        first = 1
+            yield event("content_block_delta", {"index": first, "delta": delta})
+        yield event("content_block_stop", {"index": first})
+        first += 1
     for index, call in enumerate(tool_calls, first):
         block = _tool_use(call)
         arguments = json.dumps(block.pop("input"))
