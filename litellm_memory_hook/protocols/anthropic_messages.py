@@ -221,25 +221,6 @@ def _message_chat(message: Message) -> list[Message]:
     return out
 
 
-def _anchors(message: Message) -> list[object]:
-    """Objects of a view message that the engine's copies keep (a cache mark or the tail
-    added to it makes a new dict, with the same parts, lists and strings in it): a rebuilt
-    message holding one is the client's. One-character strings are left out (Python shares
-    them)."""
-    found: list[object] = [message]
-    for key in ("tool_calls", "thinking_blocks", "tool_call_id"):
-        if key in message:
-            found.append(message[key])
-    content = message.get("content")
-    for part in content if isinstance(content, list) else [content]:
-        if isinstance(part, dict):
-            found.append(part)
-        text = part.get("text") if isinstance(part, dict) else part
-        if isinstance(text, str) and len(text) > 1:
-            found.append(text)
-    return [a for a in found if not isinstance(a, str) or len(a) > 1]
-
-
 @dataclass
 class Origin:
     """The client's request as :func:`to_anthropic` needs it.
@@ -247,21 +228,11 @@ class Origin:
     Attributes:
         messages: the client's Anthropic messages, as sent.
         chat: the view's messages, and ``index`` the client message each comes from.
-        owner: ``id()`` of each object :func:`_anchors` names -> its view message's position.
     """
 
     messages: list[Message]
     chat: list[Message] = field(default_factory=list)
     index: list[int] = field(default_factory=list)
-    owner: dict[int, int] = field(default_factory=dict)
-
-    def of(self, message: Message) -> int | None:
-        """The position of the view message a rebuilt message is (or was copied from)."""
-        for anchor in _anchors(message):
-            position = self.owner.get(id(anchor))
-            if position is not None:
-                return position
-        return None
 
 
 def to_chat(messages: Sequence[Message]) -> Origin:
@@ -269,30 +240,57 @@ def to_chat(messages: Sequence[Message]) -> Origin:
     origin = Origin(list(messages))
     for index, message in enumerate(messages):
         for chat in _message_chat(message):
-            for anchor in _anchors(chat):
-                origin.owner[id(anchor)] = len(origin.chat)
             origin.chat.append(chat)
             origin.index.append(index)
     return origin
 
 
-def _added_parts(rebuilt: Message, sent: Message) -> list[Any]:
-    """The parts the engine put into a copy of a view user message (the tail): those that are
-    neither one of its parts nor one with a cache mark added."""
-    content, own = rebuilt.get("content"), sent.get("content")
-    if rebuilt.get("role") != "user" or not isinstance(content, list) or content is own:
+def _parts(content: object) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def _added(rebuilt: Message, sent: Message) -> list[Any] | None:
+    """The parts the engine put before a copy of the view message ``sent`` (the tail: ``[]``
+    for none), ``None`` when ``rebuilt`` is no copy of it. A copy has the same fields, and its
+    parts end with the view's, a cache mark added to one of them or not."""
+    if rebuilt is sent:
         return []
-    own = own if isinstance(own, list) else []
+    if rebuilt.keys() != sent.keys() or any(
+        rebuilt[k] != sent[k] for k in rebuilt if k != "content"
+    ):
+        return None
+    got, own = _parts(rebuilt.get("content")), _parts(sent.get("content"))
+    unmarked = [
+        {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p
+        for p in got
+    ]
+    if len(got) < len(own) or unmarked[len(got) - len(own) :] != own:
+        return None
+    added = got[: len(got) - len(own)]
+    return added if not added or rebuilt.get("role") == "user" else None
 
-    def ours(part: Any) -> bool:
-        if any(part is p for p in own):
-            return False
-        if not isinstance(part, dict) or "cache_control" not in part:
-            return True  # the view's parts carry no mark: a marked one is the engine's copy
-        unmarked = {k: v for k, v in part.items() if k != "cache_control"}
-        return not any(unmarked == p for p in own)
 
-    return [p for p in content if ours(p)]
+def client_positions(window: Sequence[Message], origin: Origin) -> dict[int, tuple[int, list[Any]]]:
+    """Which messages of the rebuilt window are the client's: position in ``window`` -> (its
+    view message's position, the parts the engine put before it). The client's messages are
+    a suffix of the window (after stored turns; in the engine's own words a whole history is
+    ``verbatim`` and trimmed from its start), followed at most by the tail as a user message
+    of its own; system messages among them are the engine's. Each is the view's message, or
+    a copy of it with a cache mark or the tail added (:func:`_added`)."""
+    found: dict[int, tuple[int, list[Any]]] = {}
+    at, own = len(window) - 1, len(origin.chat) - 1
+    while at >= 0 and own >= 0:
+        message = window[at]
+        added = _added(message, origin.chat[own])
+        if added is not None:
+            found[at] = (own, added)
+            own -= 1
+        elif message.get("role") not in ("system", "developer") and (
+            found or at != len(window) - 1 or message.get("role") != "user"
+        ):
+            break  # a stored turn (a trailing user message of ours is the tail)
+        at -= 1
+    return found
 
 
 # -- chat -> Anthropic ---------------------------------------------------------------------------
@@ -414,16 +412,17 @@ def _segments(rebuilt: Sequence[Message], origin: Origin) -> list[_Segment] | No
     their order."""
     segments: list[_Segment] = []
     last = -1
-    for message in rebuilt:
-        position = origin.of(message)
-        if position is not None:
+    clients = client_positions(rebuilt, origin)
+    for at, message in enumerate(rebuilt):
+        if at in clients:
+            position, added = clients[at]
             index = origin.index[position]
             if index < last:
                 return None
             if index > last:
                 segments.append(_Segment(origin.messages[index]["role"], [], index))
                 last = index
-            segments[-1].data += _user_blocks(_added_parts(message, origin.chat[position]))
+            segments[-1].data += _user_blocks(added)
         elif message.get("role") in ("system", "developer"):
             segments.append(_Segment("user", _text_of(message.get("content")), data_only=True))
         else:
