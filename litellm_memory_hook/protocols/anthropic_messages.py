@@ -246,7 +246,9 @@ def to_chat(messages: Sequence[Message]) -> Origin:
 
 
 def _parts(content: object) -> list[Any]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content) if isinstance(content, list) else []
 
 
 def _added(rebuilt: Message, sent: Message) -> list[Any] | None:
