@@ -317,24 +317,26 @@ def test_bad_input_gets_the_answer_it_gets_without_the_hook(
 
 
 def test_count_tokens_counts_the_memory(stack: Stack) -> None:
-    """``/v1/messages/count_tokens`` counts what the model would receive: with the user's
-    memory (the head, the earlier turns) more than the same body on the alias without it; the
-    count stores nothing."""
-    user = _user()
-    stack.ask(
-        False,
+    """``/v1/messages/count_tokens`` (no ``metadata`` in Anthropic's count) counts what the
+    model would receive: the user this process saw with the request's Claude Code session
+    header gets the earlier turns and the head counted, more than the same body on the alias
+    without memory; the count stores nothing and sends Anthropic no metadata."""
+    user, headers = _user(), {"x-claude-code-session-id": uuid.uuid4().hex}
+    stack.claude().messages.create(
+        model="claude",
+        max_tokens=64,
         metadata={"user_id": user},
         messages=[{"role": "user", "content": "My cat is called Miso."}],
+        extra_headers=headers,
     )
-    request = {
-        "metadata": {"user_id": user},
-        "messages": [{"role": "user", "content": "What is my cat called?"}],
-    }
+    request: dict[str, Any] = {"messages": [{"role": "user", "content": "What is my cat called?"}]}
     counts = [
-        stack.claude().messages.count_tokens(model=model, **request).input_tokens
+        stack.claude().messages.count_tokens(model=model, extra_headers=headers, **request)
         for model in ("claude", "claude-plain")
     ]
-    assert counts[0] > counts[1]
-    counted = stack.standin.get("/_standin/count_tokens_requests").json()[-2]
-    assert "My cat is called Miso." in json.dumps(counted["messages"])
+    assert counts[0].input_tokens > counts[1].input_tokens
+    with_memory, as_sent = stack.standin.get("/_standin/count_tokens_requests").json()[-2:]
+    assert "My cat is called Miso." in json.dumps(with_memory["messages"])
+    assert "You are Mira." in json.dumps(with_memory["system"])
+    assert as_sent["messages"] == request["messages"] and "metadata" not in with_memory
     assert len(stack.turns(user, "team")) == 2

@@ -34,6 +34,7 @@ from __future__ import annotations
 import codecs
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,12 @@ logger = logging.getLogger("litellm_memory_hook")
 
 Block = dict[str, Any]
 Message = dict[str, Any]
+
+#: the header Claude Code (v2.1.86 on) names its session in, on every request
+SESSION_HEADER = "x-claude-code-session-id"
+#: sessions whose user id this process remembers (:func:`session_user`)
+SESSIONS_KEPT = 10_000
+_session_users: OrderedDict[str, str] = OrderedDict()
 
 #: the view key that holds what :func:`to_anthropic` needs of the client's request
 ORIGIN_KEY = "_anthropic_origin"
@@ -577,6 +584,27 @@ def to_anthropic(data: dict[str, Any], rebuilt: Sequence[Message], origin: Origi
     return written
 
 
+# -- sessions ------------------------------------------------------------------------------------
+
+
+def note_session(headers: object, user_id: object) -> None:
+    """Remember the ``metadata.user_id`` a Claude Code session sent (its
+    ``x-claude-code-session-id`` header), the newest :data:`SESSIONS_KEPT` in this process:
+    its ``count_tokens`` requests carry no metadata."""
+    session = headers.get(SESSION_HEADER) if isinstance(headers, dict) else None
+    if isinstance(session, str) and session and isinstance(user_id, str) and user_id:
+        _session_users[session] = user_id
+        _session_users.move_to_end(session)
+        while len(_session_users) > SESSIONS_KEPT:
+            _session_users.popitem(last=False)
+
+
+def session_user(headers: Mapping[str, str]) -> str | None:
+    """The ``metadata.user_id`` this process last saw with the request's session header."""
+    session = headers.get(SESSION_HEADER)
+    return _session_users.get(session) if session else None
+
+
 # -- replies -------------------------------------------------------------------------------------
 
 
@@ -699,7 +727,8 @@ class AnthropicMessages:
     def view(self, data: dict[str, Any]) -> dict[str, Any] | None:
         """The chat view (module docstring); ``None`` for a request the hook does not read
         (:func:`valid_request`: it reaches the proxy as sent). Creates ``litellm_metadata``
-        in ``data`` when missing: the view's ``metadata`` is that object."""
+        in ``data`` when missing: the view's ``metadata`` is that object. Notes the user id
+        of a Claude Code session (:func:`note_session`)."""
         if not valid_request(data):
             return None
         metadata = data.get("litellm_metadata")
@@ -707,11 +736,13 @@ class AnthropicMessages:
             metadata = {}
             data["litellm_metadata"] = metadata
         sent = data.get("metadata")
+        user = sent.get("user_id") if isinstance(sent, dict) else None
+        note_session(metadata.get("headers"), user)
         origin = to_chat(data["messages"])
         return {
             "model": data.get("model"),
             "messages": list(origin.chat),
-            "user": sent.get("user_id") if isinstance(sent, dict) else None,
+            "user": user,
             "metadata": metadata,
             "litellm_call_id": data.get("litellm_call_id"),
             "tools": data.get("tools"),

@@ -3,7 +3,8 @@
 :func:`mount` is called by the module config.yaml names (``proxy_callback.py``): it adds the
 routers of :mod:`.routes` (``/memory/v1``) and :mod:`.ui` (``/memory/ui``, the preview and
 ``/memory/metrics``) to ``litellm.proxy.proxy_server.app`` once, and wraps the proxy's shutdown so
-the hook's in-proxy worker stops cleanly. Kept apart from both routers so that neither imports
+the hook's in-proxy worker stops cleanly; puts :mod:`.count_tokens`'s route in front of
+LiteLLM's ``/v1/messages/count_tokens``. Kept apart from both routers so that neither imports
 the other.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from litellm_memory_hook.proxy import routes, ui
+from litellm_memory_hook.proxy import count_tokens, routes, ui
 from litellm_memory_hook.proxy.hook import MemoryHook
 
 logger = logging.getLogger("litellm_memory_hook")
@@ -55,6 +56,10 @@ def mount(hook: MemoryHook) -> bool:
         logger.info("memory API: routes mounted under %s", routes.PREFIX)
     if ui.include_once(app, ui.router):
         logger.info("memory API: inspector %s, preview and metrics mounted", ui.UI_PATH)
+    try:
+        count_tokens.mount(app, hook)
+    except Exception:  # LiteLLM's own count route then counts the body as sent
+        logger.warning("memory API: count_tokens with memory not mounted", exc_info=True)
     install_shutdown(proxy_server, hook)
     start_worker_soon(proxy_server, hook)
     return True
