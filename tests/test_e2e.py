@@ -218,7 +218,10 @@ def test_metadata_null_and_no_user_pass_through(stack: Stack) -> None:
 
 
 def test_anthropic_messages_endpoint_is_not_broken(stack: Stack) -> None:
-    """Case C02 a: /v1/messages with a top-level system: no 500 from the hook, system kept."""
+    """Case C02 a: /v1/messages with a top-level system: no 500 from the hook, the client's
+    system first; without a user id no memory, the alias's rules after the client's system
+    (issue 26: Messages go through the hook; LiteLLM sends an openai/ deployment's Messages
+    call to the Responses API, the system as its instructions)."""
     stack.reset()
     response = httpx.post(
         f"{stack.base_url.removesuffix('/v1')}/v1/messages",
@@ -233,8 +236,9 @@ def test_anthropic_messages_endpoint_is_not_broken(stack: Stack) -> None:
     )
     assert response.status_code == 200, response.text
     assert response.json()["content"][0]["text"] == "Noted: hi"
-    body = json.dumps(stack.chat_calls()[-1])
-    assert "Be brief." in body and "memory_context" not in body and "You are Mira" not in body
+    body = stack.chat_calls()[-1]
+    assert body["instructions"] == "Be brief.\n\nYou are Mira, a warm and concise companion."
+    assert "memory_context" not in json.dumps(body)
 
 
 def test_responses_endpoint_with_null_metadata(stack: Stack) -> None:
