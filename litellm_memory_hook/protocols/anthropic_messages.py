@@ -31,7 +31,6 @@ sent) and the engine's own are dropped past Anthropic's limit of 4 in the whole 
 
 from __future__ import annotations
 
-import codecs
 import json
 import logging
 from collections import OrderedDict
@@ -40,6 +39,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litellm_memory_hook.core.cache_marks import MAX_MARKS
+from litellm_memory_hook.protocols.anthropic_replies import (
+    StreamAccumulator,
+    assistant_chat,
+    reply_message,
+)
+from litellm_memory_hook.protocols.anthropic_rules import (
+    content_blocks,
+    rule_problem,
+    valid_request,
+)
 from litellm_memory_hook.protocols.base import HistoryMode
 
 logger = logging.getLogger("litellm_memory_hook")
@@ -57,95 +66,6 @@ _session_users: OrderedDict[str, str] = OrderedDict()
 ORIGIN_KEY = "_anthropic_origin"
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 _PLACEHOLDERS = {"file": "[file]", "input_audio": "[audio]", "audio": "[audio]"}
-
-
-# -- validity ------------------------------------------------------------------------------------
-
-
-def _valid_block(block: object, role: str) -> bool:
-    """A block of the shape Anthropic takes (the fields the hook reads are of the right type)."""
-    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-        return False
-    kind = block["type"]
-    if kind == "text":
-        return isinstance(block.get("text"), str) and bool(block["text"])
-    if kind == "tool_use":
-        return (
-            role == "assistant"
-            and isinstance(block.get("id"), str)
-            and isinstance(block.get("name"), str)
-            and isinstance(block.get("input"), dict)
-        )
-    if kind == "tool_result":
-        content = block.get("content")
-        return (
-            role == "user"
-            and isinstance(block.get("tool_use_id"), str)
-            and (content is None or isinstance(content, str) or _blocks(content, "tool"))
-        )
-    if kind == "thinking":
-        return isinstance(block.get("thinking"), str) and isinstance(block.get("signature"), str)
-    if kind == "redacted_thinking":
-        return isinstance(block.get("data"), str)
-    if kind in ("image", "document"):
-        return isinstance(block.get("source"), dict)
-    return True
-
-
-def _blocks(content: object, role: str) -> bool:
-    return isinstance(content, list) and all(_valid_block(b, role) for b in content)
-
-
-def _content_blocks(message: Mapping[str, Any]) -> list[Block]:
-    """A message's content as blocks (a string is one text block)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-
-
-def rule_problem(messages: object) -> str | None:
-    """The first of Anthropic's rules the messages break, ``None`` when they keep them all: a
-    non-empty list of ``user``/``assistant`` messages, the first a user's, no empty text, each
-    ``tool_result`` answering a ``tool_use`` of the message just before and each ``tool_use``
-    answered in the message just after, a user message's results before its other blocks."""
-    if not isinstance(messages, list) or not messages:
-        return "no messages"
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            return "a message that is not a user's or an assistant's"
-        content = message.get("content")
-        if not (isinstance(content, str) and content) and not _blocks(content, message["role"]):
-            return "a content that is not a non-empty string or valid blocks"
-    if messages[0]["role"] != "user":
-        return "the first message is not a user's"
-    open_ids: set[str] = set()
-    for message in messages:
-        blocks = _content_blocks(message)
-        kinds = [b.get("type") for b in blocks]
-        results = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
-        if results != open_ids and (results or open_ids):
-            return "tool_use and tool_result blocks that do not pair"
-        if "tool_result" in kinds and kinds[: len(results)] != ["tool_result"] * len(results):
-            return "tool_result blocks after other blocks"
-        open_ids = {str(b["id"]) for b in blocks if b.get("type") == "tool_use"}
-    return "a tool_use without its result" if open_ids else None
-
-
-def valid_request(data: Mapping[str, Any]) -> bool:
-    """True when the hook reads the request: Anthropic's rules kept (:func:`rule_problem`),
-    ``system`` absent, a string or text blocks, ``metadata`` absent or an object."""
-    system = data.get("system")
-    texts = isinstance(system, list) and all(
-        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        for b in system
-    )
-    if not (system is None or isinstance(system, str) or texts):
-        return False
-    metadata = data.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        return False
-    return isinstance(data.get("model"), str) and rule_problem(data.get("messages")) is None
 
 
 # -- Anthropic -> chat ---------------------------------------------------------------------------
@@ -178,46 +98,13 @@ def _tool_content(content: object) -> Any:
     return content if isinstance(content, str) else ""
 
 
-def assistant_chat(blocks: Iterable[Block]) -> Message:
-    """One assistant chat message of an Anthropic assistant's blocks: ``content`` its text (a
-    string for one text block, text parts for more, ``None`` beside tool calls, ``""``
-    without any), ``tool_calls`` its ``tool_use`` blocks, ``thinking_blocks`` its thinking
-    blocks whole (signatures byte-exact). Other blocks (server tools) are left out. The same
-    for a request's history and a reply, so that the store aligns the two."""
-    texts: list[str] = []
-    calls: list[Message] = []
-    thinking: list[Block] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
-            texts.append(block["text"])
-        elif kind == "tool_use":
-            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {"name": block.get("name"), "arguments": arguments},
-                }
-            )
-        elif kind in _THINKING:
-            thinking.append(block)
-    content: Any = texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
-    message: Message = {"role": "assistant", "content": content or (None if calls else "")}
-    if calls:
-        message["tool_calls"] = calls
-    if thinking:
-        message["thinking_blocks"] = thinking
-    return message
-
-
 def _message_chat(message: Message) -> list[Message]:
     """The chat messages of one Anthropic message (module docstring)."""
     if message["role"] == "assistant":
-        return [assistant_chat(_content_blocks(message))]
+        return [assistant_chat(content_blocks(message))]
     out: list[Message] = []
     parts: list[Block] = []
-    for block in _content_blocks(message):
+    for block in content_blocks(message):
         if block["type"] == "tool_result":
             result = {"role": "tool", "tool_call_id": block["tool_use_id"]}
             out.append({**result, "content": _tool_content(block.get("content"))})
@@ -487,7 +374,7 @@ def _emit(segment: _Segment, origin: Origin) -> tuple[Message, list[Block]]:
     sent = origin.messages[segment.index]
     if not segment.data or sent["role"] != "user":
         return sent, []
-    blocks = list(sent["content"]) if isinstance(sent["content"], list) else _content_blocks(sent)
+    blocks = list(sent["content"]) if isinstance(sent["content"], list) else content_blocks(sent)
     at = _result_end(blocks)
     return {**sent, "content": [*blocks[:at], *segment.data, *blocks[at:]]}, segment.data
 
@@ -605,102 +492,6 @@ def session_user(headers: Mapping[str, str]) -> str | None:
     return _session_users.get(session) if session else None
 
 
-# -- replies -------------------------------------------------------------------------------------
-
-
-def _plain(value: Any) -> Any:
-    """A pydantic object (LiteLLM's and the SDK's types) as plain JSON data."""
-    dump = getattr(value, "model_dump", None)
-    return dump() if callable(dump) else value
-
-
-def reply_message(response: Any) -> Message | None:
-    """The assistant message of a whole Messages reply (a dict: LiteLLM 1.108.7 hands the
-    post-call hook Anthropic's JSON as a dict), ``None`` without content blocks."""
-    response = _plain(response)
-    content = response.get("content") if isinstance(response, dict) else None
-    if not isinstance(content, list):
-        return None
-    return assistant_chat(b for b in (_plain(c) for c in content) if isinstance(b, dict))
-
-
-class StreamAccumulator:
-    """Assembles a Messages event stream into one assistant message: text and thinking deltas
-    joined, a thinking block's signature and a tool use's ``input`` (its JSON deltas) read when
-    whole.
-
-    Chunks are what the proxy's streaming iterator yields: on LiteLLM 1.108.7, bytes of the
-    SSE stream as the provider sent them (an event may be cut across chunks, a character
-    across bytes); parsed events (dicts) are read too.
-    """
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
-        self._blocks: dict[int, Block] = {}
-        self._json: dict[int, list[str]] = {}
-
-    def add(self, chunk: Any) -> None:
-        if isinstance(chunk, bytes | bytearray | str):
-            text = chunk if isinstance(chunk, str) else self._decoder.decode(bytes(chunk))
-            self._pending += text.replace("\r\n", "\n")
-            *events, self._pending = self._pending.split("\n\n")
-            for event in events:
-                self._event_text(event)
-            return
-        event = _plain(chunk)
-        if isinstance(event, dict):
-            self._event(event)
-
-    def _event_text(self, text: str) -> None:
-        data = "\n".join(
-            line[5:].lstrip(" ") for line in text.split("\n") if line.startswith("data:")
-        )
-        if not data:
-            return
-        try:
-            event = json.loads(data)
-        except ValueError:
-            return
-        if isinstance(event, dict):
-            self._event(event)
-
-    def _event(self, event: dict[str, Any]) -> None:
-        index = event.get("index")
-        if not isinstance(index, int):
-            return
-        kind = event.get("type")
-        if kind == "content_block_start" and isinstance(event.get("content_block"), dict):
-            self._blocks[index] = dict(event["content_block"])
-            return
-        block = self._blocks.get(index)
-        delta = event.get("delta")
-        if kind != "content_block_delta" or block is None or not isinstance(delta, dict):
-            return
-        for key, field_name in (
-            ("text", "text"),
-            ("thinking", "thinking"),
-            ("signature", "signature"),
-        ):
-            piece = delta.get(key)
-            if isinstance(piece, str) and delta.get("type") == f"{key}_delta":
-                block[field_name] = str(block.get(field_name) or "") + piece
-        if delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
-            self._json.setdefault(index, []).append(delta["partial_json"])
-
-    def message(self) -> Message:
-        blocks: list[Block] = []
-        for index in sorted(self._blocks):
-            block = dict(self._blocks[index])
-            if block.get("type") == "tool_use" and index in self._json:
-                try:
-                    block["input"] = json.loads("".join(self._json[index]) or "{}")
-                except ValueError:
-                    block["input"] = {}
-            blocks.append(block)
-        return assistant_chat(blocks)
-
-
 # -- the adapter ---------------------------------------------------------------------------------
 
 
@@ -711,7 +502,7 @@ def _uses_tools(data: Mapping[str, Any]) -> bool:
         isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
         for m in data.get("messages") or ()
         if isinstance(m, dict)
-        for b in _content_blocks(m)
+        for b in content_blocks(m)
     )
 
 
