@@ -276,7 +276,8 @@ async def test_bad_input_passes_through_untouched(hook: MemoryHook, body: dict[s
     data["metadata"] = data.get("metadata", {"user_id": "alice"})
     before = json.dumps(data)
     assert await hook.async_pre_call_hook(Auth(), None, data, "anthropic_messages") is data
-    assert json.dumps(data) == before
+    outcome = data.pop("litellm_metadata")  # LiteLLM's own field: the x-memory-outcome note
+    assert json.dumps(data) == before and outcome == {"litellm_memory_outcome": "invalid_request"}
     assert hook.counters["invalid_passthrough"] == 1 and not hook.counters["precall_errors"]
 
 

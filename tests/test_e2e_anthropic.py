@@ -162,7 +162,7 @@ def test_a_fact_reaches_the_next_request(stack: Stack, stream: bool) -> None:
         ("user", "What is my cat called?"),
     ]
     assert body["metadata"] == {"user_id": user}  # Anthropic's own field, as sent
-    assert [t["role"] for t in stack.turns(user, "team")] == ["user", "assistant"] * 2
+    assert [t["role"] for t in stack.turns(user, "team.anthropic")] == ["user", "assistant"] * 2
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
@@ -253,7 +253,7 @@ def test_thinking_blocks_are_replayed_byte_exact(stack: Stack, stream: bool) -> 
     assert exact == [json.dumps(b, sort_keys=True, ensure_ascii=False) for b in received[:2]]
     # the text as received; the layout's cache mark on the window's end may be added to it
     assert {k: v for k, v in text.items() if k != "cache_control"} == received[2]
-    stored = stack.turns(user, "team")[1]["msg"]["thinking_blocks"]
+    stored = stack.turns(user, "team.anthropic")[1]["msg"]["thinking_blocks"]
     assert stored == received[:2]
 
 
@@ -339,4 +339,4 @@ def test_count_tokens_counts_the_memory(stack: Stack) -> None:
     assert "My cat is called Miso." in json.dumps(with_memory["messages"])
     assert "You are Mira." in json.dumps(with_memory["system"])
     assert as_sent["messages"] == request["messages"] and "metadata" not in with_memory
-    assert len(stack.turns(user, "team")) == 2
+    assert len(stack.turns(user, "team.anthropic")) == 2

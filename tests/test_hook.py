@@ -68,7 +68,7 @@ async def test_memory_carries_across_two_requests(
     assert await any_redis.zscore(due_key(prefix), "master:u-A:demo") is not None
 
 
-@pytest.mark.parametrize("call_type", ["aembedding", "anthropic_messages", "moderation"])
+@pytest.mark.parametrize("call_type", ["aembedding", "moderation"])
 async def test_other_call_types_pass_through(hook: MemoryHook, call_type: str) -> None:
     """Case C02: only the protocols with an adapter (chat completions, the Responses API:
     test_responses_adapter.py) are touched; other shapes come back unchanged."""
