@@ -537,6 +537,7 @@ class AnthropicMessages:
             "metadata": metadata,
             "litellm_call_id": data.get("litellm_call_id"),
             "tools": data.get("tools"),
+            "max_tokens": data.get("max_tokens"),  # the reply's share of the model's window
             ORIGIN_KEY: origin,
         }
 
