@@ -26,6 +26,7 @@ from litellm_memory_hook.proxy.context import _stable_ends
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
 from litellm_memory_hook.proxy.identity import claude_code_ids
 from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.tools import standin_anthropic
 
 from .conftest import Auth
@@ -359,3 +360,27 @@ def test_parsed_events_are_read_too() -> None:
 def test_the_adapter_is_registered() -> None:
     """LiteLLM's call type for /v1/messages reaches this adapter."""
     assert adapter_for("anthropic_messages") is ANTHROPIC
+
+
+async def test_an_agent_loop_is_stored_once_and_sent_as_sent(hook: MemoryHook) -> None:
+    """Claude Code's loop: each request sends the whole history (thinking, tool use, result);
+    the model gets it as sent, and the store holds each message once, in order."""
+    thinking = {"type": "thinking", "thinking": "I should look.", "signature": "U0lH"}
+    call = {"type": "tool_use", "id": "toolu_7", "name": "ls", "input": {"path": "."}}
+    history: list[dict[str, Any]] = [{"role": "user", "content": "What is in this folder?"}]
+    replies = [_reply(thinking, call), _reply({"type": "text", "text": "Two files."})]
+    tools = [{"name": "ls", "input_schema": {"type": "object"}}]
+    for step, reply in enumerate(replies):
+        data = _request("", f"a{step}", tools=tools)
+        data["messages"] = copy.deepcopy(history)
+        await hook.async_pre_call_hook(Auth(), None, data, "anthropic_messages")
+        assert data["messages"][:-1] == history[:-1]  # the last one: the tail added
+        await hook.async_post_call_success_hook(data, Auth(), reply)
+        await hook.drain()
+        history.append({"role": "assistant", "content": reply["content"]})
+        result = {"type": "tool_result", "tool_use_id": "toolu_7", "content": "a.txt\nb.txt"}
+        history.append({"role": "user", "content": [result]})
+    keys = ConversationKeys.for_ids(hook.settings.key_prefix, "master", "alice", "claude.anthropic")
+    stored = [json.loads(t) for t in await hook.store.redis.zrange(keys.turns, 0, -1)]
+    assert [t["role"] for t in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[1]["msg"]["thinking_blocks"] == [thinking]
