@@ -40,11 +40,11 @@ import os
 import secrets
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.errors import (
@@ -88,6 +88,14 @@ from litellm_memory_hook.extraction.prompt import (
 from litellm_memory_hook.extraction.sweep import sweep
 from litellm_memory_hook.periodic import cancel_swallowed, finish_even_if_cancelled
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.store.client import reconnect
+from litellm_memory_hook.store.errors import (
+    RateLimitedLog,
+    RedisFault,
+    classify,
+    explain,
+    fault_key,
+)
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 from litellm_memory_hook.store.memory_sets import (
     ExtractionCommit,
@@ -122,6 +130,15 @@ def lease_s(settings: MemorySettings) -> float:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _operation(exc: BaseException) -> str:
+    """`` in <what>`` when a :class:`StoreError` says which call failed (``read mem:due``):
+    Redis's NOPERM for a key does not name the key."""
+    if not isinstance(exc, StoreError) or exc.__cause__ is None:
+        return ""
+    what = str(exc).split(": ", 1)[0]
+    return f" in {what[:120]}" if what and what != str(exc) else ""
 
 
 @dataclass(frozen=True)
@@ -194,12 +211,20 @@ class ExtractionWorker:
         self.jobs_done = 0
         self.jobs_failed = 0
         self.heartbeat = Heartbeat(
-            redis, settings.key_prefix, self._beat, settings.extraction_heartbeat_s
+            redis,
+            settings.key_prefix,
+            self._beat,
+            settings.extraction_heartbeat_s,
+            settings.redis_refusal_log_s,
         )
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._last_sweep = 0.0
+        #: failed polls and jobs by the kind of their Redis failure (this process)
+        self.redis_faults: Counter[RedisFault] = Counter()
+        #: refusals said once per ``redis_refusal_log_s`` per cause, with the count
+        self._refusals = RateLimitedLog(settings.redis_refusal_log_s)
 
     def _beat(self, now_ms: int) -> WorkerBeat:
         """This worker's heartbeat at ``now_ms`` (epoch ms)."""
@@ -242,9 +267,15 @@ class ExtractionWorker:
 
     async def run_forever(self) -> None:
         """Poll the due set until :meth:`stop`, beating meanwhile (the heartbeat is deleted
-        when the loop ends, also when it is cancelled); errors are logged, never raised. While
-        Redis is unreachable one line is logged when polling starts failing and one when it
-        works again (a poll every ``extraction_poll_s`` would log a traceback each time)."""
+        when the loop ends, also when it is cancelled); errors are logged, never raised.
+
+        A failed poll is said by its kind (:func:`~litellm_memory_hook.store.errors.classify`):
+        while Redis is unreachable (or a failover's READONLY) one line is logged when polling
+        starts failing and one when it works again (a poll every ``extraction_poll_s`` would
+        log a traceback each time); a refusal (NOPERM, NOSCRIPT, OOM ...) is said with what to
+        change, once per ``redis_refusal_log_s`` for as long as it lasts (with how many polls
+        it refused meanwhile), and counted in :attr:`redis_faults`. Polling goes on at its
+        usual pace: it works again as soon as the ACL or the memory limit is fixed."""
         self.heartbeat.start()
         try:
             await self._poll()
@@ -252,7 +283,7 @@ class ExtractionWorker:
             await finish_even_if_cancelled(self.heartbeat.stop())
 
     async def _poll(self) -> None:
-        redis_down = False
+        failing: RedisFault | None = None
         while not self._stopping:
             try:
                 await self.run_due()
@@ -261,21 +292,55 @@ class ExtractionWorker:
                 ):
                     self._last_sweep = time.monotonic()
                     await self.sweep()
-                if redis_down:
-                    redis_down = False
-                    logger.warning("memory worker: Redis answers again; polling resumed")
-            except (StoreError, RedisError) as exc:
-                if not redis_down:
-                    redis_down = True
-                    logger.warning("memory worker: polling failed, Redis unreachable: %s", exc)
-            except Exception:
-                logger.exception("memory worker: polling failed")
+                if failing is not None:
+                    if failing.said:
+                        logger.warning(
+                            "memory worker: a poll worked again after Redis refused (%s)",
+                            failing.value,
+                        )
+                    else:
+                        logger.warning("memory worker: Redis answers again; polling resumed")
+                    failing = None
+            except Exception as exc:
+                kind = classify(exc)
+                if kind is RedisFault.ERROR:  # a bug of ours, not Redis's
+                    logger.exception("memory worker: polling failed")
+                else:
+                    await self._poll_failed(kind, exc, failing)
+                    failing = kind
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.settings.extraction_poll_s):
                     await self._wake.wait()
             if cancel_swallowed():
                 raise asyncio.CancelledError
+
+    async def _poll_failed(
+        self, kind: RedisFault, exc: BaseException, failing: RedisFault | None
+    ) -> None:
+        """Say a failed poll by its kind: an outage once per outage; READONLY once, and the
+        pooled connections are dropped so the next poll reaches the new primary; a refusal
+        once per period (rate-limited, with the count), whatever came before it."""
+        self.redis_faults[kind] += 1
+        if kind is RedisFault.UNREACHABLE:
+            if failing is not RedisFault.UNREACHABLE:
+                logger.warning("memory worker: polling failed, Redis unreachable: %s", exc)
+            return
+        if kind is RedisFault.READONLY:
+            if failing is not RedisFault.READONLY:
+                logger.warning(
+                    "memory worker: polling failed: %s; reconnecting",
+                    explain(kind, exc, prefix=self.settings.key_prefix),
+                )
+            await reconnect(self.redis)
+            return
+        self._refusals.emit(
+            f"poll:{fault_key(kind, exc)}",
+            logging.ERROR,
+            f"memory worker: polling refused ({kind.value}{_operation(exc)}): "
+            f"{explain(kind, exc, prefix=self.settings.key_prefix)}; extraction waits until "
+            "it is fixed (polling goes on)",
+        )
 
     async def run_due(self, limit: int = 20) -> list[JobOutcome]:
         """Run the jobs that are due now (at most ``limit``), one after another."""
@@ -308,7 +373,7 @@ class ExtractionWorker:
             await asyncio.shield(self.queue.finish(keys, self.worker_id, claim, again_ms=_now_ms()))
             raise
         except StoreError as exc:
-            logger.warning("memory worker: job %s failed, runs again: %s", ref, exc)
+            self._job_store_failed(ref, exc)
             outcome = JobOutcome("failed", store_failed=True)
         except MemoryHookError as exc:
             logger.warning("memory worker: job %s failed: %s", ref, exc)
@@ -330,6 +395,23 @@ class ExtractionWorker:
             again = _now_ms() + STORE_RETRY_MS
         await self.queue.finish(keys, self.worker_id, claim, again_ms=again)
         return outcome
+
+    def _job_store_failed(self, ref: str, exc: StoreError) -> None:
+        """A job Redis failed (it runs again later): an outage or a failover as before, one
+        line per job; a refusal with what to change, once per period per cause (every due job
+        would otherwise log the same NOPERM every few seconds)."""
+        kind = classify(exc)
+        self.redis_faults[kind] += 1
+        if not kind.said:
+            logger.warning("memory worker: job %s failed, runs again: %s", ref, exc)
+            return
+        self._refusals.emit(
+            f"job:{fault_key(kind, exc)}",
+            logging.ERROR,
+            f"memory worker: job {ref} refused ({kind.value}{_operation(exc)}), runs again "
+            "later: "
+            f"{explain(kind, exc, prefix=self.settings.key_prefix)}",
+        )
 
     # -- one job ---------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from redis.typing import EncodableT
 
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.periodic import Periodic
+from litellm_memory_hook.store.errors import RateLimitedLog, classify, explain, fault_key
 from litellm_memory_hook.store.keys import due_key, worker_beat_key, workers_index_key
 
 logger = logging.getLogger("litellm_memory_hook")
@@ -259,8 +260,10 @@ class Heartbeat:
         prefix: the key prefix (``mem``).
         beat: the worker's fields at a time (epoch ms) -> the beat to write.
         interval_s: seconds between beats (``extraction_heartbeat_s``).
+        refusal_log_s: a refusal is said at most once per this many seconds.
 
-    Redis failures are logged when they start and when they end, never raised.
+    Redis failures are logged when they start and when they end, never raised; a refusal
+    (:mod:`litellm_memory_hook.store.errors`) is said by its kind once per ``refusal_log_s``.
     """
 
     def __init__(
@@ -269,6 +272,7 @@ class Heartbeat:
         prefix: str,
         beat: Callable[[int], WorkerBeat],
         interval_s: float,
+        refusal_log_s: float = 60.0,
     ) -> None:
         self.redis = redis
         self.prefix = prefix
@@ -278,6 +282,7 @@ class Heartbeat:
             self.beat_once, interval_s, name="litellm-memory-worker-heartbeat"
         )
         self._failing = False
+        self._refusals = RateLimitedLog(refusal_log_s)
 
     @property
     def running(self) -> bool:
@@ -294,7 +299,17 @@ class Heartbeat:
         try:
             await write_beat(self.redis, self.prefix, beat)
         except REDIS_FAILURES as exc:
-            if not self._failing:
+            kind = classify(exc)
+            if kind.said:
+                # a refusal (a missing ACL permission, the memory limit): said with what to
+                # change, once per period for as long as it lasts
+                self._refusals.emit(
+                    f"heartbeat:{fault_key(kind, exc)}",
+                    logging.ERROR,
+                    f"memory worker {beat.id}: heartbeat refused ({kind.value}): "
+                    f"{explain(kind, exc, prefix=self.prefix)}",
+                )
+            elif not self._failing:
                 logger.warning("memory worker %s: heartbeat failed: %s", beat.id, exc)
             self._failing = True
             return False
