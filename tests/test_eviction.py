@@ -144,3 +144,92 @@ async def test_an_evicted_meta_key_leaves_one_history_in_order(
     assert [seq for seq, _, _ in stored] == list(range(1, 13))
     assert hook.counters["meta_evicted"] == 1
     assert any("was gone beside its stored turns" in r.getMessage() for r in caplog.records)
+
+
+async def _extraction_lines(
+    client: aioredis.Redis, prefix: str, keys: ConversationKeys
+) -> list[str]:
+    """Run the conversation's extraction job now; the lines its prompt showed the model."""
+    from .test_worker import ScriptedModel, _reply, _worker
+
+    model = ScriptedModel([_reply(["Has a garden."])])
+    outcome = await _worker(client, prefix, model).run_job(keys.ref)
+    assert outcome.status == "committed", outcome
+    [(_, user)] = [m for m in model.calls]
+    return [line for line in user["content"].splitlines() if "message number" in line]
+
+
+async def _cursor(client: aioredis.Redis, keys: ConversationKeys) -> int:
+    return int(await client.hget(keys.meta, "cursor") or 0)
+
+
+async def test_an_evicted_meta_key_keeps_the_extraction_cursor(
+    real_redis: aioredis.Redis, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a job extracted 14 messages, the meta hash (which holds the cursor) is evicted:
+    the next append restores the cursor from its copy in the calls hash, so the next job shows
+    the model only the new messages (before: the cursor restarted at 0 and the job extracted
+    the whole history again)."""
+    from .test_worker import _talk
+
+    hook = make_hook(real_redis, prefix)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    await _talk(hook, 7)
+    await hook.drain()
+    first = await _extraction_lines(real_redis, prefix, keys)
+    assert len(first) == 7 and "message number 0 " in first[0]
+    assert await _cursor(real_redis, keys) == 14
+    await real_redis.delete(keys.meta)
+    await _talk(hook, 1, start=7)
+    await hook.drain()
+    assert hook.counters["meta_evicted"] == 1 and hook.counters["meta_cursor_guessed"] == 0
+    assert await _cursor(real_redis, keys) == 14  # from its copy
+    assert int(await real_redis.hget(keys.meta, "seq")) == 16
+    again = await _extraction_lines(real_redis, prefix, keys)
+    assert len(again) == 1 and "message number 7 " in again[0], again
+    assert await _cursor(real_redis, keys) == 16
+    said = [r.getMessage() for r in caplog.records if "was gone beside" in r.getMessage()]
+    assert said and "extraction cursor from its copy" in said[0]
+
+
+async def test_an_evicted_meta_and_calls_never_extract_the_whole_history_again(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Meta and calls (the cursor's copy) both evicted: the cursor becomes the newest stored
+    seq (at most the messages since the last job go unextracted; counted and said), never 0."""
+    from .test_worker import _talk
+
+    hook = make_hook(real_redis, prefix)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    await _talk(hook, 7)
+    await hook.drain()
+    await _extraction_lines(real_redis, prefix, keys)
+    await _talk(hook, 1, start=7)  # two messages not extracted yet
+    await hook.drain()
+    await real_redis.delete(keys.meta, keys.calls)
+    await _talk(hook, 1, start=8)
+    await hook.drain()
+    assert hook.counters["meta_cursor_guessed"] == 1
+    assert await _cursor(real_redis, keys) == 16  # the newest stored seq before the append
+    again = await _extraction_lines(real_redis, prefix, keys)
+    assert len(again) == 1 and "message number 8 " in again[0], again
+
+
+async def test_an_evicted_meta_of_a_conversation_never_extracted_extracts_it_once(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """No job ran yet (the cursor is 0, and so is its copy, written when the conversation
+    began): after the eviction the cursor stays 0 and the first job sees every message."""
+    from .test_worker import _talk
+
+    hook = make_hook(real_redis, prefix)
+    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
+    await _talk(hook, 3)
+    await hook.drain()
+    await real_redis.delete(keys.meta)
+    await _talk(hook, 1, start=3)
+    await hook.drain()
+    assert hook.counters["meta_evicted"] == 1 and hook.counters["meta_cursor_guessed"] == 0
+    assert await _cursor(real_redis, keys) == 0
+    lines = await _extraction_lines(real_redis, prefix, keys)
+    assert len(lines) == 4 and "message number 0 " in lines[0], lines

@@ -1185,12 +1185,16 @@ class MemoryHook(CustomLogger):
             # the conversation's meta hash was gone beside its turns (an evicting
             # maxmemory-policy): the seq went on from the newest stored turn
             self.counters["meta_evicted"] += 1
+            cursor = "its extraction cursor from its copy"
+            if result.cursor_guessed:  # the copy went too: no job extracts it all again
+                self.counters["meta_cursor_guessed"] += 1
+                cursor = "its extraction cursor (no copy left) from the newest stored turn"
             self._refusals.emit(
                 "meta_evicted",
                 logging.ERROR,
                 f"memory hook: the meta key of {keys.ref} was gone beside its stored turns "
                 "(evicted: Redis's maxmemory-policy must be noeviction); numbering went on "
-                "from the newest stored turn",
+                f"from the newest stored turn, {cursor}; its summary is lost",
             )
         if result.written:
             self.counters["turns_stored"] += len(turns)

@@ -7,7 +7,9 @@ and every script or transaction stays inside one slot (DESIGN.md section 4, issu
     mem:{t:u}:c:<c>:meta       hash   conversation: raw ids, alias, namespace, seq counter,
                                       summary, cursor (extracted through seq), sver, idx_n, times
     mem:{t:u}:c:<c>:turns      zset   score = seq, member = JSON turn
-    mem:{t:u}:c:<c>:calls      hash   litellm_call_id -> seq of the stored reply (idempotency)
+    mem:{t:u}:c:<c>:calls      hash   litellm_call_id -> seq of the stored reply (idempotency);
+                                      and ``:cursor``, a copy of meta's cursor (restores it
+                                      when an evicting Redis dropped the meta hash)
     mem:{t:u}:c:<c>:postings   hash   recall index: term -> packed df + newest postings
     mem:{t:u}:c:<c>:times      zset   time index: score = a turn's ts (epoch ms), member = its
                                       seq (4 bytes, big-endian): dates find their turns in any
@@ -90,6 +92,10 @@ FORGET_USER_FIELD = "u"
 
 #: suffixes of a conversation's keys and of a memory set's keys (for TTL refresh and deletion:
 #: :meth:`UserKeys.keys_of`, which a forget deletes).
+#: the field of a conversation's ``calls`` hash that holds a copy of its extraction cursor
+#: (no ``litellm_call_id`` looks like it): an evicted meta hash gets its cursor back from it.
+CURSOR_COPY_FIELD = ":cursor"
+
 CONVERSATION_SUFFIXES = ("meta", "turns", "calls", "postings", "times", "lease", "xfail")
 MEMORY_SUFFIXES = ("pinned", "memories", "tombs", "mstate", "history")
 

@@ -54,7 +54,13 @@ from litellm_memory_hook.core.indexing import stored_terms
 from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.forgets import FORGOTTEN_LUA, token_of
-from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, UserKeys, due_key
+from litellm_memory_hook.store.keys import (
+    CURSOR_COPY_FIELD,
+    ConversationKeys,
+    MemoryKeys,
+    UserKeys,
+    due_key,
+)
 
 if TYPE_CHECKING:
     from litellm_memory_hook.settings import MemorySettings
@@ -255,22 +261,40 @@ local function index_turns(i, seqs, cap)
 end
 """
 
-_RESTORE_META_LUA = """
--- Shared by the scripts that give seqs (KEYS[1] meta hash, KEYS[2] turns zset). A meta hash
--- without 'seq' beside stored turns was evicted (a maxmemory-policy other than noeviction drops
--- single keys): the counter goes on from the newest stored turn, so no seq is given twice and
--- no two histories interleave. idx_n becomes the number of stored turns (the N of the IDF: most
--- turns are indexed), and the times are marked out of order ('ts_unordered': the mark that the
--- cheaper date search relies on went with the hash). Returns 1 when it restored, else 0.
+_RESTORE_META_LUA = (
+    """
+-- Shared by the scripts that give seqs (KEYS[1] meta hash, KEYS[2] turns zset, KEYS[3] calls
+-- hash). A meta hash without 'seq' beside stored turns was evicted (a maxmemory-policy other
+-- than noeviction drops single keys): the counter goes on from the newest stored turn, so no
+-- seq is given twice and no two histories interleave. idx_n becomes the number of stored turns
+-- (the N of the IDF: most turns are indexed), and the times are marked out of order
+-- ('ts_unordered': the mark that the cheaper date search relies on went with the hash). The
+-- extraction cursor comes back from its copy in the calls hash (written with it by every
+-- extraction commit, and as 0 when the conversation begins), at most the newest stored seq;
+-- with no copy (the calls hash went too, or the conversation predates the copy) it is the
+-- newest stored seq: the job goes on with the turns that come next and never extracts the
+-- whole history again. Returns 1 when it restored (2: the cursor had no copy), else 0.
+local CURSOR_COPY = '"""
+    + CURSOR_COPY_FIELD
+    + """'
 local function restore_meta()
   if redis.call('HEXISTS', KEYS[1], 'seq') == 1 then return 0 end
   local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if not top[2] then return 0 end
+  if not top[2] then
+    -- a new conversation (or one forgotten): its cursor's copy starts with it
+    redis.call('HSET', KEYS[3], CURSOR_COPY, redis.call('HGET', KEYS[1], 'cursor') or '0')
+    return 0
+  end
+  local newest = tonumber(top[2])
+  local copy = tonumber(redis.call('HGET', KEYS[3], CURSOR_COPY) or '')
+  local cursor, restored = newest, 2
+  if copy then cursor, restored = math.min(copy, newest), 1 end
   redis.call('HSET', KEYS[1], 'seq', top[2], 'idx_n', redis.call('ZCARD', KEYS[2]),
-             'ts_unordered', 1)
-  return 1
+             'ts_unordered', 1, 'cursor', cursor)
+  return restored
 end
 """
+)
 
 APPEND_TURNS = (
     """
@@ -296,7 +320,8 @@ APPEND_TURNS = (
 -- Returns {1, first_seq, last_seq, cursor, restored} when written, {0, seq, seq, cursor} when
 -- call_id was already stored, {-1, 0, 0, 0} when a forget came after the request's read (nothing
 -- written); cursor is meta.cursor, the seq extraction has reached (the post-call hook decides
--- whether extraction is due without another round trip); restored is 1 when the meta hash had
+-- whether extraction is due without another round trip); restored is 1 (2: its cursor had no
+-- copy) when the meta hash had
 -- been evicted beside stored turns (restore_meta).
 """
     + _POSTINGS_LUA
@@ -724,8 +749,12 @@ class AppendResult:
     #: request's read (:mod:`litellm_memory_hook.store.forgets`)
     forgotten: bool = False
     #: the conversation's meta hash was gone beside stored turns (evicted): the seqs went on
-    #: from the newest stored turn (:data:`_RESTORE_META_LUA`)
+    #: from the newest stored turn (:data:`_RESTORE_META_LUA`); the extraction cursor came
+    #: back from its copy in the calls hash
     meta_restored: bool = False
+    #: with ``meta_restored``: the cursor had no copy (the calls hash went too) and was set to
+    #: the newest stored seq, so no job extracts the whole history again
+    cursor_guessed: bool = False
 
 
 @dataclass(frozen=True)
@@ -1319,8 +1348,15 @@ class MemoryStore:
         written, first, last, cursor = (int(x) for x in reply[:4])
         if written < 0:
             return AppendResult(False, 0, 0, forgotten=True)
-        restored = len(reply) > 4 and int(reply[4]) == 1
-        return AppendResult(bool(written), first, last, cursor, meta_restored=restored)
+        restored = int(reply[4]) if len(reply) > 4 else 0
+        return AppendResult(
+            bool(written),
+            first,
+            last,
+            cursor,
+            meta_restored=restored >= 1,
+            cursor_guessed=restored == 2,
+        )
 
     def _bounded(self, item: IndexedTurn) -> IndexedTurn:
         """The turn within :attr:`limits`; re-indexed when bounding changed it (its name is
@@ -1388,14 +1424,16 @@ class MemoryStore:
                 )
             ]
             status, first, last, skipped, start = begun[:5]
-            restored = len(begun) > 5 and begun[5] == 1
+            restored = begun[5] if len(begun) > 5 else 0
             if status < 0:
                 return AppendResult(False, 0, 0, forgotten=True)
             if status == 0:
                 return AppendResult(False, first, last)
             todo = items[seeded:] if skipped else items
             if last == 0:
-                return AppendResult(True, 0, 0, meta_restored=restored)
+                return AppendResult(
+                    True, 0, 0, meta_restored=restored >= 1, cursor_guessed=restored == 2
+                )
             for begin, end in self._batches(todo, start):
                 args: list[Any] = [
                     progress,
@@ -1419,7 +1457,9 @@ class MemoryStore:
                     return AppendResult(False, first, last)
         except Exception as exc:  # any failure of the client, not only a Redis reply
             raise StoreError(f"append {keys.ref}: {exc}") from exc
-        return AppendResult(True, first, last, meta_restored=restored)
+        return AppendResult(
+            True, first, last, meta_restored=restored >= 1, cursor_guessed=restored == 2
+        )
 
     async def delete_turns(
         self, keys: ConversationKeys, turns: Sequence[IndexedTurn], *, forget_token: str = ""

@@ -30,6 +30,7 @@ from litellm_memory_hook.core.indexing import stored_terms
 from litellm_memory_hook.core.models import IndexedTurn, Turn, stored_text, text_in_msg
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store.keys import (
+    CURSOR_COPY_FIELD,
     ConversationKeys,
     MemoryKeys,
     UserKeys,
@@ -188,7 +189,8 @@ async def read_conversation(
     dump.meta = _hash(meta)
     for name in DERIVED_META:
         dump.meta.pop(name, None)
-    dump.calls = {k: int(v) for k, v in _hash(calls).items()}
+    # the cursor's copy is not a call: an import writes it again from the meta's cursor
+    dump.calls = {k: int(v) for k, v in _hash(calls).items() if k != CURSOR_COPY_FIELD}
     dump.due_ms = None if due is None else int(due)
     return dump
 
@@ -389,8 +391,9 @@ async def restore_conversation(
                 pipe.hdel(keys.meta, "updated_ms")
             if meta:
                 pipe.hset(keys.meta, mapping=_fields(meta))
-            if dump.calls:
-                pipe.hset(keys.calls, mapping=_fields(dump.calls))
+            calls = {k: v for k, v in dump.calls.items() if k != CURSOR_COPY_FIELD}
+            calls[CURSOR_COPY_FIELD] = _count(meta.get("cursor"))  # restores an evicted meta's
+            pipe.hset(keys.calls, mapping=_fields(calls))
             for key in (keys.meta, keys.turns, keys.calls, keys.postings, keys.times):
                 pipe.expire(key, store.ttl_s)
             await pipe.execute()
