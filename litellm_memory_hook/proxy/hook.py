@@ -61,7 +61,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.assemble import assemble, with_rules
 from litellm_memory_hook.core.controls import ControlError, effective_mode, read_controls
-from litellm_memory_hook.core.indexing import indexed_slices, stored_terms
+from litellm_memory_hook.core.indexing import indexed, stored_terms
 from litellm_memory_hook.core.messages import (
     is_valid_request,
     message_to_turn,
@@ -112,6 +112,7 @@ from litellm_memory_hook.settings import (
     load_settings,
     parse_alias_config,
 )
+from litellm_memory_hook.slices import LONG_WRITE_TURNS, Slicer, map_sliced, pause
 from litellm_memory_hook.store.client import client_for_settings, node_of, reconnect
 from litellm_memory_hook.store.epochs import write_epoch
 from litellm_memory_hook.store.errors import (
@@ -1123,14 +1124,19 @@ class MemoryHook(CustomLogger):
             raise
         self._redis_ok(keys)
 
-    def _item_turns(self, item: PendingWrite) -> list[Turn]:
-        """The turns one write stores: the record's pending turns, then the reply (said at
-        ``item.answered_ms``; a cut stream's marked ``partial``).
+    def _item_turns(self, item: PendingWrite, pending: list[Turn] | None = None) -> list[Turn]:
+        """The turns one write stores: the record's pending turns (``pending`` when the caller
+        built them already), then the reply (said at ``item.answered_ms``; a cut stream's
+        marked ``partial``).
 
         Raises:
             MemoryHookError: the record holds a turn of another role.
         """
-        turns = [_turn_from_dict(t) for t in item.record.get("pending") or ()]
+        turns = (
+            pending
+            if pending is not None
+            else [_turn_from_dict(t) for t in item.record.get("pending") or ()]
+        )
         reply = item.reply
         prefill = str(item.record.get("prefill") or "")
         prefill_name = str(item.record.get("prefill_name") or "")
@@ -1153,7 +1159,14 @@ class MemoryHook(CustomLogger):
         record, call_id = item.record, item.call_id
         keys = ConversationKeys.from_ref(str(record["prefix"]), str(record["ref"]))
         at = now_ms()
-        turns = self._item_turns(item)
+        # a whole history's turns are built, indexed and bounded in slices (:mod:`..slices`):
+        # other requests run between them
+        raw = record.get("pending") or ()
+        if len(raw) > LONG_WRITE_TURNS:  # the post-call's own work came first: a slice anew
+            await pause()
+        slicer = Slicer()
+        pending = await map_sliced(_turn_from_dict, raw, slicer)
+        turns = self._item_turns(item, pending)
         replace = [_turn_from_dict(t) for t in record.get("replace") or ()]
         if item.partial and item.reply is not None and not any(t.partial for t in turns):
             self.counters["partial_empty"] += 1  # a cut stream with nothing in it
@@ -1162,10 +1175,12 @@ class MemoryHook(CustomLogger):
         previous = str(record.get("previous") or "")
         memory = keys.user_keys.memory_set(str(record.get("mscope") or ""))
         chain: list[IndexedTurn] = []
-        for part in indexed_slices(turns, previous):
-            if chain:  # a long history: other requests run between its slices
-                await asyncio.sleep(0)
-            chain.extend(part)
+        for turn in turns:  # indexed_chain, in slices: other requests run between them
+            chain.append(indexed(turn, previous))
+            previous = turn.text
+            await slicer.step()
+        if slicer.pauses:  # a long history: the append's own slices start afresh
+            await pause()
         result = await self.store.append(
             keys,
             chain,

@@ -53,6 +53,7 @@ from litellm_memory_hook.core.bounds import TurnLimits, bound_id, bound_meta_val
 from litellm_memory_hook.core.indexing import stored_terms
 from litellm_memory_hook.core.models import ConversationState, IndexedTurn, Turn
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.slices import map_sliced
 from litellm_memory_hook.store.forgets import FORGOTTEN_LUA, token_of
 from litellm_memory_hook.store.keys import (
     CURSOR_COPY_FIELD,
@@ -1304,7 +1305,8 @@ class MemoryStore:
             StoreError: Redis failed (a batched write may be part-way: append again with the
                 same ``call_id`` to finish it).
         """
-        items = [self._bounded(item) for item in turns]
+        # a long history is bounded in slices: other requests run between them
+        items = await map_sliced(self._bounded, turns)
         call_id = bound_id(call_id, self.limits.id_chars)
         at = at_ms if at_ms is not None else now_ms()
         meta_items = [(k, bound_meta_value(v)) for k, v in (meta_if_new or {}).items()]
