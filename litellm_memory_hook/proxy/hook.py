@@ -92,6 +92,7 @@ from litellm_memory_hook.proxy.context import (
     prepare,
     request_only_block,
 )
+from litellm_memory_hook.proxy.held_turns import HeldTurns
 from litellm_memory_hook.proxy.identity import (
     Identity,
     identify,
@@ -298,6 +299,7 @@ class MemoryHook(CustomLogger):
         self._alias_lookup = alias_lookup
         self._alias_cache: dict[str, tuple[float, AliasMemoryConfig | None]] = {}
         self._provider_cache: dict[str, tuple[float, str | None]] = {}
+        self._held = HeldTurns(on_drop=lambda: self.counters.update(("held_dropped",)))
         # the alias's model_info gives the declared window too (tests); default: the router
         self._limits_lookup = alias_lookup
         self._limit_cache: dict[str, tuple[float, dict[str, Any] | None]] = {}
@@ -866,7 +868,10 @@ class MemoryHook(CustomLogger):
         superseded: set[int] = set()
         for item in self._buffer.matching(lambda i: i.conversation == (keys.prefix, keys.ref)):
             turns.extend(self._item_turns(item))
-            superseded.update(_int(t.get("seq")) for t in item.record.get("replace") or ())
+            if item.replace is not None:
+                superseded.update(t.seq for t in item.replace)
+            else:
+                superseded.update(_int(t.get("seq")) for t in item.record.get("replace") or ())
         return turns, superseded
 
     def _record(self, request: _Request, prepared: PreparedRequest, elapsed_ms: float) -> None:
@@ -896,8 +901,8 @@ class MemoryHook(CustomLogger):
             "flush": request.flush,
             "extract": request.extract,
             "write": request.mode == "read_write" and prepared.plan.store,
-            "pending": [_turn_dict(t) for t in prepared.plan.pending],
-            "replace": [_turn_dict(t) for t in prepared.plan.replace],
+            # the turns stay in this process (proxy/held_turns.py); the record names them
+            "held": self._held.hold(prepared.plan.pending, prepared.plan.replace),
             "previous": prepared.plan.previous_text,
             "seeded": prepared.plan.seeded,
             "prefill": prepared.plan.prefill,
@@ -1031,7 +1036,23 @@ class MemoryHook(CustomLogger):
         READONLY (a failover) drops the pooled connections and tries once more; a refusal
         (NOPERM, NOSCRIPT, OOM, WRONGTYPE, a script error) is counted and said in one line per
         period, and the write is set aside in its conversation. Never raises."""
-        item = PendingWrite(record, reply, call_id, partial)
+        held = self._held.take(record.get("held")) if "held" in record else None
+        if "held" in record and held is None:  # a bound dropped them (counted there)
+            self.counters["held_lost"] += 1
+            logger.warning(
+                "memory hook: the turns of %s's call %s were no longer held; not stored",
+                record.get("ref"),
+                call_id,
+            )
+            return
+        item = PendingWrite(
+            record,
+            reply,
+            call_id,
+            partial,
+            pending=held.pending if held is not None else None,
+            replace=held.replace if held is not None else None,
+        )
         keys = ConversationKeys.from_ref(*item.conversation)
         if self._breaker_open(keys) or self.buffer.holds(item.conversation):
             self.buffer.add(item)  # keep order; never hold the response
@@ -1132,11 +1153,12 @@ class MemoryHook(CustomLogger):
         Raises:
             MemoryHookError: the record holds a turn of another role.
         """
-        turns = (
-            pending
-            if pending is not None
-            else [_turn_from_dict(t) for t in item.record.get("pending") or ()]
-        )
+        if pending is not None:
+            turns = pending
+        elif item.pending is not None:
+            turns = list(item.pending)
+        else:
+            turns = [_turn_from_dict(t) for t in item.record.get("pending") or ()]
         reply = item.reply
         prefill = str(item.record.get("prefill") or "")
         prefill_name = str(item.record.get("prefill_name") or "")
@@ -1162,12 +1184,19 @@ class MemoryHook(CustomLogger):
         # a whole history's turns are built, indexed and bounded in slices (:mod:`..slices`):
         # other requests run between them
         raw = record.get("pending") or ()
-        if len(raw) > LONG_WRITE_TURNS:  # the post-call's own work came first: a slice anew
-            await pause()
+        if max(len(raw), len(item.pending or ())) > LONG_WRITE_TURNS:
+            await pause()  # the post-call's own work came first: a slice anew
         slicer = Slicer()
-        pending = await map_sliced(_turn_from_dict, raw, slicer)
+        if item.pending is not None:  # held in this process: Turns already
+            pending = list(item.pending)
+        else:
+            pending = await map_sliced(_turn_from_dict, raw, slicer)
         turns = self._item_turns(item, pending)
-        replace = [_turn_from_dict(t) for t in record.get("replace") or ()]
+        replace = (
+            list(item.replace)
+            if item.replace is not None
+            else [_turn_from_dict(t) for t in record.get("replace") or ()]
+        )
         if item.partial and item.reply is not None and not any(t.partial for t in turns):
             self.counters["partial_empty"] += 1  # a cut stream with nothing in it
         if not turns:

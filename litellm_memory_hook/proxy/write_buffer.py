@@ -40,6 +40,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.store.errors import (
     RateLimitedLog,
     RedisFault,
@@ -73,6 +74,10 @@ class PendingWrite:
     answered_ms: int = field(default_factory=now_ms)
     #: the kind of the write's last failure (``None``: it has not failed in the buffer yet)
     failure: RedisFault | None = None
+    #: the turns to store and the stored ones they replace, held in this process
+    #: (:mod:`.held_turns`); ``None``: the record carries them as dicts
+    pending: tuple[Turn, ...] | None = None
+    replace: tuple[Turn, ...] | None = None
 
     @property
     def conversation(self) -> tuple[str, str]:
@@ -83,6 +88,8 @@ class PendingWrite:
     def goes_on_exchange(self) -> bool:
         """True when the write starts with tool results: they answer a call that an earlier
         write of the conversation holds (or Redis does), so they mean nothing without it."""
+        if self.pending is not None:
+            return bool(self.pending) and self.pending[0].role == "tool"
         pending = self.record.get("pending") or ()
         first = pending[0] if pending else None
         return isinstance(first, dict) and first.get("role") == "tool"
