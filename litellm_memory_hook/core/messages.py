@@ -22,6 +22,7 @@ from litellm_memory_hook.core.bounds import (
     bound_tool_calls,
     bound_turn,
     holds_checked,
+    json_chars,
 )
 from litellm_memory_hook.core.models import Turn
 
@@ -399,7 +400,7 @@ def storable_message(message: dict[str, Any], *, max_chars: int = 32_000) -> dic
             stored[str(key)[:128]] = value  # audio id, reasoning signatures: never cut
         else:
             stored[str(key)[:128]] = _bounded(value, MAX_FIELD_CHARS)
-    size = len(json.dumps(stored, ensure_ascii=False, default=str))
+    size = json_chars(stored, spaced=True)
     if size > MAX_STORED_MESSAGE_CHARS:
         # what a tool group needs stays: the calls and the id a result answers
         small: dict[str, Any] = {
