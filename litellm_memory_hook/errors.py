@@ -1,7 +1,7 @@
 """Error classes. Every error this package raises on purpose derives from :class:`MemoryHookError`.
 
 The hook turns each of them (and any other exception from our code) into a log line and a counter,
-never into an HTTP 500 (DESIGN.md section 8).
+never into an HTTP 500 (docs/design.md#failure-policy).
 """
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ class MemorySettings(BaseSettings):
             discovered); a ``redis://`` or ``rediss://`` URL with database 0. Env:
             ``LITELLM_MEMORY_REDIS_CLUSTER``. See :mod:`litellm_memory_hook.store.client`.
         key_prefix: first part of every key (``mem`` gives ``mem:{t:u:c}:turns``).
-        recent_chars: recent-window budget in characters (DESIGN.md section 5: 8000).
-        recent_messages: recent-window budget in messages (DESIGN.md section 5: 40).
+        recent_chars: recent-window budget in characters (8000; docs/prompt.md#the-window).
+        recent_messages: recent-window budget in messages (40; docs/prompt.md#the-window).
         retention_days: TTL of every per-conversation key, refreshed on each write (days).
         user_header: request header that carries the user id when the body has no ``user``
             (lower case, e.g. ``x-end-user-id``); ``None`` reads only the body.
@@ -101,7 +101,7 @@ class MemorySettings(BaseSettings):
             or ``recall_k_max`` is reached, keeping a line only while it scores at least
             ``recall_min_share`` of the best; ``fixed``: the best ``recall_k`` lines (the seed's
             top 4).
-        recall_k: old lines recalled per request in the fixed mode (DESIGN.md section 6: 4);
+        recall_k: old lines recalled per request in the fixed mode (4; docs/design.md#recall);
             0 turns recall off in both modes.
         recall_chars: budget of the recalled lines as shown in the prompt (date label, speaker
             and text; characters), budgeted mode; 0 turns recall off.

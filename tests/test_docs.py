@@ -206,3 +206,22 @@ def test_the_memory_api_page_lists_every_route() -> None:
                 if f"| {method} | `{path}` |" not in page:
                     missing.append(f"{method} {path}")
     assert missing == []
+
+
+def test_product_code_cites_the_docs_not_design_md() -> None:
+    """The code cites docs/ pages (and their headings), never a DESIGN.md it does not have."""
+    cited_design = []
+    broken = []
+    for source in sorted((REPO / "litellm_memory_hook").rglob("*.py")):
+        text = source.read_text(encoding="utf-8")
+        name = str(source.relative_to(REPO))
+        if "DESIGN.md" in text:
+            cited_design.append(name)
+        for page, anchor in re.findall(r"\bdocs/([\w/.-]+\.md)(?:#([\w-]+))?", text):
+            path = DOCS / page
+            if not path.exists():
+                broken.append(f"{name}: docs/{page}")
+            elif anchor and anchor not in anchors(path):
+                broken.append(f"{name}: docs/{page}#{anchor}")
+    assert cited_design == []
+    assert broken == []

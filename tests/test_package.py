@@ -70,8 +70,8 @@ def test_the_changelog_and_the_version_policy_name_the_range() -> None:
     assert changelog.startswith("# Changelog\n")
     assert "## [Unreleased]" in changelog and "## [0.1.0]" in changelog
     assert f"litellm[proxy]>={oldest},<{below}" in changelog
-    readme = (package_venv.REPO / "README.md").read_text(encoding="utf-8")
-    policy = readme[readme.index("### Versions") :]
+    readme = (package_venv.REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    policy = readme[readme.index("## Versions") :]
     assert f">={oldest},<{below}" in policy and "CHANGELOG.md" in policy
     assert re.search(r"[Ss]emantic [Vv]ersioning", policy)
 

@@ -1,9 +1,10 @@
 """Escaping of user- and model-written text before it goes into the system message.
 
-Every piece of data that ends up inside a marked section of the system message (DESIGN.md
-section 5: persona, custom instructions, pinned and extracted memories, the summary, recalled
-lines and their speakers) goes through :func:`escape_data` first, so that it can neither close its
-section early nor open a fake one (field case C16), nor hide text from a human reader.
+Every piece of data that ends up inside a marked section of the system message
+(docs/design.md#the-prompt-and-the-window: persona, custom instructions, pinned and extracted
+memories, the summary, recalled lines and their speakers) goes through :func:`escape_data` first,
+so that it can neither close its section early nor open a fake one, nor hide text from a human
+reader.
 
 What is changed, in this order:
 

@@ -1,7 +1,7 @@
 """All prompt wording, and the assembly of the one system message sent with each request.
 
-Layout of the built system message (DESIGN.md section 5); parts are separated by one blank line
-and empty parts are left out entirely::
+Layout of the built system message (docs/design.md#the-prompt-and-the-window); parts are
+separated by one blank line and empty parts are left out entirely::
 
     <operator rule 1, verbatim>
 

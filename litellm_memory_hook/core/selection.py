@@ -3,7 +3,7 @@
 More memories are kept in Redis than fit in the ``<memories>`` section (a cap of a few hundred).
 When they do not all fit, the ones that share rare words with the new message come first, scored
 by the recall scorer itself (:func:`litellm_memory_hook.core.recall.rank_texts`, which runs
-:func:`~litellm_memory_hook.core.recall.rank`, DESIGN.md section 6) with the memory set as the
+:func:`~litellm_memory_hook.core.recall.rank`, docs/design.md#recall) with the memory set as the
 collection: ``score(m) = sum over terms t shared by m and the query of
 weight(kind(t)) * log(1 + N / (1 + df(t)))``, N = the number of memories, df(t) = the memories
 holding t; the same terms (words, segmentation of scripts without spaces, phonetic keys) and the

@@ -1,6 +1,6 @@
 """The recent window: the newest messages that fit a character and a message budget.
 
-Pure functions. Rules (DESIGN.md section 5; cases C22, C24, C26):
+Pure functions. Rules (docs/design.md#the-prompt-and-the-window, docs/prompt.md#the-window):
 
 * Walk back from the newest message; stop at the first unit that would pass ``max_chars``
   characters or ``max_messages`` messages. The new turn is always kept.

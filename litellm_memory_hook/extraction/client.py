@@ -137,7 +137,7 @@ def _rejects_json_mode(exc: Exception) -> bool:
 
 class RouterModel:
     """Calls through ``litellm.proxy.proxy_server.llm_router`` (inside the proxy process; the
-    call does not run proxy hooks, DESIGN.md section 2)."""
+    call does not run proxy hooks, docs/design.md#facts-about-litellm-this-rests-on)."""
 
     async def complete(
         self, model: str, messages: list[dict[str, str]], *, json_mode: bool, timeout_s: float

@@ -1,6 +1,6 @@
 """The extraction prompt: all its wording, and the builder of the messages the job sends.
 
-The extraction job (DESIGN.md section 7) asks the model for JSON only. Layout of the two
+The extraction job (docs/design.md#extraction) asks the model for JSON only. Layout of the two
 messages :func:`build_extraction_messages` returns::
 
     system:
@@ -43,7 +43,7 @@ or by the numeric offset (``+05:30``) otherwise, and the lines note names the zo
 never ambiguous (``03/04`` is never written). The test stand-in model
 (:mod:`litellm_memory_hook.tools.standin`) reads this exact layout.
 
-What the instructions ask (DESIGN.md section 7 and field cases C12, C15, C18, C21): explicit
+What the instructions ask (docs/design.md#extraction, docs/memories.md): explicit
 operations on the shown memories (``add`` new lasting facts, ``update`` a changed fact by copying
 it as ``old``, ``delete`` one with the fact that contradicts it; a memory not named stays), one
 short sentence each, changed facts replaced (newest wins), duplicates merged, each fact in the

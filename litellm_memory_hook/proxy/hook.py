@@ -20,7 +20,7 @@ store in ``data["metadata"]["litellm_memory"]``. ``async_post_call_success_hook`
 and ``async_post_call_streaming_iterator_hook`` (streaming) append the new turn and the reply,
 idempotently on ``litellm_call_id``, then mark the conversation due for extraction.
 
-Failure policy (DESIGN.md section 8): every error in our code or in Redis is logged and counted,
+Failure policy (docs/design.md): every error in our code or in Redis is logged and counted,
 and the request goes on with the client's own messages; the post-call hooks never raise and always
 return ``None``. A write that fails is retried in the background (3 times, 0.5 s, 2 s, 8 s).
 

@@ -2,7 +2,7 @@
 
 All keys of one user carry the hash tag ``{tenant:user}``, so that they map to one Redis Cluster
 slot: the pre-call read of a conversation together with the user's memories is one round trip,
-and every script or transaction stays inside one slot (DESIGN.md section 4, issue 7)::
+and every script or transaction stays inside one slot (docs/design.md#redis-layout)::
 
     mem:{t:u}:c:<c>:meta       hash   conversation: raw ids, alias, namespace, seq counter,
                                       summary, cursor (extracted through seq), sver, idx_n, times
@@ -81,7 +81,8 @@ from litellm_memory_hook.errors import InvalidIdError
 
 _PLAIN_ID = regex.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
-#: user ids that clients send when they have none; they never get memory (DESIGN.md section 3).
+#: user ids that clients send when they have none; they never get memory
+#: (docs/design.md#identity-and-isolation).
 PLACEHOLDER_IDS = frozenset(
     {"", "default_user_id", "default", "none", "null", "undefined", "anonymous", "user", "unknown"}
 )
@@ -134,9 +135,10 @@ def normalize_user_id(raw: object) -> str | None:
     Whole numbers (not booleans) are accepted as their decimal text, as some clients send numeric
     ids (``12345`` and ``"12345"`` are one user). Ids that are empty or invisible-only (white
     space, zero-width and control characters) and placeholders (:data:`PLACEHOLDER_IDS`, in any
-    case, also with invisible characters around or inside them) never get memory (DESIGN.md
-    section 3), nor do ids that are not valid Unicode text (a lone surrogate). A long id is
-    fine: :func:`key_id` hashes it, and the raw id kept in the meta hash is cut to
+    case, also with invisible characters around or inside them) never get memory
+    (docs/design.md#identity-and-isolation), nor do ids that are not valid Unicode text (a
+    lone surrogate). A long id is fine: :func:`key_id` hashes it, and the raw id kept in the
+    meta hash is cut to
     :data:`litellm_memory_hook.core.bounds.META_VALUE_CHARS`.
     """
     if isinstance(raw, int) and not isinstance(raw, bool):

@@ -10,7 +10,7 @@ run as batches of at most ``BATCH_TURNS`` turns and ``BATCH_TERMS`` index terms,
 
 The recall index is the ``postings`` hash of a conversation: field = term, value = packed
 big-endian uint32s: the term's document frequency, then the seqs of the newest messages containing
-it, ascending, at most ``postings_cap`` of them (DESIGN.md section 6: reading only the newest
+it, ascending, at most ``postings_cap`` of them (docs/design.md#recall: reading only the newest
 postings keeps the cost of a request flat as the conversation grows). ``meta.idx_n`` counts the
 indexed messages (the N of the IDF formula).
 
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("litellm_memory_hook")
 
-#: default number of newest postings kept per term (DESIGN.md section 6: K=1024 gave the exact
+#: default number of newest postings kept per term (docs/design.md#recall: K=1024 gave the exact
 #: top 4 on 90-99% of queries at 100,000 messages).
 POSTINGS_CAP = 1024
 

@@ -5,7 +5,7 @@ place, never copied: LoCoMo itself (Maharana et al., "Evaluating Very Long-Term 
 Memory of LLM Agents", ACL 2024; snap-research/locomo, CC BY-NC 4.0) and the project's
 multilingual chats, whose questions may carry a ``hard`` flag.
 
-Protocol, for every question with evidence (DESIGN.md sections 5 and 6):
+Protocol, for every question with evidence (docs/design.md#the-prompt-and-the-window, #recall):
 
 * the whole conversation is imported through the product's own store and index on a real Redis
   (:func:`litellm_memory_hook.tools.importer.import_lines`: blank lines are skipped, so the
@@ -77,7 +77,7 @@ from litellm_memory_hook.tools.importer import delete_conversation, import_lines
 from litellm_memory_hook.tools.replay import percentile
 
 BENCH_PREFIX = "membench"
-TOP_K = 4  # DESIGN.md section 6: recalled lines per request (the seed's fixed mode)
+TOP_K = 4  # docs/design.md#recall: recalled lines per request (the seed's fixed mode)
 CURVE_KS = (2, 4, 8, 12)  # fixed-mode points of the cover curve (lines)
 CURVE_BUDGETS = (1500, 2000, 2500, 3000)  # budgeted-mode points of the cover curve (characters)
 METHODS = ("plain-idf", "bm25", "tuned")

@@ -29,6 +29,18 @@ Global settings go in the proxy's `config.yaml` under `callback_settings: memory
 environment (`LITELLM_MEMORY_<NAME>`; `REDIS_URL` too); config.yaml wins. Per-alias settings go
 in `model_info: memory:` of a model in `model_list`; an alias's own value wins over the global
 one where both exist.
+
+- Unknown keys are rejected, in the file and as `LITELLM_MEMORY_*` environment variables, and so
+  are infinite or NaN numbers and times over a day (86,400 s).
+- `LITELLM_MEMORY_REDIS_URL` wins over `REDIS_URL`.
+- A key set in the file wins over its variable: the environment fills only the keys the file
+  leaves out (the shipped `config.yaml` sets `key_prefix`, `recent_chars`, `recent_messages`,
+  `retention_days` and `gc_freeze`). `litellm-memory doctor` names a variable so ignored.
+- A bad setting is named as you set it, with its value and what it should be
+  ([the command line](cli.md)); the proxy then passes requests through without memory.
+
+A whole `config.yaml`: [quickstart](quickstart.md#a-real-model). What a request can set itself
+(`metadata`): [clients](clients.md#per-request-metadata).
 """
 
 

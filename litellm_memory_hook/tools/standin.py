@@ -40,7 +40,7 @@ Model routes (each also without the ``/v1`` prefix):
   (``{"error": {"message", "type", "param", "code"}}``).
 
 Extraction calls: a chat request whose first system (or developer) message starts with the line
-:data:`EXTRACTION_MARKER` comes from the memory extraction job (DESIGN.md section 7). Its user
+:data:`EXTRACTION_MARKER` comes from the memory extraction job (docs/design.md#extraction). Its user
 message holds the sections ``<current_memories>``, ``<pinned_memories>``, ``<summary>`` and
 ``<new_lines>`` (one ``- <date>, <speaker>: <text>`` line per message, escaped). With nothing
 queued for extraction, it is answered with the JSON text ``{"memories": [...], "summary": "..."}``
