@@ -151,6 +151,21 @@ def test_a_killed_server_is_started_again_with_its_data(owned: EmbeddedRedis) ->
     assert psutil.Process(owned.pid() or 0).status() != psutil.STATUS_ZOMBIE
 
 
+def test_a_server_stopped_by_sigterm_is_named_by_its_pid(owned: EmbeddedRedis) -> None:
+    """kill (SIGTERM): Redis exits cleanly and removes its pid file; the line still names the
+    process that died (a new user saw "embedded Redis (pid None) died (exit code 0)")."""
+    old = owned.pid()
+    assert old is not None
+    os.kill(old, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    line = None
+    while line is None and time.monotonic() < deadline:  # as serve polls: it saves, then exits
+        time.sleep(0.05)
+        line = owned.restart_if_dead()
+    assert line is not None and f"(pid {old}) died (exit code 0)" in line, line
+    assert "pid None" not in line and answers(owned.socket)
+
+
 def test_a_server_another_command_started_is_adopted(owned: EmbeddedRedis) -> None:
     """A command started the server again before serve looked: serve adopts it (no second
     server on the socket) and stops it at the end as its own."""

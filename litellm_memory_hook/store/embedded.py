@@ -222,7 +222,9 @@ class EmbeddedRedis:
         died = self.death()
         if died is None:
             return None
-        old = self.pid()
+        # the process this one started (its pid file is gone once Redis exits cleanly: a
+        # SIGTERM), else the pid file of a server it adopted
+        old = self._process.pid if self._process is not None else self.pid()
         if answers(self.socket, 0.5):  # a command started it again already: serve keeps it
             self._process = None
             self.started = False
