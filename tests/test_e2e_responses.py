@@ -378,3 +378,19 @@ def test_every_response_says_what_memory_did(stack: Stack, stream: bool) -> None
         answer = stack.post(body)
         assert answer.status_code == 200, answer.text
         assert answer.headers.get("x-memory-outcome") == expected
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_response_echoes_the_clients_own_instructions(stack: Stack, stream: bool) -> None:
+    """The Responses API echoes ``instructions`` in its response: the client gets back what it
+    sent, never the operator's rules or the user's memory that reached the model (a new user
+    saw the whole memory block there)."""
+    user = _user()
+    stack.create(False, model="demo", user=user, input=FACT, instructions="Be brief.")
+    answer = stack.create(
+        stream, model="demo", user=user, input="What is my cat called?", instructions="Be brief."
+    )
+    assert stack.upstream()["instructions"].startswith(f"Be brief.\n\n{RULES}")
+    assert answer.instructions == "Be brief."
+    bare = stack.create(stream, model="demo", user=user, input="And my dog?")
+    assert bare.instructions is None

@@ -41,6 +41,7 @@ nor replays the turns a second time. The hook marks such a view ``served``
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -561,6 +562,7 @@ class Responses:
         fields = rebuilt_request(source, rebuilt, window=served or not replayed)
         client = data.get("instructions")
         if fields.added.strip():
+            remember_echo(data, "instructions", client)
             data["instructions"] = (client + "\n\n" if client else "") + fields.added
         data["input"] = fields.input
         if served:
@@ -633,3 +635,37 @@ def provider_replays(model: object) -> bool:
 
 #: the adapter (stateless: one for every request).
 RESPONSES = Responses()
+
+
+#: where :meth:`Responses.apply` leaves the request fields the Responses API echoes back in its
+#: response (``instructions``) as the client sent them, in the request's LiteLLM metadata.
+ECHO_KEY = "litellm_memory_echo"
+
+
+def remember_echo(data: dict[str, Any], field: str, value: Any) -> None:
+    """Keep the client's own ``field`` (before the hook changed it) for :func:`restore_echo`."""
+    metadata = data.get("litellm_metadata")
+    if not isinstance(metadata, dict):
+        metadata = data["litellm_metadata"] = {}
+    echo = metadata.setdefault(ECHO_KEY, {})
+    if isinstance(echo, dict):
+        echo.setdefault(field, value)
+
+
+def restore_echo(data: Any, reply: Any) -> None:
+    """Put the client's own fields back into what the client receives: a whole response, or
+    a stream event that carries one (``response.created``, ``response.completed`` ...). The
+    response echoes ``instructions`` as sent upstream: the operator's rules and the user's
+    memory would otherwise reach the client."""
+    metadata = data.get("litellm_metadata") if isinstance(data, dict) else None
+    echo = metadata.get(ECHO_KEY) if isinstance(metadata, dict) else None
+    if not isinstance(echo, dict) or not echo:
+        return
+    target = _get(reply, "response") or reply
+    for field, value in echo.items():
+        if isinstance(target, dict):
+            if field in target:
+                target[field] = value
+        elif hasattr(target, field):
+            with contextlib.suppress(Exception):  # a frozen object: left as it is
+                setattr(target, field, value)

@@ -188,10 +188,12 @@ def _drop_client_record(data: dict[str, Any]) -> None:
         if isinstance(metadata, dict):
             metadata.pop(METADATA_KEY, None)
             metadata.pop(OUTCOME_KEY, None)
+            metadata.pop(responses.ECHO_KEY, None)
             requester = metadata.get("requester_metadata")
             if isinstance(requester, dict):
                 requester.pop(METADATA_KEY, None)
                 requester.pop(OUTCOME_KEY, None)
+                requester.pop(responses.ECHO_KEY, None)
 
 
 _TURN_FIELDS = tuple(f.name for f in fields(Turn))
@@ -922,6 +924,7 @@ class MemoryHook(CustomLogger):
     ) -> None:
         """Store the new turn and the reply of a non-streaming call. Never raises; returns None."""
         try:
+            responses.restore_echo(data, response)  # before anything else can fail
             record = self._pending_record(data)
             if record is not None:
                 adapter = adapter_named(record.get("proto"))
@@ -953,6 +956,8 @@ class MemoryHook(CustomLogger):
         call_id = str(request_data.get("litellm_call_id") or "") if record else ""
         try:
             async for chunk in response:
+                with contextlib.suppress(Exception):
+                    responses.restore_echo(request_data, chunk)
                 if record is not None:
                     try:
                         accumulator.add(chunk)
