@@ -305,7 +305,9 @@ def main() -> None:  # pragma: no cover - by hand
     wheel = build_wheel(folder / "dist")
     venv = make_venv(folder, wheel, version)
     print(f"installed in {venv.install_s:.0f} s: {installed(venv)}")  # noqa: T201
-    result = chat_twice(venv, folder, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    from .conftest import real_redis_url
+
+    result = chat_twice(venv, folder, real_redis_url())
     print(json.dumps(result.__dict__, indent=1, default=str)[:6000])  # noqa: T201
 
 

@@ -214,7 +214,12 @@ async def test_concurrent_first_requests_seed_once(client: aioredis.Redis) -> No
     new_b = indexed_chain([Turn(role="user", text="new from b", ts_ms=10**6)])
 
     async def small() -> None:
-        await asyncio.sleep(0.01)
+        # lands while the seeds are being written (a batched write builds its first batch in
+        # slices, giving the loop turns, before its first script runs)
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await store.count_turns(keys):
+            assert asyncio.get_running_loop().time() < deadline, "no seed was written"
+            await asyncio.sleep(0.001)
         pair = [
             Turn(role="user", text="small q", ts_ms=1),
             Turn(role="assistant", text="a", ts_ms=2),
