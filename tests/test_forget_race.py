@@ -445,7 +445,7 @@ async def test_a_forget_on_a_full_redis_refuses_a_write_read_before_it_in_a_hash
     async def full(*args: Any, **kwargs: Any) -> bool:
         return False  # a full Redis (maxmemory, noeviction) refuses the new token
 
-    monkeypatch.setattr("litellm_memory_hook.memory_api.mark_forgotten", full)
+    monkeypatch.setattr("litellm_memory_hook.memory_api.forget_export.mark_forgotten", full)
     await MemoryAPI(any_redis, hook.settings).forget(_target(hook), whole_user=True)
     await _post(hook, running, "I will remember that.")
     assert await _texts(any_redis, _target(hook).conversation) == []
