@@ -68,9 +68,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 try:
+    from benchmarks import recall as bench_recall
     from litellm_memory_hook.core import recall
-    from litellm_memory_hook.tools import bench_recall
-    from litellm_memory_hook.tools.datasets import (
+    from litellm_memory_hook.tools.histories import (
         History,
         HistoryLine,
         list_locomo_samples,
@@ -78,9 +78,9 @@ try:
     )
 except ModuleNotFoundError:  # run as a script from a checkout: bench/ is on sys.path, not the root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import recall as bench_recall
     from litellm_memory_hook.core import recall
-    from litellm_memory_hook.tools import bench_recall
-    from litellm_memory_hook.tools.datasets import (
+    from litellm_memory_hook.tools.histories import (
         History,
         HistoryLine,
         list_locomo_samples,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from litellm_memory_hook.tools.bench_extraction import (
+from benchmarks.extraction import (
     LAYERS,
     BenchReport,
     OracleIndex,
@@ -26,7 +26,7 @@ from litellm_memory_hook.tools.bench_extraction import (
     question_cover,
     run_sample,
 )
-from litellm_memory_hook.tools.datasets import HistoryLine
+from litellm_memory_hook.tools.histories import HistoryLine
 
 from .conftest import real_redis_url
 

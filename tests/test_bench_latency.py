@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from benchmarks import latency as bench
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.tools import bench
-from litellm_memory_hook.tools.datasets import load_locomo
+from litellm_memory_hook.tools.histories import load_locomo
 
 from .conftest import real_redis_url
 from .test_cli import _tiny_locomo

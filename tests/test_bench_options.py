@@ -16,18 +16,20 @@ import redis
 from rich.table import Table
 from typer.testing import CliRunner
 
-from litellm_memory_hook.errors import DatasetError
-from litellm_memory_hook.store.embedded import ServeLock, start_embedded
-from litellm_memory_hook.tools import bench_options, cli
-from litellm_memory_hook.tools.bench_options import (
+from benchmarks import options as bench_options
+from benchmarks.options import (
     FETCH_COMMAND,
     LOCOMO_FILE,
+    MULTILING_DEV,
     bench_redis,
     human_console,
     pick_samples,
-    print_table,
 )
-from litellm_memory_hook.tools.datasets import MULTILING_DEV, list_locomo_samples
+from litellm_memory_hook.errors import DatasetError
+from litellm_memory_hook.store.embedded import ServeLock, start_embedded
+from litellm_memory_hook.tools import cli
+from litellm_memory_hook.tools.cli_common import print_table
+from litellm_memory_hook.tools.histories import list_locomo_samples
 from litellm_memory_hook.tools.processes import ServeRecord
 
 from .conftest import real_redis_url
@@ -255,3 +257,19 @@ def test_benchmarks_use_a_running_serves_embedded_redis(tmp_path: Path, no_redis
     finally:
         embedded.stop()
         lock.release()
+
+
+def test_bench_without_the_benchmarks_says_where_they_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An installed wheel has no benchmarks package: every `bench` command, its help included,
+    says in one line that they run from a clone, exit code 2."""
+    from litellm_memory_hook.tools import cli_bench
+
+    monkeypatch.setattr(cli_bench, "_clones", lambda: [tmp_path / "benchmarks"])
+    for args in (["bench"], ["bench", "--help"], ["bench", "latency", "--sizes", "10"]):
+        result = CliRunner().invoke(cli.app, args, env={"COLUMNS": "80"})
+        assert result.exit_code == 2, result.output
+        assert result.output.splitlines() == [f"error: {cli_bench.NOT_IN_A_CLONE}"]
+    listed = CliRunner().invoke(cli.app, ["--help"], env={"COLUMNS": "80"})
+    assert listed.exit_code == 0 and cli_bench.BENCH_HELP in listed.output

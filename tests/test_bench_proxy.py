@@ -13,7 +13,7 @@ import pytest
 import redis
 import yaml
 
-from litellm_memory_hook.tools.bench_proxy import (
+from benchmarks.proxy import (
     PREFIX_STEM,
     conversation_lines,
 )

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks.options import MULTILING_DEV
 from litellm_memory_hook.tools import cli
-from litellm_memory_hook.tools.datasets import MULTILING_DEV, list_locomo_samples
+from litellm_memory_hook.tools.histories import list_locomo_samples
 
 from .conftest import real_redis_url
 

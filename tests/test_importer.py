@@ -19,7 +19,7 @@ from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
-from litellm_memory_hook.tools.datasets import HistoryLine, load_jsonl
+from litellm_memory_hook.tools.histories import HistoryLine, load_jsonl
 from litellm_memory_hook.tools.importer import ImportResult, delete_conversation, import_lines
 
 from .conftest import cli_key_prefix, real_redis_url

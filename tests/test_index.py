@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from benchmarks.recall import METHODS, load_histories, run_recall
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import IndexedTurn, Turn
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.redis_store import MemoryStore, unpack_postings
-from litellm_memory_hook.tools.bench_recall import METHODS, load_histories, run_recall
 
 from .conftest import Auth, chat_request, make_hook, model_response, real_redis_url
 from .prompt_view import memory_text, without_tail
@@ -507,8 +507,8 @@ async def test_recall_benchmark_on_a_tiny_locomo_file(tmp_path: Path, prefix: st
 async def test_recall_benchmark_budget_and_curve(tmp_path: Path, prefix: str) -> None:
     """The budgeted mode labels its figures ``@budget``; the curve has tuned and plain-idf at
     each point, with medians of recalled and sent characters, and more lines give more cover."""
+    from benchmarks.recall import curve_points
     from litellm_memory_hook.proxy.recall_step import RecallOptions
-    from litellm_memory_hook.tools.bench_recall import curve_points
 
     histories = load_histories(_tiny_locomo(tmp_path))
     points = curve_points((1, 2), (100, 2000))

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from litellm_memory_hook.tools import plots
-from litellm_memory_hook.tools.bench_recall import LOCOMO_CITATION
+from benchmarks import plots
+from benchmarks.recall import LOCOMO_CITATION
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib (the dev or plots extra)")
 
@@ -177,8 +177,8 @@ def test_recall_plot_needs_the_curve(tmp_path: Path) -> None:
 async def test_latency_benchmark_rows_feed_the_plots(tmp_path: Path) -> None:
     """``bench latency`` rows carry the characters sent per request (flat: the window budget)
     and the whole history's characters (growing), and plot as written."""
-    from litellm_memory_hook.tools.bench import latency_rows_json, run_latency
-    from litellm_memory_hook.tools.datasets import History, HistoryLine, QAItem
+    from benchmarks.latency import latency_rows_json, run_latency
+    from litellm_memory_hook.tools.histories import History, HistoryLine, QAItem
 
     from .conftest import real_redis_url
 

@@ -632,7 +632,7 @@ async def test_a_date_finds_lines_imported_after_newer_chat(
     times (which walked into the newer chat and lifted nothing): the line said on the named day
     is recalled, not the newest line that shares the words."""
     from litellm_memory_hook.proxy.identity import Identity
-    from litellm_memory_hook.tools.datasets import HistoryLine
+    from litellm_memory_hook.tools.histories import HistoryLine
     from litellm_memory_hook.tools.importer import import_lines
 
     store = MemoryStore(any_redis, ttl_s=3600)
@@ -657,7 +657,7 @@ async def test_a_date_lifts_its_line_in_an_import_whose_times_are_out_of_order(
     it is when the same lines come in time order (the import sorts them, and the time index
     finds a date in any stored order)."""
     from litellm_memory_hook.proxy.identity import Identity
-    from litellm_memory_hook.tools.datasets import HistoryLine
+    from litellm_memory_hook.tools.histories import HistoryLine
     from litellm_memory_hook.tools.importer import import_lines
 
     store = MemoryStore(any_redis, ttl_s=3600)

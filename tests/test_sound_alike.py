@@ -23,7 +23,7 @@ from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.proxy.recall_step import RecallOptions, recall_query
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
-from litellm_memory_hook.tools.datasets import HistoryLine
+from litellm_memory_hook.tools.histories import HistoryLine
 from litellm_memory_hook.tools.importer import import_lines
 
 from .conftest import Auth, chat_request, make_hook, model_response

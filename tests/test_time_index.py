@@ -14,7 +14,7 @@ from litellm_memory_hook.store import transfer
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import DateSeqs, MemoryStore
 from litellm_memory_hook.store.retention import trim_oldest
-from litellm_memory_hook.tools.datasets import HistoryLine
+from litellm_memory_hook.tools.histories import HistoryLine
 from litellm_memory_hook.tools.importer import delete_conversation, import_lines
 
 MINUTE = 60_000

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 
 #: Markup and emoji codes off: what the CLI prints holds text users wrote (memories, chat turns,
 #: user and conversation ids, file names), which must show as written (``[/]`` or ``:cat:`` in a
@@ -32,3 +33,14 @@ def counted(count: int, singular: str, plural: str | None = None) -> str:
     """``1 turn``, ``2 turns``, ``0 turns``: a count with its noun in the right number
     (``plural``: for nouns that do not just add ``s``, e.g. ``memories``)."""
     return f"{count} {singular if count == 1 else plural or singular + 's'}"
+
+
+def print_table(table: RenderableType, out: Console | None = None) -> None:
+    """Print a table whole: on a terminal as rich fits it; piped or redirected, at its natural
+    width (no column cut or folded at 80 characters, whatever ``COLUMNS`` says)."""
+    out = out or console
+    if out.is_terminal:
+        out.print(table)
+        return
+    natural = Measurement.get(out, out.options.update_width(100_000), table).maximum
+    out.print(table, width=max(natural, 1), crop=False, soft_wrap=False)

@@ -211,6 +211,16 @@ def _errors_name_the_command(command: Any) -> None:
     object.__setattr__(command, "_names_itself", True)
 
 
+def adopt_command(group: Any) -> None:
+    """Give every command under ``group`` the CLI's usage lines (:func:`_plain_usage`) and
+    usage errors that name its ``--help`` (:func:`_errors_name_the_command`): the top-level
+    group's at its start, a group loaded later (``bench``) when it is loaded."""
+    for command in _all_commands(group):
+        _errors_name_the_command(command)
+        for param in getattr(command, "params", ()):
+            _plain_usage(param)
+
+
 def usage_error(message: str) -> click_exceptions.UsageError:
     """A usage error of the running command (one line naming its ``--help``, exit code 2, once
     :class:`CommandGroup` catches it), for option values that are wrong together."""
@@ -236,10 +246,7 @@ class CommandGroup(TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for command in _all_commands(self):
-            _errors_name_the_command(command)
-            for param in getattr(command, "params", ()):
-                _plain_usage(param)
+        adopt_command(self)
         note = DEBUG_NOTE
         if note not in (self.epilog or ""):
             self.epilog = f"{self.epilog}\n\n{note}" if self.epilog else note

@@ -18,7 +18,7 @@ from litellm_memory_hook.store.forgets import forget_token_ttl_s, refuse_earlier
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
 from litellm_memory_hook.store.retention import trim_oldest
-from litellm_memory_hook.tools.datasets import History, HistoryLine, SkippedLine
+from litellm_memory_hook.tools.histories import History, HistoryLine, SkippedLine
 
 BATCH_TURNS = 250
 

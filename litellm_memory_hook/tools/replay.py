@@ -25,7 +25,7 @@ import openai
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.extraction.prompt import is_extraction_call
-from litellm_memory_hook.tools.datasets import History
+from litellm_memory_hook.tools.histories import History
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,9 @@ import httpx
 from litellm.types.utils import ModelResponse
 from redis.exceptions import RedisError
 
+from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
-from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
 
 PREFIX_STEM = "memstall"
 """Keys of a run go under ``memstall-<8 hex>:``; every one is deleted after the run."""
@@ -263,7 +263,7 @@ async def _proxy_wait(
 async def _through_proxy(
     redis_url: str, prefix: str, rows: list[StallRow], folder: Path
 ) -> list[StallRow]:
-    from litellm_memory_hook.tools.bench_proxy import MEMORY_ALIAS, PLAIN_ALIAS, bench_stack
+    from benchmarks.proxy import MEMORY_ALIAS, PLAIN_ALIAS, bench_stack
 
     out: list[StallRow] = []
     with bench_stack(redis_url, prefix, folder, extraction="off") as stack:

@@ -11,7 +11,7 @@ they run, and how they print.
   ``redis://127.0.0.1:6379/0``.
 * Samples (:func:`pick_samples`): ``--sample-id ID`` applies to every file, ``--sample-id
   FILE:ID`` to that file only (naming FILE is enough).
-* Output: tables at their full width when stdout is no terminal (:func:`print_table`), and
+* Output: tables at their full width when stdout is no terminal (``print_table`` of the CLI), and
   ``--json -`` writes the report to stdout, the human lines to stderr (:func:`write_json`).
 """
 
@@ -20,17 +20,43 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from rich.console import Console, RenderableType
-from rich.measure import Measurement
+import typer
+from rich.console import Console
 
-from litellm_memory_hook.errors import DatasetError
+from litellm_memory_hook.errors import DatasetError, MemoryHookError
 from litellm_memory_hook.tools.cli_common import console
-from litellm_memory_hook.tools.datasets import BENCH_DATA, MULTILING_DEV, list_locomo_samples
+from litellm_memory_hook.tools.cli_ops import fail
+from litellm_memory_hook.tools.histories import list_locomo_samples
+
+#: the repository's own benchmark data, beside this module (``benchmarks/data`` of a clone).
+BENCH_DATA = Path(__file__).resolve().parent / "data"
+#: the multilingual dev set written for this project (LoCoMo format), the benchmarks' default.
+MULTILING_DEV = BENCH_DATA / "multiling" / "multiling-dev.json"
+#: where LoCoMo comes from: it cannot be copied here (CC BY-NC 4.0), so ``--data`` names it.
+LOCOMO_SOURCE = (
+    "LoCoMo is not part of this repository (CC BY-NC 4.0): download locomo10.json from "
+    "https://github.com/snap-research/locomo and pass it with --data"
+)
+
+
+def default_bench_files() -> list[Path]:
+    """The benchmark files used when none is named: the multilingual dev set of a clone.
+
+    Raises:
+        DatasetError: the set is not there (an installed wheel has no benchmark data).
+    """
+    if not MULTILING_DEV.is_file():
+        raise DatasetError(
+            f"no benchmark data at {MULTILING_DEV} (it ships with a clone of the repository); "
+            f"name a LoCoMo-format file. {LOCOMO_SOURCE}"
+        )
+    return [MULTILING_DEV]
+
 
 #: where ``bench fetch-locomo`` puts LoCoMo, and where the benchmarks look for it.
 LOCOMO_FILE = BENCH_DATA / "locomo" / "locomo10.json"
@@ -97,6 +123,47 @@ def bench_redis(explicit: str | None, data_dir: Path) -> BenchRedis:
     if record is not None and answers(socket):
         return BenchRedis(f"unix://{socket}", f"embedded Redis of serve pid {record.pid}")
     return BenchRedis(settings.redis_url, f"default: no REDIS_URL, no serve runs on {data_dir}")
+
+
+# -- the options and lines every bench command shares ---------------------------------------------
+
+BENCH_REDIS_HELP = (
+    "A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else the embedded Redis "
+    "of the serve running on --data-dir, else redis://127.0.0.1:6379/0); the keys the run "
+    "writes (under membench...) are deleted after."
+)
+BENCH_JSON_HELP = "Write the report to this file; '-': to stdout alone (the tables go to stderr)."
+BenchDataDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir", help="The data folder of a running serve, whose embedded Redis is used."
+    ),
+]
+
+
+def bench_url(explicit: str | None, data_dir: Path, out: Console) -> str:
+    """The Redis URL a benchmark runs on (:func:`bench_redis`), said in one dim line on ``out``
+    when it is a running serve's embedded Redis or the default; a bad setting exits with one
+    line."""
+    try:
+        chosen = bench_redis(explicit, data_dir)
+    except MemoryHookError as exc:
+        raise fail(str(exc)) from exc
+    if chosen.source.startswith(("embedded", "default")):
+        out.print(f"redis: {chosen.url} ({chosen.source})", style="dim", soft_wrap=True)
+    return chosen.url
+
+
+def write_plots(write: Callable[..., list[Path]], *args: Any) -> None:
+    """Write a benchmark's PNGs (``write(*args)``) and name them; without matplotlib, say how
+    to get it."""
+    from benchmarks.plots import PLOTS_EXTRA
+
+    try:
+        for png in write(*args):
+            console.print(f"plot: {png}")
+    except ModuleNotFoundError:
+        console.print(f"plots skipped: matplotlib is not installed ({PLOTS_EXTRA})")
 
 
 # -- data and samples -----------------------------------------------------------------------------
@@ -232,17 +299,6 @@ def human_console(json_out: Path | None) -> Console:
     return Console(markup=False, emoji=False, stderr=to_stderr, width=PIPED_WIDTH)
 
 
-def print_table(table: RenderableType, out: Console | None = None) -> None:
-    """Print a table whole: on a terminal as rich fits it; piped or redirected, at its natural
-    width (no column cut or folded at 80 characters, whatever ``COLUMNS`` says)."""
-    out = out or console
-    if out.is_terminal:
-        out.print(table)
-        return
-    natural = Measurement.get(out, out.options.update_width(100_000), table).maximum
-    out.print(table, width=max(natural, 1), crop=False, soft_wrap=False)
-
-
 def write_json(payload: Any, json_out: Path, out: Console | None = None) -> Path | None:
     """Write a benchmark's report: to stdout alone for ``--json -`` (returns ``None``), else
     to the file (its folder made; says ``json: FILE`` on ``out``; returns the file)."""
@@ -277,7 +333,7 @@ def check_locomo(path: Path) -> tuple[list[str], int]:
         DatasetError: it is not LoCoMo (unreadable, no samples, a sample that does not read,
             no questions).
     """
-    from litellm_memory_hook.tools.datasets import load_locomo
+    from litellm_memory_hook.tools.histories import load_locomo
 
     samples = list_locomo_samples(path)
     if not samples:

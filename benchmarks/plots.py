@@ -1,7 +1,7 @@
 """PNG plots of the benchmarks, written beside their JSON (matplotlib, Agg, no display needed).
 
 From the rows of ``litellm-memory bench latency --json OUT.json``
-(:func:`litellm_memory_hook.tools.bench.latency_rows_json`), :func:`write_latency_plots` writes
+(:func:`benchmarks.latency.latency_rows_json`), :func:`write_latency_plots` writes
 
 * ``OUT-hook-time.png``: the pre-call hook's time (p50 and p99, ms) against the stored messages,
   beside the naive approach (load every message, score in Python); both axes logarithmic;
@@ -10,7 +10,7 @@ From the rows of ``litellm-memory bench latency --json OUT.json``
   ``prompt_chars_p50`` / ``history_chars`` existed get no such plot).
 
 From the report of ``litellm-memory bench recall --json OUT.json``
-(:meth:`litellm_memory_hook.tools.bench_recall.RecallReport.as_json`, with its cover curve),
+(:meth:`benchmarks.recall.RecallReport.as_json`, with its cover curve),
 :func:`write_recall_plots` writes ``OUT-cover.png``: the share of the labelled evidence that
 reaches the model (recent window or recalled lines) against the characters of the recalled
 lines per request, this hook beside plain IDF, for the best ``k`` lines and for a character
@@ -177,7 +177,7 @@ def write_latency_plots(rows: Sequence[Mapping[str, Any]], json_path: Path) -> l
     """Write the latency benchmark's PNGs beside its JSON.
 
     Args:
-        rows: the JSON-ready rows (:func:`litellm_memory_hook.tools.bench.latency_rows_json`).
+        rows: the JSON-ready rows (:func:`benchmarks.latency.latency_rows_json`).
         json_path: where the JSON was written; the PNGs get its name with ``-hook-time`` and
             ``-chars-sent``.
 

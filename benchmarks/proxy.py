@@ -65,9 +65,9 @@ import httpx
 import redis
 import yaml
 
+from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.store.keys import due_key, stats_key
-from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
 from litellm_memory_hook.tools.processes import (
     PROXY_ENV,
     free_port,

@@ -1,6 +1,6 @@
 """Benchmark: how much of the labelled evidence the product's recall puts in the prompt, on Redis.
 
-Data: files in the LoCoMo format (:func:`litellm_memory_hook.tools.datasets.load_locomo`), read in
+Data: files in the LoCoMo format (:func:`litellm_memory_hook.tools.histories.load_locomo`), read in
 place, never copied: LoCoMo itself (Maharana et al., "Evaluating Very Long-Term Conversational
 Memory of LLM Agents", ACL 2024; snap-research/locomo, CC BY-NC 4.0) and the project's
 multilingual chats, whose questions may carry a ``hard`` flag.
@@ -72,7 +72,7 @@ from litellm_memory_hook.proxy.identity import Identity
 from litellm_memory_hook.proxy.recall_step import RecallOptions
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import POSTINGS_CAP, MemoryStore
-from litellm_memory_hook.tools.datasets import History, list_locomo_samples, load_locomo
+from litellm_memory_hook.tools.histories import History, list_locomo_samples, load_locomo
 from litellm_memory_hook.tools.importer import delete_conversation, import_lines, line_to_turn
 from litellm_memory_hook.tools.replay import percentile
 

@@ -1,4 +1,5 @@
-"""Readers for chat histories that are imported, replayed and benchmarked.
+"""Readers for chat histories that are imported (``litellm-memory import``), replayed
+(``litellm-memory replay``) and benchmarked (the repository's ``benchmarks``).
 
 Two formats:
 
@@ -110,31 +111,6 @@ class History:
     user_name: str = ""
     assistant_name: str = ""
     skipped: tuple[SkippedLine, ...] = field(default=())
-
-
-#: the repository's own benchmark data (a clone's ``benchmarks/data``; absent from a wheel).
-BENCH_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
-#: the multilingual dev set written for this project (LoCoMo format), the benchmarks' default.
-MULTILING_DEV = BENCH_DATA / "multiling" / "multiling-dev.json"
-#: where LoCoMo comes from: it cannot be copied here (CC BY-NC 4.0), so ``--data`` names it.
-LOCOMO_SOURCE = (
-    "LoCoMo is not part of this repository (CC BY-NC 4.0): download locomo10.json from "
-    "https://github.com/snap-research/locomo and pass it with --data"
-)
-
-
-def default_bench_files() -> list[Path]:
-    """The benchmark files used when none is named: the multilingual dev set of a clone.
-
-    Raises:
-        DatasetError: the set is not there (an installed wheel has no benchmark data).
-    """
-    if not MULTILING_DEV.is_file():
-        raise DatasetError(
-            f"no benchmark data at {MULTILING_DEV} (it ships with a clone of the repository); "
-            f"name a LoCoMo-format file. {LOCOMO_SOURCE}"
-        )
-    return [MULTILING_DEV]
 
 
 def first_few(items: list[str], *, sep: str = "; ") -> str:

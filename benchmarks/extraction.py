@@ -87,15 +87,15 @@ import redis
 import yaml
 from rich.table import Table
 
+from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES, REMINDER_TAG
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.extraction.parse import fact_key
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
-from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
-from litellm_memory_hook.tools.datasets import History, HistoryLine, load_locomo
 from litellm_memory_hook.tools.files import read_utf8
+from litellm_memory_hook.tools.histories import History, HistoryLine, load_locomo
 from litellm_memory_hook.tools.processes import free_port, standin_and_proxy
 from litellm_memory_hook.tools.standin import parse_extraction_prompt
 

@@ -27,6 +27,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.messages import content_text, message_to_turn
@@ -35,8 +36,7 @@ from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
-from litellm_memory_hook.tools.bench_keys import delete_prefix, run_prefix
-from litellm_memory_hook.tools.datasets import History
+from litellm_memory_hook.tools.histories import History
 from litellm_memory_hook.tools.importer import line_to_turn
 from litellm_memory_hook.tools.replay import percentile
 

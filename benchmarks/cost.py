@@ -8,7 +8,7 @@ prefix of the previous one.
 
 One LoCoMo conversation (Maharana et al., ACL 2024; snap-research/locomo, CC BY-NC 4.0) is
 replayed through a real proxy with the hook and the stand-in model in oracle mode (the machinery
-of :mod:`litellm_memory_hook.tools.bench_extraction`: the first ``max_steps`` requests, the
+of :mod:`benchmarks.extraction`: the first ``max_steps`` requests, the
 extraction jobs answered with LoCoMo's observations), four times: the ``cache`` layout and the
 ``seed`` layout, each as a client that sends only the new message (``new``) and as one that
 sends its whole history (``whole``). For every chat request the model received:
@@ -39,17 +39,17 @@ from typing import Any
 
 import yaml
 
-from litellm_memory_hook.core.messages import content_text
-from litellm_memory_hook.errors import ConfigError
-from litellm_memory_hook.extraction.prompt import is_extraction_call
-from litellm_memory_hook.tools.bench_extraction import (
+from benchmarks.extraction import (
     Progress,
     _message,
     plan_steps,
     run_sample,
 )
-from litellm_memory_hook.tools.datasets import load_locomo
+from litellm_memory_hook.core.messages import content_text
+from litellm_memory_hook.errors import ConfigError
+from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.tools.files import read_utf8
+from litellm_memory_hook.tools.histories import load_locomo
 
 RATES: tuple[float, ...] = (0.1, 0.25, 0.5)
 """Cached-input rates reported (fraction of the uncached price)."""
