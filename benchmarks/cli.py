@@ -20,7 +20,7 @@ from benchmarks.options import LOCOMO_FILE, LOCOMO_URL
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.tools.cli_bench import BENCH_HELP
 from litellm_memory_hook.tools.cli_common import console
-from litellm_memory_hook.tools.cli_ops import fail
+from litellm_memory_hook.tools.cli_errors import fail
 
 bench_app = typer.Typer(help=BENCH_HELP, no_args_is_help=True)
 

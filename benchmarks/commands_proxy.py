@@ -27,7 +27,8 @@ from benchmarks.options import (
 )
 from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.tools.cli_common import ConfigOption, print_table
-from litellm_memory_hook.tools.cli_ops import fail, mask_url
+from litellm_memory_hook.tools.cli_connect import mask_url
+from litellm_memory_hook.tools.cli_errors import fail
 
 
 def bench_extraction(

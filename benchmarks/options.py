@@ -30,7 +30,7 @@ from rich.console import Console
 
 from litellm_memory_hook.errors import DatasetError, MemoryHookError
 from litellm_memory_hook.tools.cli_common import console
-from litellm_memory_hook.tools.cli_ops import fail
+from litellm_memory_hook.tools.cli_errors import fail
 from litellm_memory_hook.tools.histories import list_locomo_samples
 
 #: the repository's own benchmark data, beside this module (``benchmarks/data`` of a clone).
@@ -291,7 +291,7 @@ def human_console(json_out: Path | None) -> Console:
     wide, so no table is cut or folded and no line wrapped at 80 characters."""
     to_stderr = json_out is not None and str(json_out) == STDOUT
     if to_stderr:
-        from litellm_memory_hook.tools.cli_ops import err_console as base
+        from litellm_memory_hook.tools.cli_common import err_console as base
     else:
         base = console
     if base.is_terminal:

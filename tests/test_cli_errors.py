@@ -335,7 +335,7 @@ def test_an_error_message_with_line_breaks_is_printed_on_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """An exception's text with line breaks (a library's) still gives one error line."""
-    from litellm_memory_hook.tools.cli_ops import fail
+    from litellm_memory_hook.tools.cli_errors import fail
 
     exit_ = fail("while parsing a block\n  in line 3\nexpected <block end>")
     assert exit_.exit_code == 2
@@ -423,7 +423,7 @@ def test_an_error_message_with_a_lone_surrogate_is_printable(
 ) -> None:
     """A surrogate in a message (a sample id or user id read from a file or argv) would make
     the error line itself fail on a UTF-8 terminal: it is shown as its escape."""
-    from litellm_memory_hook.tools.cli_ops import fail
+    from litellm_memory_hook.tools.cli_errors import fail
 
     fail("no sample 'x\ud800'")
     assert capsys.readouterr().err == "error: no sample 'x\\ud800'\n"

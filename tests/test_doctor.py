@@ -22,15 +22,13 @@ from typer.testing import CliRunner
 
 from litellm_memory_hook.store.embedded import ServeLock, redis_binary, start_embedded
 from litellm_memory_hook.tools import cli
-from litellm_memory_hook.tools.cli_memory import register
-from litellm_memory_hook.tools.cli_ops import (
-    LITELLM_BELOW,
-    LITELLM_OLDEST,
-    LITELLM_VERSION,
+from litellm_memory_hook.tools.cli_doctor import LITELLM_BELOW, LITELLM_OLDEST, LITELLM_VERSION
+from litellm_memory_hook.tools.cli_doctor_redis import (
     _persistence_check,
     _policy_check,
     redis_checks,
 )
+from litellm_memory_hook.tools.cli_memory import register
 
 from .conftest import real_redis_url
 from .harness import REPO, free_port
@@ -345,7 +343,7 @@ def test_doctor_fails_a_memory_block_that_would_be_ignored(tmp_path: Path) -> No
     failures (config_failures)."""
     import yaml
 
-    from litellm_memory_hook.tools.cli_ops import config_failures
+    from litellm_memory_hook.tools.cli_doctor import config_failures
     from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
@@ -442,16 +440,16 @@ def test_a_redis_that_wants_a_password_is_named_so(exc: Exception) -> None:
     """A server with requirepass answers the handshake with "HELLO must be called with the
     client already authenticated" (operator run: doctor printed just that); doctor says that
     authentication is required and where the password goes."""
-    from litellm_memory_hook.tools.cli_ops import _redis_problem
+    from litellm_memory_hook.tools.cli_doctor_redis import redis_problem
 
-    assert _redis_problem(exc).startswith("authentication required or refused")
-    assert _redis_problem(redis.ConnectionError("Connection refused")) == "Connection refused"
+    assert redis_problem(exc).startswith("authentication required or refused")
+    assert redis_problem(redis.ConnectionError("Connection refused")) == "Connection refused"
 
 
 async def test_stats_without_the_scan_still_counts_the_keys(real_redis: Any, prefix: str) -> None:
     """`stats --no-scan` leaves out the SCAN counts, not DBSIZE, which costs nothing (it showed
     "-" for the keys in the database)."""
-    from litellm_memory_hook.tools.cli_memory import store_stats
+    from litellm_memory_hook.tools.cli_stats import store_stats
 
     await real_redis.set(f"{prefix}:x", 1)
     stats = await store_stats(real_redis, prefix, scan=False)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from litellm_memory_hook.tools import cli_ops
+from litellm_memory_hook.tools import cli_doctor
 
 from . import package_venv
 from .conftest import real_redis_url
@@ -54,14 +54,14 @@ def test_the_supported_range_is_declared_once_and_agrees_everywhere() -> None:
     """pyproject.toml's range, the doctor's, the version CI's main run locks (inside the range,
     also the Docker image's), and the newest tested version (inside it too)."""
     oldest, below = supported_range()
-    assert (oldest, below) == (cli_ops.LITELLM_OLDEST, cli_ops.LITELLM_BELOW)
-    assert locked_litellm() == cli_ops.LITELLM_VERSION
+    assert (oldest, below) == (cli_doctor.LITELLM_OLDEST, cli_doctor.LITELLM_BELOW)
+    assert locked_litellm() == cli_doctor.LITELLM_VERSION
     dockerfile = (package_venv.REPO / "Dockerfile").read_text(encoding="utf-8")
-    assert f"ARG LITELLM_VERSION={cli_ops.LITELLM_VERSION}\n" in dockerfile
+    assert f"ARG LITELLM_VERSION={cli_doctor.LITELLM_VERSION}\n" in dockerfile
     for version in (locked_litellm(), NEWEST_TESTED):
-        assert cli_ops.litellm_supported(version), version
-    assert not cli_ops.litellm_supported("1.93.2") and not cli_ops.litellm_supported("2.0.0")
-    assert cli_ops.litellm_supported(oldest) and cli_ops.litellm_supported("1.99.0.post1")
+        assert cli_doctor.litellm_supported(version), version
+    assert not cli_doctor.litellm_supported("1.93.2") and not cli_doctor.litellm_supported("2.0.0")
+    assert cli_doctor.litellm_supported(oldest) and cli_doctor.litellm_supported("1.99.0.post1")
 
 
 def test_the_changelog_and_the_version_policy_name_the_range() -> None:

@@ -24,7 +24,9 @@ from litellm_memory_hook.proxy.hook import RECONNECT_OPTIONS, MemoryHook
 from litellm_memory_hook.settings import MemorySettings, load_settings
 from litellm_memory_hook.store.client import client_for_settings, master_address
 from litellm_memory_hook.store.keys import ConversationKeys
-from litellm_memory_hook.tools.cli_ops import WORKERS_CHECK, Check, doctor_checks, open_redis
+from litellm_memory_hook.tools.cli_connect import open_redis
+from litellm_memory_hook.tools.cli_doctor import doctor_checks
+from litellm_memory_hook.tools.cli_doctor_redis import WORKERS_CHECK, Check
 from tests.conftest import ALIASES, Auth, chat_request, model_response
 from tests.redis_servers import SentinelSetup, free_ports, sentinel_mode_works
 

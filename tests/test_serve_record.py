@@ -35,8 +35,9 @@ from litellm_memory_hook.errors import ExtractionError
 from litellm_memory_hook.settings import load_settings
 from litellm_memory_hook.store.embedded import ServeLock, answers, socket_path
 from litellm_memory_hook.tools import cli
-from litellm_memory_hook.tools.cli_memory import NamedModel, extraction_url, register
-from litellm_memory_hook.tools.cli_ops import doctor_checks
+from litellm_memory_hook.tools.cli_doctor import doctor_checks
+from litellm_memory_hook.tools.cli_memory import register
+from litellm_memory_hook.tools.cli_worker import NamedModel, extraction_url
 from litellm_memory_hook.tools.processes import (
     PARENT_ENV,
     SERVE_CONFIG,

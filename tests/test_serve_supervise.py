@@ -35,7 +35,7 @@ from litellm_memory_hook.store.embedded import (
     answers,
     start_embedded,
 )
-from litellm_memory_hook.tools import cli
+from litellm_memory_hook.tools import cli_serve
 
 from .harness import MASTER_KEY, derived_config, free_port, wait_http
 
@@ -214,9 +214,9 @@ def test_a_server_that_will_not_start_is_retried_with_one_line_per_period(
     """The restart fails: one line naming why, then a growing pause between tries (2, 4, 8 s
     ... at most 30 s) and no more lines within the period; once it starts, one restart line."""
     lines: list[str] = []
-    monkeypatch.setattr(cli, "_serve_line", lines.append)
+    monkeypatch.setattr(cli_serve, "_serve_line", lines.append)
     clock = FakeClock()
-    supervisor = cli._Supervisor(owned, clock)
+    supervisor = cli_serve._Supervisor(owned, clock)
     _kill(owned)
     real_start = embedded_module._start
     tries: list[float] = []
@@ -252,19 +252,19 @@ def test_the_ready_and_stopped_lines() -> None:
     key's text); the last line names what stopped and where the memory stays (a Redis URL
     without its password)."""
     url = "http://127.0.0.1:4000"
-    assert cli._ready_line(url, "sk-memory-demo") == (
+    assert cli_serve._ready_line(url, "sk-memory-demo") == (
         "proxy with memory: http://127.0.0.1:4000  inspector: http://127.0.0.1:4000/memory/ui  "
         "key: sk-memory-demo  (Ctrl-C stops)"
     )
-    secret = cli._ready_line(url, "sk-very-secret")
+    secret = cli_serve._ready_line(url, "sk-very-secret")
     assert "sk-very-secret" not in secret and "key: the master_key of the config" in secret
     stopped = ["the stand-in model", "the proxy", "the embedded Redis (saved)"]
-    line = cli._stopped_line(stopped, Path("/tmp/x/.litellm-memory"), "redis://ignored")
+    line = cli_serve._stopped_line(stopped, Path("/tmp/x/.litellm-memory"), "redis://ignored")
     assert line == (
         "serve stopped: the stand-in model, the proxy, the embedded Redis (saved); the memory "
         "stays in /tmp/x/.litellm-memory/ (the next serve there uses it)"
     )
-    line = cli._stopped_line(["the proxy"], None, "redis://u:pw@host:6380/0")
+    line = cli_serve._stopped_line(["the proxy"], None, "redis://u:pw@host:6380/0")
     assert line.endswith("the memory stays in the Redis at redis://u:***@host:6380/0")
     assert "pw" not in line
 

@@ -42,8 +42,8 @@ from litellm_memory_hook.store.workers import (
     write_beat,
 )
 from litellm_memory_hook.tools import cli
+from litellm_memory_hook.tools.cli_doctor_redis import WORKERS_CHECK, workers_check
 from litellm_memory_hook.tools.cli_memory import register
-from litellm_memory_hook.tools.cli_ops import WORKERS_CHECK, workers_check
 
 from .conftest import ALIASES, cli_key_prefix, make_hook, real_redis_url
 from .harness import REPO, start_worker

@@ -19,7 +19,7 @@ import typer
 import typer.main
 from typer.core import TyperGroup
 
-from litellm_memory_hook.tools.cli_ops import adopt_command, fail
+from litellm_memory_hook.tools.cli_errors import adopt_command, fail
 
 #: what ``litellm-memory --help`` says of the group (also when the benchmarks are not here).
 BENCH_HELP = "Benchmarks that print a table and write JSON."

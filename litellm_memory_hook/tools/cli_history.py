@@ -21,9 +21,8 @@ from rich.table import Table
 from litellm_memory_hook.memory_api import MemoryAPI, MemoryTarget
 from litellm_memory_hook.store.memory_history import HistoryEntry
 from litellm_memory_hook.store.memory_sets import MemoryItem
-from litellm_memory_hook.tools.cli_common import console
+from litellm_memory_hook.tools.cli_common import JsonFlag, console
 from litellm_memory_hook.tools.cli_memory import (
-    JsonFlag,
     MemorySetOptions,
     _describe,
     _memories_command,

@@ -1,14 +1,6 @@
-"""``litellm-memory status`` and ``stop``, and where a ``serve``'s children write their output.
-
-* ``litellm-memory status [--data-dir .litellm-memory] [--json]``: the ``serve`` running on that
-  data folder, from its record (``<data-dir>/serve.json``, kept valid by the folder's lock):
-  its pid, each child's pid and whether it is alive (proxy, stand-in), the proxy URL, the
-  inspector URL, the embedded Redis (socket, pid, whether it answers) and the log files. Exit 0
-  when a serve runs, 1 when none does (a record left by a stopped serve is named as such).
-* ``litellm-memory stop [--data-dir .litellm-memory] [--timeout 30]``: SIGTERM to that serve (it
-  stops its children and the embedded Redis, which saves first, as on Ctrl-C), waits for it to
-  exit and says so. Exit 0 when it stopped, 1 when none runs, 2 when it still runs after the
-  timeout.
+"""``litellm-memory serve`` and ``standin``: the LiteLLM proxy with memory, with the stand-in model
+and (when no Redis URL is configured) an embedded Redis, looked after until Ctrl-C; the stand-in
+model alone.
 
 A ``serve`` writes the LiteLLM proxy's output (its banner, feedback box and access log) to
 ``<data-dir>/proxy.log`` and the stand-in's to ``<data-dir>/standin.log`` unless ``--verbose``
@@ -18,29 +10,46 @@ restarts, the stop line.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from litellm_memory_hook.tools import processes
-from litellm_memory_hook.tools.cli_common import DataDirOption, console
+from litellm_memory_hook.errors import MemoryHookError
+from litellm_memory_hook.tools import processes, standin
+from litellm_memory_hook.tools.cli_common import MAX_PORT, ConfigOption, DataDirOption, console
+from litellm_memory_hook.tools.cli_connect import load_config, mask_url
+from litellm_memory_hook.tools.cli_doctor import config_failures, require_distinct_ports
+from litellm_memory_hook.tools.cli_errors import fail
+
+if TYPE_CHECKING:
+    from litellm_memory_hook.store.embedded import EmbeddedRedis
+
 
 #: the files a quiet ``serve`` writes its children's output to, in its data folder.
 PROXY_LOG = "proxy.log"
+
+
 STANDIN_LOG = "standin.log"
-#: seconds ``stop`` waits for the serve to exit, by default.
-STOP_TIMEOUT_S = 30.0
-#: exit codes of ``status`` / ``stop``.
-NONE_RUNS_EXIT = 1
-STILL_RUNS_EXIT = 2
+SERVE_POLL_S = 1.0
+"""How often ``serve`` looks at its proxy and reaps its embedded Redis when that died (s)."""
+
+
+#: the longest wait between two attempts to start a dead embedded Redis that would not start.
+RESTART_BACKOFF_MAX_S = 30.0
+
+
+#: lines of one kind (a restart, a failed restart) ``serve`` prints at most once per period.
+SERVE_LINE_PERIOD_S = 60.0
+
+
+#: the key of the example configuration; ``serve`` names it in its ready line.
+DEMO_KEY = "sk-memory-demo"
 
 
 def child_output(data_dir: Path, name: str, verbose: bool) -> IO[bytes] | None:
@@ -90,147 +99,287 @@ def close_outputs(outputs: Sequence[IO[bytes] | None]) -> None:
             output.close()
 
 
-def _redis_state(data_dir: Path) -> dict[str, Any]:
-    from litellm_memory_hook.store.embedded import answers, socket_path
+class _Supervisor:
+    """``serve``'s watch over its embedded Redis: a server that died is started again at the
+    next poll (within :data:`SERVE_POLL_S` s), with one line saying so; one that will not start
+    is tried again with a growing pause (up to :data:`RESTART_BACKOFF_MAX_S`); lines of a kind
+    repeat at most once per :data:`SERVE_LINE_PERIOD_S`, with a count."""
 
-    socket = socket_path(data_dir)
+    def __init__(
+        self, embedded: EmbeddedRedis, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        from litellm_memory_hook.ratelimited_log import RateLimitedLog
+
+        self.embedded = embedded
+        self.clock = clock
+        self.lines = RateLimitedLog(lambda text: _serve_line(text), SERVE_LINE_PERIOD_S, clock)
+        self.failures = 0
+        self.next_try = 0.0
+        self.restarts = 0
+
+    def poll(self) -> None:
+        """Reap or restart the server if it died; print what happened."""
+        from litellm_memory_hook.store.embedded import EmbeddedRedisError
+
+        self.lines.flush()
+        now = self.clock()
+        if now < self.next_try:
+            self.embedded.reap()
+            return
+        try:
+            line = self.embedded.restart_if_dead()
+        except EmbeddedRedisError as exc:
+            self.failures += 1
+            pause = min(RESTART_BACKOFF_MAX_S, 2.0**self.failures)
+            self.next_try = now + pause
+            self.lines.emit("failed", f"{exc}; trying again in {pause:g} s")
+            return
+        if line is not None:
+            self.restarts += 1
+            self.failures = 0
+            self.next_try = 0.0
+            self.lines.emit("restarted", line)
+
+    def close(self) -> None:
+        """Print the counts still held back."""
+        self.lines.flush(force=True)
+
+
+def _serve_line(text: str) -> None:
+    console.print(text, soft_wrap=True, highlight=False)
+
+
+def _wait_serving(proxy: subprocess.Popen[bytes], embedded: EmbeddedRedis | None) -> int:
+    """Wait for the proxy to exit (its exit code), looking after the embedded Redis meanwhile:
+    a server that died is reaped (no defunct process is left under a serve that runs on) and
+    started again within about :data:`SERVE_POLL_S` seconds (:class:`_Supervisor`)."""
+    supervisor = _Supervisor(embedded) if embedded is not None else None
     try:
-        pid: int | None = int((data_dir / "redis.pid").read_text().strip())
-    except (OSError, ValueError):
-        pid = None
-    return {
-        "socket": str(socket),
-        "pid": pid,
-        "alive": pid is not None and processes.process_alive(pid),
-        "answers": answers(socket),
-    }
+        while (code := proxy.poll()) is None:
+            if supervisor is not None:
+                supervisor.poll()
+            time.sleep(SERVE_POLL_S)
+    finally:
+        if supervisor is not None:
+            supervisor.close()
+    return code
 
 
-def serve_status(data_dir: Path) -> dict[str, Any]:
-    """What ``status`` reports, as JSON-ready data: ``{"running": bool, "data_dir", ...}``;
-    with a running serve also ``pid``, ``proxy_url`` (``.../v1``), ``inspector_url``,
-    ``children`` (name -> ``{"pid", "alive"}``), ``redis`` (``socket``, ``pid``, ``alive``,
-    ``answers``), ``config`` and ``logs`` (paths)."""
-    from litellm_memory_hook.store.embedded import serve_lock_holder
-
-    folder = data_dir.resolve()
-    holder = serve_lock_holder(folder)
-    record = processes.ServeRecord.read(folder)
-    status: dict[str, Any] = {"running": False, "data_dir": str(folder)}
-    if holder is None or record is None or record.pid != holder:
-        if record is not None:
-            status["last_pid"] = record.pid
-        return status
-    base = processes.local_url(record.host, record.port)
-    status.update(
-        running=True,
-        pid=record.pid,
-        proxy_url=f"{base}/v1",
-        inspector_url=f"{base}/memory/ui",
-        standin_url=f"http://127.0.0.1:{record.standin_port}/v1" if record.standin_port else None,
-        children={
-            name: {"pid": pid, "alive": processes.process_alive(pid)}
-            for name, pid in record.children.items()
-        },
-        redis=_redis_state(folder),
-        config=record.config,
-        logs=[str(folder / n) for n in (PROXY_LOG, STANDIN_LOG) if (folder / n).exists()],
-    )
-    return status
+def _stop_serving(
+    children: list[subprocess.Popen[bytes]],
+    embedded: EmbeddedRedis | None,
+    lock: Any,
+    *,
+    standin: bool,
+) -> list[str]:
+    """Stop what ``serve`` started: its children all at once (each waits for its own shutdown),
+    so the proxy's pending memory writes land before the embedded Redis saves and stops; then
+    release the data folder. Returns what was stopped, for the last line."""
+    processes.terminate_all(children, timeout_s=10)
+    names = (["the stand-in model"] if standin else []) + ["the proxy"]
+    stopped = names[: len(children)]
+    if embedded is not None:
+        embedded.stop()
+        stopped.append("the embedded Redis (saved)")
+    if lock is not None:
+        lock.release()
+    return stopped
 
 
-def _alive(flag: bool) -> str:
-    return "alive" if flag else "NOT RUNNING"
-
-
-def status_command(
-    data_dir: DataDirOption = Path(".litellm-memory"),
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
-    """Report the serve running on --data-dir: pids, URLs, its Redis (exit 1 when none runs).
-
-    Example: litellm-memory status
-    """
-    status = serve_status(data_dir)
-    if as_json:
-        typer.echo(json.dumps(status))
-    elif not status["running"]:
-        last = (
-            f" (the last one, pid {status['last_pid']}, has stopped)"
-            if "last_pid" in status
-            else ""
-        )
-        console.print(f"no serve runs on {status['data_dir']}/{last}", highlight=False)
+def _ready_line(url: str, master_key: str | None) -> str:
+    """``serve``'s ready line: the proxy URL, the inspector's URL and the key to use (the demo
+    key by name; any other master key only by where it is set, never its text)."""
+    if master_key == DEMO_KEY:
+        key = f"key: {DEMO_KEY}"
+    elif master_key:
+        key = "key: the master_key of the config"
     else:
-        lines = [f"serve: pid {status['pid']} on {status['data_dir']}/"]
-        for name, child in status["children"].items():
-            lines.append(f"  {name}: pid {child['pid']} {_alive(child['alive'])}")
-        lines.append(f"  proxy URL: {status['proxy_url']}")
-        lines.append(f"  inspector: {status['inspector_url']}")
-        if status["standin_url"]:
-            lines.append(f"  stand-in: {status['standin_url']}")
-        redis = status["redis"]
-        answering = "answers" if redis["answers"] else "does NOT answer"
-        lines.append(
-            f"  embedded Redis: {redis['socket']} (pid {redis['pid']}, {answering})"
-            if redis["pid"] is not None or redis["answers"]
-            else "  Redis: the config's (not embedded)"
-        )
-        lines.append(f"  config: {status['config']}")
-        for log in status["logs"]:
-            lines.append(f"  log: {log}")
-        console.print("\n".join(lines), highlight=False, soft_wrap=True)
-    if not status["running"]:
-        raise typer.Exit(code=NONE_RUNS_EXIT)
+        key = "no master key set"
+    return f"proxy with memory: {url}  inspector: {url}/memory/ui  {key}  (Ctrl-C stops)"
 
 
-def stop_command(
+def _stopped_line(stopped: list[str], data_dir: Path | None, redis_url: str) -> str:
+    """``serve``'s last line: what it stopped and where the memory stays."""
+    what = ", ".join(stopped) if stopped else "nothing was running"
+    if data_dir is not None:
+        where = f"the memory stays in {data_dir.resolve()}/ (the next serve there uses it)"
+    else:
+        where = f"the memory stays in the Redis at {mask_url(redis_url)}"
+    return f"serve stopped: {what}; {where}"
+
+
+def serve(
+    config: ConfigOption = Path("config.yaml"),
+    port: Annotated[int, typer.Option(min=1, max=MAX_PORT, help="Proxy port.")] = 4000,
+    host: Annotated[str, typer.Option(help="Proxy host.")] = "127.0.0.1",
+    standin_port: Annotated[
+        int, typer.Option(min=0, max=MAX_PORT, help="Stand-in model port (0: none).")
+    ] = 4010,
     data_dir: DataDirOption = Path(".litellm-memory"),
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0, help="Seconds to wait for it to exit.")
-    ] = STOP_TIMEOUT_S,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Show the proxy's and the stand-in's own output here (default: "
+            "<data-dir>/proxy.log and standin.log).",
+        ),
+    ] = False,
 ) -> None:
-    """Stop the serve running on --data-dir (SIGTERM, as Ctrl-C) and wait for it to exit.
+    """Run the LiteLLM proxy with memory (an embedded Redis when no Redis URL is configured).
 
-    Example: litellm-memory stop
+    Refuses to start when a port is taken, --port and --standin-port are the same, another
+    serve uses the same --data-dir, or an alias's memory block is broken or misspelt (it would
+    run without memory). LiteLLM's banner and access log go to <data-dir>/proxy.log unless
+    --verbose; `litellm-memory status` and `stop` find it by its --data-dir.
+
+    Example: litellm-memory serve --config config.yaml --port 4000
     """
-    status = serve_status(data_dir)
-    if not status["running"]:
-        console.print(f"no serve runs on {status['data_dir']}/", highlight=False)
-        raise typer.Exit(code=NONE_RUNS_EXIT)
-    pid = int(status["pid"])
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while processes.process_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if processes.process_alive(pid):
-        console.print(f"serve (pid {pid}) still runs {timeout:g} s after SIGTERM", highlight=False)
-        raise typer.Exit(code=STILL_RUNS_EXIT)
-    children = [name for name, child in status["children"].items() if child["alive"]]
-    left = [name for name in children if processes.process_alive(status["children"][name]["pid"])]
-    what = ", ".join(["serve", *children, "its embedded Redis"])
-    line = f"stopped {what} (pid {pid}); the memory stays in {status['data_dir']}/"
-    if left:
-        line += f"; still running: {', '.join(left)}"
-    console.print(line, highlight=False, soft_wrap=True)
+    from litellm_memory_hook.store.embedded import EmbeddedRedisError, ServeLock, start_embedded
+
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    require_distinct_ports(port, standin_port)
+    loaded = load_config(config)
+    faults = config_failures(loaded)
+    if faults:
+        raise fail(f"{config}: " + "; ".join(faults) + " (see litellm-memory doctor)")
+    proxy_settings = loaded.settings
+    busy = processes.busy_port_message(
+        [("proxy", host, port, "--port"), ("stand-in", "127.0.0.1", standin_port, "--standin-port")]
+    )
+    if busy:
+        raise fail(busy)
+    # Stop the children on `kill` as on Ctrl-C; SIGINT explicitly too, since a serve started in
+    # the background by a script inherits it ignored (and `kill -INT` would do nothing).
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    settings_env = os.environ.copy()
+    embedded = None
+    lock = None
+    ready = False
+    children: list[subprocess.Popen[bytes]] = []
+    outputs: list[IO[bytes] | None] = []
+    try:
+        if (
+            "redis_url" not in proxy_settings.model_fields_set
+            and not proxy_settings.redis_sentinel_nodes
+        ):
+            try:
+                lock = ServeLock.acquire(data_dir)
+                embedded = start_embedded(data_dir, owner=True)
+            except EmbeddedRedisError as exc:
+                raise fail(str(exc)) from exc
+            # Only the memory hook gets it: LiteLLM itself would also use a REDIS_URL it sees.
+            settings_env["LITELLM_MEMORY_REDIS_URL"] = embedded.url
+            console.print(
+                f"embedded Redis: {embedded.socket} (data in {data_dir}/; "
+                f"redis-cli -s {embedded.socket})",
+                soft_wrap=True,
+            )
+        settings_env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        # the children end with serve, even on kill -9 (found by a fresh-user run: they were
+        # left holding the ports); the embedded Redis may outlive it (see store/embedded.py)
+        if standin_port:
+            outputs.append(child_output(data_dir, STANDIN_LOG, verbose))
+            command = processes.standin_command(standin_port)
+            children.append(spawn_child(command, settings_env, outputs[-1]))
+            try:
+                processes.wait_http(f"http://127.0.0.1:{standin_port}/v1/models", children[-1], 30)
+            except RuntimeError as exc:
+                raise fail(f"the stand-in model did not start: {exc}".splitlines()[0]) from exc
+            console.print(f"stand-in model: http://127.0.0.1:{standin_port}/v1")
+        proxy_config = processes.config_for_standin(config, standin_port, data_dir)
+        outputs.append(child_output(data_dir, PROXY_LOG, verbose))
+        proxy = spawn_child(
+            processes.proxy_command(proxy_config, port, host), settings_env, outputs[-1]
+        )
+        proxy_log = None if verbose else data_dir / PROXY_LOG
+        where = "its output is above" if proxy_log is None else f"its log: {proxy_log}"
+        children.append(proxy)
+        if lock is not None:  # the folder is this serve's: say where its proxy listens
+            processes.ServeRecord(
+                os.getpid(),
+                host,
+                port,
+                standin_port,
+                str(proxy_config.resolve()),
+                {"proxy": proxy.pid, **({"stand-in": children[0].pid} if standin_port else {})},
+            ).write(data_dir)
+        url = processes.local_url(host, port)
+        console.print(
+            f"starting the LiteLLM proxy on {host}:{port} ..."
+            + ("" if proxy_log is None else f" (its output: {proxy_log})"),
+            soft_wrap=True,
+        )
+        try:
+            processes.wait_http(f"{url}/health/liveliness", proxy, 300)
+        except RuntimeError as exc:
+            print_log_tail(proxy_log)
+            raise fail(
+                f"the proxy did not start on {host}:{port}: {exc}".splitlines()[0] + f" ({where})"
+            ) from exc
+        console.print(_ready_line(url, loaded.master_key), soft_wrap=True, highlight=False)
+        ready = True
+        code = _wait_serving(proxy, embedded)
+        if code not in (0, -signal.SIGINT, -signal.SIGTERM):
+            raise fail(f"the proxy exited with code {code} ({where})")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stopped = _stop_serving(children, embedded, lock, standin=bool(standin_port))
+        close_outputs(outputs)
+        if ready:  # a serve that refused to start said why in its one line
+            console.print(
+                _stopped_line(
+                    stopped,
+                    data_dir if embedded is not None else None,
+                    proxy_settings.redis_url,
+                ),
+                soft_wrap=True,
+                highlight=False,
+            )
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``status`` and ``stop`` to ``app`` (nothing when they are there)."""
-    commands = {c.name for c in app.registered_commands}
-    if "status" not in commands:
-        app.command("status")(status_command)
-    if "stop" not in commands:
-        app.command("stop")(stop_command)
+def standin_command(
+    port: Annotated[int, typer.Option(min=1, max=MAX_PORT, help="Port.")] = standin.DEFAULT_PORT,
+    host: Annotated[str, typer.Option(help="Host.")] = "127.0.0.1",
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            help="How extraction calls are answered: default (a simple rule) or oracle (LoCoMo "
+            "observation labels from --oracle). Default: oracle with --oracle, else default; "
+            "env STANDIN_MODE."
+        ),
+    ] = None,
+    oracle: Annotated[
+        Path | None,
+        typer.Option(help="A LoCoMo-format JSON file for oracle mode (env STANDIN_ORACLE)."),
+    ] = None,
+    assistant_name: Annotated[
+        str | None,
+        typer.Option(
+            help="The assistant's speaker name in extraction prompts, besides 'assistant' "
+            "(env STANDIN_ASSISTANT_NAME)."
+        ),
+    ] = None,
+) -> None:
+    """Run the local stand-in model (OpenAI-compatible, records what it receives)."""
+    try:
+        standin.run(host=host, port=port, mode=mode, oracle=oracle, assistant_name=assistant_name)
+    except (ValueError, MemoryHookError) as exc:
+        raise fail(str(exc)) from exc
 
 
 __all__ = [
+    "DEMO_KEY",
     "PROXY_LOG",
     "STANDIN_LOG",
     "child_output",
+    "close_outputs",
     "log_tail",
-    "register",
-    "serve_status",
+    "print_log_tail",
+    "serve",
     "spawn_child",
+    "standin_command",
 ]

@@ -15,14 +15,15 @@ import typer
 
 from litellm_memory_hook.store.keys import TENANT_FORMS, is_tenant
 from litellm_memory_hook.store.tenant_move import TenantMove, move_tenant
-from litellm_memory_hook.tools.cli_common import ConfigOption, DataDirOption, console
-from litellm_memory_hook.tools.cli_ops import (
+from litellm_memory_hook.tools.cli_common import (
     DEFAULT_CONFIG,
     DEFAULT_DATA_DIR,
-    command_config,
-    fail,
-    run_on_redis,
+    ConfigOption,
+    DataDirOption,
+    console,
 )
+from litellm_memory_hook.tools.cli_connect import command_config, run_on_redis
+from litellm_memory_hook.tools.cli_errors import fail
 
 #: exit code when some keys were left in place (their new names were taken).
 CONFLICT_EXIT = 1

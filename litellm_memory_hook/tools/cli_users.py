@@ -23,21 +23,18 @@ from rich.table import Table
 from litellm_memory_hook.memory_api import MemoryAPI, MemoryNotFoundError
 from litellm_memory_hook.store.directory import MAX_PAGE, ConversationEntry, Page, UserEntry
 from litellm_memory_hook.tools.cli_common import (
+    DEFAULT_CONFIG,
+    DEFAULT_DATA_DIR,
     MASTER_TENANT,
     ConfigOption,
     DataDirOption,
+    TenantOption,
+    UserOption,
     console,
     counted,
 )
-from litellm_memory_hook.tools.cli_ops import (
-    DEFAULT_CONFIG,
-    DEFAULT_DATA_DIR,
-    TenantOption,
-    UserOption,
-    command_config,
-    fail,
-    run_on_redis,
-)
+from litellm_memory_hook.tools.cli_connect import command_config, run_on_redis
+from litellm_memory_hook.tools.cli_errors import fail
 
 #: exit code of a command given a user with nothing stored (a mistyped ``--user``).
 NO_SUCH_USER_EXIT = 1
@@ -153,13 +150,4 @@ def conversations_command(
     console.print(_footer(page, "conversation"))
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``users`` and ``conversations`` to ``app`` (nothing when they are there)."""
-    commands = {c.name for c in app.registered_commands}
-    if "users" not in commands:
-        app.command("users")(users_command)
-    if "conversations" not in commands:
-        app.command("conversations")(conversations_command)
-
-
-__all__ = ["NO_SUCH_USER_EXIT", "conversations_command", "register", "users_command"]
+__all__ = ["NO_SUCH_USER_EXIT", "conversations_command", "users_command"]
