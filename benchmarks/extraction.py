@@ -87,7 +87,7 @@ import redis
 import yaml
 from rich.table import Table
 
-from benchmarks.keys import delete_prefix, run_prefix
+from benchmarks.keys import run_prefix
 from litellm_memory_hook.core.escape import escape_data
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES, REMINDER_TAG
@@ -96,7 +96,7 @@ from litellm_memory_hook.extraction.parse import fact_key
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
 from litellm_memory_hook.tools.files import read_utf8
 from litellm_memory_hook.tools.histories import History, HistoryLine, load_locomo
-from litellm_memory_hook.tools.processes import free_port, standin_and_proxy
+from litellm_memory_hook.tools.stack import Stack, stack, stack_config
 from litellm_memory_hook.tools.standin import parse_extraction_prompt
 
 __all__ = [
@@ -107,13 +107,14 @@ __all__ = [
     "QuestionCover",
     "SampleResult",
     "Step",
-    "derive_config",
     "parse_sections",
     "plan_steps",
     "question_cover",
     "report_table",
+    "run_config",
     "run_extraction_bench",
     "run_sample",
+    "source_config",
 ]
 
 LOCOMO_CITATION: Final = (
@@ -641,44 +642,34 @@ def report_table(report: BenchReport, title: str = "extraction cost and evidence
 # --- processes -------------------------------------------------------------------------------
 
 
-def derive_config(
-    source: Path,
-    dest: Path,
-    *,
-    standin_port: int,
-    prefix: str,
-    redis_url: str,
-    model: str,
-) -> dict[str, Any]:
-    """Write the run's proxy config: ``source`` with the stand-in's port, the key prefix, the
-    Redis URL and the quiet / poll times of the module docstring. Returns the loaded config.
+def source_config(source: Path, model: str) -> dict[str, Any]:
+    """The proxy config the run derives its own from (:func:`run_config`): ``source``, which
+    must have ``model`` as an alias with memory enabled.
 
     Raises:
         ValueError: ``model`` is not an alias of ``source`` with memory enabled.
         ConfigError: ``source`` cannot be read or is not UTF-8.
     """
-    config = yaml.safe_load(read_utf8(source, ConfigError))
-    found = False
+    config = cast(dict[str, Any], yaml.safe_load(read_utf8(source, ConfigError)))
     for entry in config.get("model_list") or ():
-        params = entry.get("litellm_params") or {}
-        if "api_base" in params:
-            params["api_base"] = f"http://127.0.0.1:{standin_port}/v1"
         memory = (entry.get("model_info") or {}).get("memory")
         if entry.get("model_name") == model and memory:
-            found = True
-    if not found:
-        raise ValueError(f"{source}: no alias {model!r} with memory enabled")
-    callback = config.setdefault("callback_settings", {}).setdefault("memory", {})
-    callback.update(
-        {
-            "key_prefix": prefix,
-            "redis_url": redis_url,
-            "extraction_quiet_s": EXTRACTION_QUIET_S,
-            "extraction_poll_s": EXTRACTION_POLL_S,
-        }
-    )
-    dest.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
-    return cast(dict[str, Any], config)
+            return config
+    raise ValueError(f"{source}: no alias {model!r} with memory enabled")
+
+
+def run_config(
+    source: Mapping[str, Any], *, standin_port: int, prefix: str, redis_url: str
+) -> dict[str, Any]:
+    """The run's proxy config: ``source`` with every alias on the stand-in, the key prefix,
+    the Redis URL and the quiet / poll times of the module docstring."""
+    memory = {
+        "key_prefix": prefix,
+        "redis_url": redis_url,
+        "extraction_quiet_s": EXTRACTION_QUIET_S,
+        "extraction_poll_s": EXTRACTION_POLL_S,
+    }
+    return stack_config(source, standin_port=standin_port, memory=memory)
 
 
 def _namespace(config: Mapping[str, Any], model: str) -> str:
@@ -697,20 +688,6 @@ def _tail(path: Path, chars: int = 3000) -> str:
         return ""
 
 
-@dataclass
-class _Stack:
-    """The processes and clients of one sample's run."""
-
-    proxy_url: str
-    standin: httpx.Client
-    http: httpx.Client
-    redis: redis.Redis
-    prefix: str
-    master_key: str
-    namespace: str
-    proxy_log: Path
-
-
 @contextlib.contextmanager
 def _stack(
     *,
@@ -719,51 +696,30 @@ def _stack(
     redis_url: str,
     model: str,
     folder: Path,
-) -> Iterator[_Stack]:
-    """Start the oracle stand-in and the proxy; stop them and delete the prefix's keys after."""
+) -> Iterator[Stack]:
+    """Start the oracle stand-in and the proxy (:func:`litellm_memory_hook.tools.stack.stack`);
+    stop them and delete the prefix's keys after."""
     prefix = run_prefix(PREFIX_STEM)
-    standin_port, proxy_port = free_port(), free_port()
+    source = source_config(config, model)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_MEMORY_")}
-    loaded = derive_config(
-        config,
-        folder / "config.yaml",
-        standin_port=standin_port,
-        prefix=prefix,
-        redis_url=redis_url,
-        model=model,
-    )
-    master_key = str((loaded.get("general_settings") or {}).get("master_key") or "sk-none")
-    namespace = _namespace(loaded, model)
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
         client.ping()
-        with (
-            standin_and_proxy(
-                folder / "config.yaml",
-                folder,
-                standin_port=standin_port,
-                proxy_port=proxy_port,
-                env=base_env,
-                standin_env={"STANDIN_MODE": "oracle", "STANDIN_ORACLE": str(data.resolve())},
-                proxy_env={"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS_URL": redis_url},
-            ) as started,
-            httpx.Client(base_url=started.standin_url, timeout=60) as standin,
-            httpx.Client(timeout=60) as http,
-        ):
-            yield _Stack(
-                started.proxy_url,
-                standin,
-                http,
-                client,
-                prefix,
-                master_key,
-                namespace,
-                started.proxy_log,
-            )
-    finally:
-        with contextlib.suppress(redis.RedisError):
-            delete_prefix(redis_url, prefix)
+    except redis.RedisError:
         client.close()
+        raise
+    with stack(
+        folder,
+        lambda port: run_config(source, standin_port=port, prefix=prefix, redis_url=redis_url),
+        prefix=prefix,
+        redis_env={"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS_URL": redis_url},
+        keys=client,
+        env=base_env,
+        standin_env={"STANDIN_MODE": "oracle", "STANDIN_ORACLE": str(data.resolve())},
+        kind=Stack,
+        control_timeout_s=60,
+    ) as running:
+        yield running
 
 
 # --- one sample --------------------------------------------------------------------------------
@@ -776,7 +732,7 @@ def _reply_text(response: Any) -> str:
 
 
 def _replay(
-    stack: _Stack,
+    stack: Stack,
     client: openai.OpenAI,
     steps: Sequence[Step],
     *,
@@ -813,9 +769,9 @@ def _replay(
             progress(f"{sample_id} replay", done, len(steps))
 
 
-def _state(stack: _Stack, model: str, user: str) -> dict[str, Any]:
+def _state(stack: Stack, model: str, user: str) -> dict[str, Any]:
     response = stack.http.get(
-        f"{stack.proxy_url}/memory/v1/summary",
+        f"{stack.proxy}/memory/v1/summary",
         params={"user": user, "model": model},
         headers={"Authorization": f"Bearer {stack.master_key}"},
     )
@@ -823,9 +779,9 @@ def _state(stack: _Stack, model: str, user: str) -> dict[str, Any]:
     return cast(dict[str, Any], response.json())
 
 
-def _memories_stored(stack: _Stack, model: str, user: str) -> int:
+def _memories_stored(stack: Stack, model: str, user: str) -> int:
     response = stack.http.get(
-        f"{stack.proxy_url}/memory/v1/memories",
+        f"{stack.proxy}/memory/v1/memories",
         params={"user": user, "model": model},
         headers={"Authorization": f"Bearer {stack.master_key}"},
     )
@@ -834,11 +790,11 @@ def _memories_stored(stack: _Stack, model: str, user: str) -> int:
 
 
 def _wait_extracted(
-    stack: _Stack, keys: ConversationKeys, *, model: str, user: str, timeout_s: float
+    stack: Stack, keys: ConversationKeys, *, model: str, user: str, timeout_s: float
 ) -> tuple[bool, dict[str, Any]]:
     """Flush, then wait until the cursor reached the last seq with nothing due and no lease."""
     response = stack.http.post(
-        f"{stack.proxy_url}/memory/v1/flush",
+        f"{stack.proxy}/memory/v1/flush",
         json={"user": user, "model": model},
         headers={"Authorization": f"Bearer {stack.master_key}"},
     )
@@ -861,7 +817,7 @@ def _wait_extracted(
 
 
 def _questions(
-    stack: _Stack,
+    stack: Stack,
     client: openai.OpenAI,
     history: History,
     oracle: OracleIndex,
@@ -977,7 +933,7 @@ def run_sample(
             except (RuntimeError, openai.APIError, httpx.HTTPError) as exc:
                 raise RuntimeError(
                     f"{sample_id} failed: {exc}\nlogs in {folder}; proxy log tail:\n"
-                    f"{_tail(stack.proxy_log)}"
+                    f"{_tail(stack.log)}"
                 ) from exc
         ok = True
         return result
@@ -990,7 +946,7 @@ def run_sample(
 
 
 def _run_stack(
-    stack: _Stack,
+    stack: Stack,
     history: History,
     steps: Sequence[Step],
     skipped: Sequence[HistoryLine],
@@ -1005,9 +961,10 @@ def _run_stack(
     after_replay: Callable[[Any], None] | None = None,
 ) -> SampleResult:
     sample_id = history.sample_id
-    keys = ConversationKeys.for_ids(stack.prefix, MASTER_TENANT, user, stack.namespace)
+    namespace = _namespace(stack.config, model)
+    keys = ConversationKeys.for_ids(stack.prefix, MASTER_TENANT, user, namespace)
     client = openai.OpenAI(
-        base_url=f"{stack.proxy_url}/v1", api_key=stack.master_key, max_retries=0, timeout=120
+        base_url=f"{stack.proxy}/v1", api_key=stack.master_key, max_retries=0, timeout=120
     )
     t0 = time.monotonic()
     _replay(

@@ -8,9 +8,10 @@ the global ones too (``<prefix>:due``, ``<prefix>:stats``, ``<prefix>:sweep``).
 from __future__ import annotations
 
 import secrets
-from typing import Any, cast
 
 import redis
+
+from litellm_memory_hook.tools.stack import delete_keys
 
 
 def run_prefix(stem: str) -> str:
@@ -19,7 +20,8 @@ def run_prefix(stem: str) -> str:
 
 
 def delete_prefix(url: str, prefix: str) -> int:
-    """Delete every key under ``<prefix>:`` (SCAN, then DEL in batches of 500).
+    """Delete every key under ``<prefix>:`` of the Redis at ``url``
+    (:func:`litellm_memory_hook.tools.stack.delete_keys`).
 
     Returns:
         The number of keys deleted.
@@ -28,16 +30,7 @@ def delete_prefix(url: str, prefix: str) -> int:
         redis.RedisError: Redis failed.
     """
     client = redis.Redis.from_url(url)
-    deleted = 0
     try:
-        batch: list[Any] = []
-        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
-            batch.append(key)
-            if len(batch) >= 500:
-                deleted += int(cast(Any, client.delete(*batch)))
-                batch = []
-        if batch:
-            deleted += int(cast(Any, client.delete(*batch)))
+        return delete_keys(client, prefix)
     finally:
         client.close()
-    return deleted

@@ -63,20 +63,13 @@ from typing import Any, Literal, cast
 
 import httpx
 import redis
-import yaml
 
 from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.store.keys import due_key, stats_key
-from litellm_memory_hook.tools.processes import (
-    PROXY_ENV,
-    free_port,
-    spawn,
-    standin_and_proxy,
-    terminate_all,
-    worker_command,
-)
+from litellm_memory_hook.tools.processes import PROXY_ENV, spawn, terminate_all, worker_command
 from litellm_memory_hook.tools.replay import percentile
+from litellm_memory_hook.tools.stack import Stack, stack
 
 PREFIX_STEM = "membench-proxy"
 ExtractionMode = Literal["proxy", "worker", "off"]
@@ -348,15 +341,14 @@ class ProxyBenchReport:
 
 
 def bench_config(
-    path: Path,
-    *,
     standin_port: int,
+    *,
     prefix: str,
     redis_url: str,
     master_key: str,
     extraction: ExtractionMode,
-) -> Path:
-    """Write the run's proxy config: the two aliases on the stand-in, the hook, the prefix."""
+) -> dict[str, Any]:
+    """The run's proxy config: the two aliases on the stand-in, the hook, the prefix."""
     params = {
         "model": "openai/standin",
         "api_base": f"http://127.0.0.1:{standin_port}/v1",
@@ -385,8 +377,7 @@ def bench_config(
         },
         "general_settings": {"master_key": master_key},
     }
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
+    return config
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -453,50 +444,49 @@ class BenchStack:
 def bench_stack(
     redis_url: str, prefix: str, folder: Path, *, extraction: ExtractionMode
 ) -> Iterator[BenchStack]:
-    """The stand-in and the proxy, started together; stopped (and the keys deleted) after."""
-    standin_port, proxy_port = free_port(), free_port()
+    """The stand-in and the proxy, started together
+    (:func:`litellm_memory_hook.tools.stack.stack`), and with ``extraction="worker"`` a
+    standalone worker; stopped (and the keys deleted) after."""
     master_key = f"sk-bench-{secrets.token_hex(8)}"
-    config = bench_config(
-        folder / "config.yaml",
-        standin_port=standin_port,
-        prefix=prefix,
-        redis_url=redis_url,
-        master_key=master_key,
-        extraction=extraction,
-    )
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_MEMORY_")}
     redis_env = {"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS_URL": redis_url}
+
+    def config(standin_port: int) -> dict[str, Any]:
+        return bench_config(
+            standin_port,
+            prefix=prefix,
+            redis_url=redis_url,
+            master_key=master_key,
+            extraction=extraction,
+        )
+
     worker: list[subprocess.Popen[bytes]] = []
-    try:
-        with standin_and_proxy(
-            config,
-            folder,
-            standin_port=standin_port,
-            proxy_port=proxy_port,
-            env=base_env,
-            proxy_env=redis_env,
-        ) as running:
-            if extraction == "worker":
-                worker_env = {**base_env, **PROXY_ENV, **redis_env}
-                worker.append(
-                    spawn(worker_command(config), folder / "worker.log", cwd=folder, env=worker_env)
-                )
-            try:
-                yield BenchStack(
-                    running.proxy_url,
-                    master_key,
-                    running.proxy.pid,
-                    running.standin.pid,
-                    worker[0].pid if worker else None,
-                    prefix,
-                    redis_url,
-                    running.standin_url,
-                )
-            finally:
-                terminate_all(worker)
-    finally:
-        with contextlib.suppress(redis.RedisError):
-            delete_prefix(redis_url, prefix)
+    with stack(
+        folder,
+        config,
+        prefix=prefix,
+        redis_env=redis_env,
+        keys=redis.Redis.from_url(redis_url),
+        kind=Stack,
+        env=base_env,
+    ) as running:
+        if extraction == "worker":
+            worker_env = {**base_env, **PROXY_ENV, **redis_env}
+            command = worker_command(folder / "config.yaml")
+            worker.append(spawn(command, folder / "worker.log", cwd=folder, env=worker_env))
+        try:
+            yield BenchStack(
+                running.proxy,
+                master_key,
+                running.processes.proxy.pid,
+                running.processes.standin.pid,
+                worker[0].pid if worker else None,
+                prefix,
+                redis_url,
+                running.standin_url,
+            )
+        finally:
+            terminate_all(worker)
 
 
 # --- driving the proxy -----------------------------------------------------------------------

@@ -1,27 +1,26 @@
-"""Starting real processes for end-to-end tests: the stand-in model and a LiteLLM proxy."""
+"""Starting real processes for end-to-end tests: the stand-in model and a LiteLLM proxy, alone or
+together on the tests' Redis (:func:`stack`, over :func:`litellm_memory_hook.tools.stack.stack`,
+which the benchmarks use too)."""
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import openai
 import redis
 import yaml
 
 from litellm_memory_hook.core.models import stored_text
-from litellm_memory_hook.extraction.prompt import is_extraction_call
+from litellm_memory_hook.tools import stack as stacks
 from litellm_memory_hook.tools.processes import (
     PROXY_ENV,
     PROXY_START_S,
@@ -29,11 +28,11 @@ from litellm_memory_hook.tools.processes import (
     free_port,
     proxy_command,
     spawn,
-    standin_and_proxy,
     standin_command,
     terminate_all,
     wait_http,
 )
+from litellm_memory_hook.tools.stack import chat_calls
 
 from .conftest import real_redis_url
 
@@ -53,13 +52,6 @@ __all__ = [
     "stop",
     "wait_http",
 ]
-
-
-def chat_calls(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The chat request bodies among ``bodies`` (the stand-in's ``/_standin/requests``
-    records), in their order: the background extraction calls
-    (:func:`litellm_memory_hook.extraction.prompt.is_extraction_call`) are left out."""
-    return [body for body in bodies if not is_extraction_call(body.get("messages"))]
 
 
 def start_standin(port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -90,20 +82,22 @@ def derived_config(
         memory: settings merged into ``callback_settings.memory``.
         general: settings merged into ``general_settings``.
     """
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    config["model_list"].extend(copy.deepcopy(extra_models or []))
-    for entry in config["model_list"]:
-        params = entry["litellm_params"]
-        if "api_base" in params:
-            # an anthropic/ model's base is the root: LiteLLM adds /v1/messages itself
-            root = str(params.get("model", "")).startswith("anthropic/")
-            params["api_base"] = f"http://127.0.0.1:{standin_port}" + ("" if root else "/v1")
-    config["callback_settings"]["memory"]["key_prefix"] = prefix
-    config.update(extra or {})
-    config["callback_settings"]["memory"].update(memory or {})
-    config["general_settings"].update(general or {})
-    path.write_text(yaml.safe_dump(config, allow_unicode=True))
-    return path
+    changes = {"extra_models": extra_models, "extra": extra, "memory": memory, "general": general}
+    return stacks.write_config(_derived(standin_port, prefix, changes), path)
+
+
+def _derived(standin_port: int, prefix: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """The package's config.yaml with the changes of :func:`derived_config`."""
+    source = yaml.safe_load((REPO / "config.yaml").read_text())
+    return stacks.stack_config(
+        source,
+        standin_port=standin_port,
+        prefix=prefix,
+        extra_models=changes["extra_models"] or (),
+        extra=changes["extra"],
+        memory=changes["memory"],
+        general=changes["general"],
+    )
 
 
 def start_proxy(config: Path, port: int, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -119,13 +113,8 @@ def start_proxy(config: Path, port: int, log: Path, env: dict[str, str]) -> subp
     return process
 
 
-#: runs the ``litellm-memory`` CLI with the memory commands registered (``worker`` included)
-_CLI_SCRIPT = (
-    "from litellm_memory_hook.tools import cli\n"
-    "from litellm_memory_hook.tools.cli_memory import register\n"
-    "register(cli.app)\n"
-    "cli.app()\n"
-)
+#: runs the ``litellm-memory`` CLI (every command, ``worker`` included)
+_CLI_SCRIPT = "from litellm_memory_hook.tools import cli\ncli.app()\n"
 
 
 def start_worker(config: Path, cwd: Path) -> tuple[subprocess.Popen[str], str]:
@@ -159,38 +148,13 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     terminate_all([process])
 
 
-@dataclass
-class Running:
+class Running(stacks.Stack):
     """A running stand-in model and proxy of :func:`stack`, with clients. Test modules
     subclass it (methods only) and pass the subclass as ``stack(kind=...)``."""
 
-    folder: Path
-    #: the hook's key prefix (every key the proxy writes starts with it and ``:``).
-    prefix: str
-    #: the proxy's URL, ``http://127.0.0.1:<port>`` (the OpenAI base URL adds ``/v1``).
-    proxy: str
-    #: a client of the stand-in's root (``/_standin/...`` control routes), timeout 30 s.
-    standin: httpx.Client
-    #: a plain client (no base URL), timeout 60 s.
-    http: httpx.Client
-    #: a sync client (``decode_responses``) of the proxy's memory Redis (``keys`` of
-    #: :func:`stack`): ``redis.Redis``, a ``RedisCluster``, or ``None``.
-    redis: Any
-    #: the proxy's log.
-    log: Path
-
-    def openai(self, key: str = MASTER_KEY) -> openai.OpenAI:
+    def openai(self, key: str | None = MASTER_KEY) -> openai.OpenAI:
         """An openai client of the proxy with ``key`` (no retries, 60 s timeout)."""
-        return openai.OpenAI(base_url=f"{self.proxy}/v1", api_key=key, max_retries=0, timeout=60)
-
-    def chat_calls(self) -> list[dict[str, Any]]:
-        """The chat request bodies the stand-in received, oldest first (extraction calls left
-        out: :func:`chat_calls`)."""
-        return chat_calls(self.standin.get("/_standin/requests").json())
-
-    def script(self, *replies: Any) -> None:
-        """Queue the stand-in's replies to the next chat calls."""
-        self.standin.post("/_standin/replies", json=list(replies)).raise_for_status()
+        return super().openai(key)
 
     def turns(self, user: str, conversation: str = "demo") -> list[dict[str, Any]]:
         """Stored turns of a conversation of the master tenant, oldest first, each with its
@@ -215,6 +179,8 @@ def stack(
     general: dict[str, Any] | None = None,
     redis_env: dict[str, str] | None = None,
     keys: Any = None,
+    env: dict[str, str] | None = None,
+    proxy_args: Sequence[str] = (),
 ) -> Iterator[RunningT]:
     """The stand-in model and a LiteLLM proxy with :func:`derived_config` (written to
     ``folder/config.yaml``; ``extra_models``, ``extra``, ``memory`` and ``general`` as there),
@@ -226,41 +192,28 @@ def stack(
         keys: a sync client (``decode_responses``) of that Redis; default with no
             ``redis_env`` a ``redis.Redis`` of the tests' Redis, else none (``Running.redis``
             is ``None`` and no keys are deleted). The stack closes it.
+        env: the environment both processes start from (default: this process's).
+        proxy_args: added to the proxy's command line (e.g. ``--num_workers 2``).
 
     On exit the processes are stopped and, with a client, every key of the prefix deleted.
 
     Raises:
         RuntimeError: a process did not start (the message ends with its log).
     """
-    standin_port, proxy_port = free_port(), free_port()
     prefix = stem + uuid.uuid4().hex[:8]
-    config = derived_config(
-        folder / "config.yaml",
-        standin_port=standin_port,
-        prefix=prefix,
-        extra_models=extra_models,
-        extra=extra,
-        memory=memory,
-        general=general,
-    )
     if redis_env is None:
         redis_env = {"REDIS_URL": real_redis_url()}
         keys = keys or redis.Redis.from_url(real_redis_url(), decode_responses=True)
-    try:
-        with (
-            standin_and_proxy(
-                config,
-                folder,
-                standin_port=standin_port,
-                proxy_port=proxy_port,
-                proxy_env=redis_env,
-            ) as started,
-            httpx.Client(base_url=started.standin_url, timeout=30) as control,
-            httpx.Client(timeout=60) as http,
-        ):
-            yield kind(folder, prefix, started.proxy_url, control, http, keys, started.proxy_log)
-    finally:
-        if keys is not None:
-            for key in keys.scan_iter(match=f"{prefix}:*"):
-                keys.delete(key)
-            keys.close()
+
+    changes = {"extra_models": extra_models, "extra": extra, "memory": memory, "general": general}
+    with stacks.stack(
+        folder,
+        lambda standin_port: _derived(standin_port, prefix, changes),
+        prefix=prefix,
+        redis_env=redis_env,
+        keys=keys,
+        kind=kind,
+        env=env,
+        proxy_args=proxy_args,
+    ) as running:
+        yield running

@@ -32,8 +32,9 @@ from redis.cluster import RedisCluster as SyncCluster
 
 from litellm_memory_hook.core.models import stored_text
 
+from . import harness
 from .conftest import real_redis_url
-from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+from .harness import MASTER_KEY
 
 pytestmark = pytest.mark.e2e
 logger = logging.getLogger(__name__)
@@ -69,10 +70,6 @@ def load_stack(
 ) -> Iterator[LoadStack]:
     """Stand-in + proxy on the real Redis (or on the test cluster)."""
     folder = tmp_path_factory.mktemp(f"load-{request.param}")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "ld" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
-    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix=prefix)
     client: redis.Redis | SyncCluster
     if request.param == "cluster":
         cluster = request.getfixturevalue("redis_cluster")
@@ -81,17 +78,8 @@ def load_stack(
     else:
         env = {"LITELLM_MEMORY_REDIS_URL": real_redis_url()}
         client = redis.Redis.from_url(real_redis_url(), decode_responses=True)
-    try:
-        proxy = start_proxy(config, proxy_port, folder / "proxy.log", env)
-    except Exception:
-        stop(standin)
-        raise
-    yield LoadStack(f"http://127.0.0.1:{proxy_port}/v1", client, prefix, folder / "proxy.log")
-    stop(proxy)
-    stop(standin)
-    for key in client.scan_iter(match=f"{prefix}:*"):
-        client.delete(key)
-    client.close()
+    with harness.stack(folder, stem="ld", redis_env=env, keys=client) as running:
+        yield LoadStack(f"{running.proxy}/v1", client, running.prefix, running.log)
 
 
 async def _conversation(

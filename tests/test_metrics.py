@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import redis as sync_redis
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 from prometheus_client.parser import text_string_to_metric_families
@@ -34,8 +33,9 @@ from litellm_memory_hook.proxy.metrics import (
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.queue import ExtractionQueue
 
-from .conftest import chat_request, make_hook, model_response, real_redis_url
-from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+from . import harness
+from .conftest import chat_request, make_hook, model_response
+from .harness import MASTER_KEY, free_port
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -543,24 +543,8 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
     """A real LiteLLM proxy (the package's config.yaml) with the stand-in model and real Redis;
     yields (base URL, key prefix)."""
     folder = tmp_path_factory.mktemp("e2e-metrics")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "e2x" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
-    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix=prefix)
-    try:
-        process = start_proxy(
-            config, proxy_port, folder / "proxy.log", {"REDIS_URL": real_redis_url()}
-        )
-    except Exception:
-        stop(standin)
-        raise
-    yield f"http://127.0.0.1:{proxy_port}", prefix
-    stop(process)
-    stop(standin)
-    client = sync_redis.Redis.from_url(real_redis_url())
-    for key in client.scan_iter(match=f"{prefix}:*"):
-        client.delete(key)
-    client.close()
+    with harness.stack(folder, stem="e2x") as running:
+        yield running.proxy, running.prefix
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -18,10 +18,9 @@ import openai
 import pytest
 import redis as sync_redis
 
-from litellm_memory_hook.tools.processes import PROXY_ENV, PROXY_START_S, proxy_command, spawn
-
+from . import harness
 from .conftest import real_redis_url
-from .harness import MASTER_KEY, derived_config, free_port, start_standin, stop, wait_http
+from .harness import MASTER_KEY
 from .test_metrics import Samples, by_process, samples, value
 
 pytestmark = pytest.mark.e2e
@@ -57,37 +56,17 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoWorkers
     """The stand-in and one proxy with ``--num_workers 2``. The tests of this module run in file
     order: the first needs a proxy that has served no chat request yet."""
     folder = tmp_path_factory.mktemp("e2e-workers")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "e2w" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
-    config = derived_config(
-        folder / "config.yaml",
-        standin_port=standin_port,
-        prefix=prefix,
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_MEMORY_REDIS_URL"}
+    with harness.stack(
+        folder,
+        stem="e2w",
         memory={"extraction_quiet_s": 1},
-    )
-    log = folder / "proxy.log"
-    command = [*proxy_command(config, proxy_port, "127.0.0.1"), "--num_workers", str(WORKERS)]
-    env = {**os.environ, **PROXY_ENV, "REDIS_URL": real_redis_url()}
-    env.pop("LITELLM_MEMORY_REDIS_URL", None)
-    try:
-        process = spawn(command, log, cwd=folder, env=env)
-        url = f"http://127.0.0.1:{proxy_port}"
-        wait_http(f"{url}/health/liveliness", process, PROXY_START_S, log)
-    except Exception:
-        stop(standin)
-        raise
-    time.sleep(5)  # the second worker process starts after the first answers
-    keys = sync_redis.Redis.from_url(real_redis_url(), decode_responses=True)
-    try:
-        yield TwoWorkers(url, prefix, config, keys)
-    finally:
-        stop(process)
-        stop(standin)
-        for key in keys.scan_iter(match=f"{prefix}:*"):
-            keys.delete(key)
-        keys.close()
-        shutil.rmtree(folder, ignore_errors=True)
+        env=env,
+        proxy_args=["--num_workers", str(WORKERS)],
+    ) as running:
+        time.sleep(5)  # the second worker process starts after the first answers
+        yield TwoWorkers(running.proxy, running.prefix, folder / "config.yaml", running.redis)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_flushed_import_is_extracted_before_any_chat_request(two_workers: TwoWorkers) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import redis as sync_redis
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
@@ -26,8 +25,9 @@ from litellm_memory_hook.proxy import routes, ui
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.store.keys import due_key
 
-from .conftest import Auth, chat_request, make_hook, model_response, real_redis_url
-from .harness import MASTER_KEY, derived_config, free_port, start_proxy, start_standin, stop
+from . import harness
+from .conftest import Auth, chat_request, make_hook, model_response
+from .harness import MASTER_KEY, free_port
 from .prompt_view import is_tail
 
 STATIC = Path(ui.__file__).resolve().parent / "static"
@@ -376,24 +376,8 @@ def find_chromium() -> str | None:
 def ui_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real LiteLLM proxy (the package's config.yaml, master key) with the stand-in model and
     the real Redis; yields its base URL."""
-    folder = tmp_path_factory.mktemp("e2e-ui")
-    standin_port, proxy_port = free_port(), free_port()
-    prefix = "e2u" + uuid.uuid4().hex[:8]
-    standin = start_standin(standin_port, folder / "standin.log")
-    config = derived_config(folder / "config.yaml", standin_port=standin_port, prefix=prefix)
-    env = {"REDIS_URL": real_redis_url()}
-    try:
-        process = start_proxy(config, proxy_port, folder / "proxy.log", env)
-    except Exception:
-        stop(standin)
-        raise
-    yield f"http://127.0.0.1:{proxy_port}"
-    stop(process)
-    stop(standin)
-    client = sync_redis.Redis.from_url(real_redis_url())
-    for key in client.scan_iter(match=f"{prefix}:*"):
-        client.delete(key)
-    client.close()
+    with harness.stack(tmp_path_factory.mktemp("e2e-ui"), stem="e2u") as running:
+        yield running.proxy
 
 
 def _screenshot_path(tmp_path: Path) -> Path:

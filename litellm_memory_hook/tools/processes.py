@@ -1,12 +1,11 @@
 """The child processes ``serve`` runs (the stand-in model, the LiteLLM proxy) and waiting for them.
 
 Shared by the CLI, the benchmarks and the end-to-end tests, so all start exactly the same
-commands (:func:`standin_and_proxy` starts both on loopback ports and stops them again).
+commands (:mod:`.stack` starts both on free loopback ports for the tests and benchmarks).
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import json
@@ -17,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -170,82 +169,6 @@ def terminate_all(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float
 PROXY_ENV: Mapping[str, str] = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 #: seconds the stand-in and the proxy may take to answer after their start.
 STANDIN_START_S, PROXY_START_S = 60.0, 180.0
-
-
-@dataclass(frozen=True)
-class StandinAndProxy:
-    """A running stand-in model and LiteLLM proxy (:func:`standin_and_proxy`)."""
-
-    standin: subprocess.Popen[bytes]
-    proxy: subprocess.Popen[bytes]
-    #: ``http://127.0.0.1:<port>``, no path (the OpenAI base URLs add ``/v1``).
-    standin_url: str
-    proxy_url: str
-    standin_log: Path
-    proxy_log: Path
-
-
-@contextlib.contextmanager
-def standin_and_proxy(
-    config: Path,
-    folder: Path,
-    *,
-    standin_port: int,
-    proxy_port: int,
-    env: Mapping[str, str] | None = None,
-    standin_env: Mapping[str, str] | None = None,
-    proxy_env: Mapping[str, str] | None = None,
-    stop_timeout_s: float = 15.0,
-) -> Iterator[StandinAndProxy]:
-    """The stand-in model on ``standin_port`` and a LiteLLM proxy with ``config`` on
-    ``proxy_port`` (both on 127.0.0.1), started together; once both answer, yields them; on exit
-    (also on an error while starting) stops both (:func:`terminate_all`).
-
-    ``config`` must already point its aliases at the stand-in's port (pick both ports with
-    :func:`free_port` first). Both run in ``folder`` and log to ``folder/standin.log`` and
-    ``folder/proxy.log``.
-
-    Args:
-        env: the environment both start from (``None``: this process's).
-        standin_env: added to ``env`` for the stand-in (e.g. ``STANDIN_MODE``).
-        proxy_env: added to ``env`` and :data:`PROXY_ENV` for the proxy (e.g. ``REDIS_URL``).
-        stop_timeout_s: seconds each may take to stop on SIGTERM before it is killed.
-
-    Raises:
-        RuntimeError: a process exited before it answered, or did not answer within
-            :data:`STANDIN_START_S` / :data:`PROXY_START_S` seconds (:func:`wait_http`; the
-            message ends with its log).
-        OSError: a process could not be started.
-    """
-    base = dict(os.environ if env is None else env)
-    standin_log, proxy_log = folder / "standin.log", folder / "proxy.log"
-    standin_url, proxy_url = f"http://127.0.0.1:{standin_port}", f"http://127.0.0.1:{proxy_port}"
-    processes: list[subprocess.Popen[bytes]] = []
-    try:
-        processes.append(
-            spawn(
-                standin_command(standin_port),
-                standin_log,
-                cwd=folder,
-                env={**base, **(standin_env or {})},
-            )
-        )
-        processes.append(
-            spawn(
-                proxy_command(config, proxy_port, "127.0.0.1"),
-                proxy_log,
-                cwd=folder,
-                env={**base, **PROXY_ENV, **(proxy_env or {})},
-            )
-        )
-        # the proxy does not call the stand-in before a request: both start at once
-        wait_http(f"{standin_url}/v1/models", processes[0], STANDIN_START_S, standin_log)
-        wait_http(f"{proxy_url}/health/liveliness", processes[1], PROXY_START_S, proxy_log)
-        yield StandinAndProxy(
-            processes[0], processes[1], standin_url, proxy_url, standin_log, proxy_log
-        )
-    finally:
-        terminate_all(processes, stop_timeout_s)
 
 
 #: the copy of the config ``serve`` writes in its data folder when the stand-in's port moves.
