@@ -69,6 +69,7 @@ from pathlib import Path
 
 try:
     from benchmarks import recall as bench_recall
+    from benchmarks import recall_report
     from litellm_memory_hook.core import recall
     from litellm_memory_hook.tools.histories import (
         History,
@@ -76,9 +77,12 @@ try:
         list_locomo_samples,
         load_locomo,
     )
-except ModuleNotFoundError:  # run as a script from a checkout: bench/ is on sys.path, not the root
+except ImportError:  # run as a script from a checkout: bench/ is on sys.path, not the root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    if getattr(sys.modules.get("benchmarks"), "__file__", None) is None:
+        sys.modules.pop("benchmarks", None)  # a folder of that name found first, not the package
     from benchmarks import recall as bench_recall
+    from benchmarks import recall_report
     from litellm_memory_hook.core import recall
     from litellm_memory_hook.tools.histories import (
         History,
@@ -88,9 +92,9 @@ except ModuleNotFoundError:  # run as a script from a checkout: bench/ is on sys
     )
 
 # Shared with ``litellm-memory bench recall`` (the same protocol on a real Redis).
-Result = bench_recall.Result
+Result = recall_report.Result
 Retriever = bench_recall.Retriever  # (question, window start) -> recalled line indexes (seqs)
-Tally = bench_recall.Tally
+Tally = recall_report.Tally
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data of the repo
 DATA_FILES = {
@@ -100,7 +104,7 @@ DATA_FILES = {
 DATASETS = {name: DATA_DIR / rel for name, rel in DATA_FILES.items()}
 WINDOW_CHARS = 8000  # DESIGN.md section 5: recent window budget, characters
 WINDOW_MESSAGES = 40  # DESIGN.md section 5: recent window budget, messages
-TOP_K = bench_recall.TOP_K  # DESIGN.md section 6: recalled lines
+TOP_K = recall_report.TOP_K  # DESIGN.md section 6: recalled lines
 
 
 def window_start(lines: Sequence[HistoryLine]) -> int:

@@ -172,13 +172,8 @@ def bench_recall(
 
     from benchmarks.options import MULTILING_DEV, STDOUT, default_bench_files, pick_samples
     from benchmarks.plots import write_recall_plots
-    from benchmarks.recall import (
-        curve_points,
-        curve_table,
-        load_histories,
-        recall_table,
-        run_recall_sync,
-    )
+    from benchmarks.recall import curve_points, load_histories, run_recall_sync
+    from benchmarks.recall_report import curve_table, recall_table
     from litellm_memory_hook.proxy.recall_step import RecallOptions
 
     if fmt != "locomo":

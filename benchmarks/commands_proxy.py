@@ -77,7 +77,8 @@ def bench_extraction(
         TimeElapsedColumn,
     )
 
-    from benchmarks.extraction import report_table, run_extraction_bench
+    from benchmarks.extraction import run_extraction_bench
+    from benchmarks.extraction_report import report_table
     from benchmarks.options import LOCOMO_FILE, pick_samples
     from litellm_memory_hook.tools.histories import list_locomo_samples
 
@@ -189,11 +190,8 @@ def bench_proxy(
     ratio on/off, the context side (the plain alias given the hook's messages: the floor under
     on/off), and the post-call write's cost. Short mode for CI: --requests 40.
     """
-    from benchmarks.proxy import (
-        EXTRACTION_MODES,
-        report_table,
-        run_proxy_bench,
-    )
+    from benchmarks.proxy import EXTRACTION_MODES, run_proxy_bench
+    from benchmarks.proxy_report import report_table
 
     out = human_console(json_out)
     url = bench_url(redis_url, data_dir, out)

@@ -39,12 +39,8 @@ from typing import Any
 
 import yaml
 
-from benchmarks.extraction import (
-    Progress,
-    _message,
-    plan_steps,
-    run_sample,
-)
+from benchmarks.extraction import Progress, run_sample
+from benchmarks.replay_plan import message, plan_steps
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.extraction.prompt import is_extraction_call
@@ -150,8 +146,8 @@ def baseline_prompts(data: Path, sample_id: str, max_steps: int | None) -> list[
     prompts: list[str] = []
     sent: list[dict[str, Any]] = []
     for step in steps:
-        prompts.append(prompt_text([*sent, *(_message(x) for x in (*step.before, *step.users))]))
-        sent.extend(_message(line) for line in step.lines)
+        prompts.append(prompt_text([*sent, *(message(x) for x in (*step.before, *step.users))]))
+        sent.extend(message(line) for line in step.lines)
     return prompts
 
 

@@ -69,15 +69,11 @@ the run's own). Runtime: about 20-60 s per LoCoMo sample (two process starts, 18
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-import re
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -85,14 +81,13 @@ import httpx
 import openai
 import redis
 import yaml
-from rich.table import Table
 
+from benchmarks.evidence import OracleIndex, QuestionCover, question_cover
+from benchmarks.extraction_report import BenchReport, SampleResult
 from benchmarks.keys import run_prefix
-from litellm_memory_hook.core.escape import escape_data
+from benchmarks.replay_plan import Step, message, plan_steps, replayed_part, step_messages
 from litellm_memory_hook.core.messages import content_text
-from litellm_memory_hook.core.prompt import DATA_TAG, DEFAULT_SECTION_NOTES, REMINDER_TAG
 from litellm_memory_hook.errors import ConfigError
-from litellm_memory_hook.extraction.parse import fact_key
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
 from litellm_memory_hook.tools.files import read_utf8
 from litellm_memory_hook.tools.histories import History, HistoryLine, load_locomo
@@ -100,40 +95,15 @@ from litellm_memory_hook.tools.stack import Stack, stack, stack_config
 from litellm_memory_hook.tools.standin import parse_extraction_prompt
 
 __all__ = [
-    "LAYERS",
-    "LOCOMO_CITATION",
-    "BenchReport",
-    "OracleIndex",
-    "QuestionCover",
-    "SampleResult",
-    "Step",
-    "parse_sections",
-    "plan_steps",
-    "question_cover",
-    "report_table",
     "run_config",
     "run_extraction_bench",
     "run_sample",
     "source_config",
 ]
 
-LOCOMO_CITATION: Final = (
-    "LoCoMo: Maharana et al., Evaluating Very Long-Term Conversational Memory of LLM Agents, "
-    "ACL 2024 (snap-research/locomo, CC BY-NC 4.0)"
-)
 PREFIX_STEM: Final = "membench-ext"
 """Key prefixes of a run are ``membench-ext-<8 hex>``; every key under one is deleted after."""
 MASTER_TENANT: Final = "master"
-LAYERS: Final[tuple[str, ...]] = (
-    "window",
-    "recall",
-    "memories",
-    "summary",
-    "window_recall",
-    "all_layers",
-    "memories_only",
-)
-"""Cover fields of a question, a sample and the pooled result (see the module docstring)."""
 EXTRACTION_QUIET_S: Final = 3600.0
 """Quiet time in the run's config (seconds): long, so only the 12-message trigger and flushes."""
 EXTRACTION_POLL_S: Final = 0.2
@@ -141,503 +111,6 @@ EXTRACTION_POLL_S: Final = 0.2
 
 #: (phase description, done, total): called as a run advances.
 Progress = Callable[[str, int, int], None]
-
-_SECTIONS: Final = ("fixed_memories", "memories", "summary", "earlier_lines")
-_SECTION_RE: Final = re.compile(
-    r"^<(?P<name>{names})>\n(?P<body>.*?)\n</(?P=name)>$".format(names="|".join(_SECTIONS)),
-    re.MULTILINE | re.DOTALL,
-)
-_DATA_RE: Final = re.compile(rf"^<{DATA_TAG}>\n(?P<body>.*?)\n</{DATA_TAG}>$", re.M | re.S)
-_ELLIPSIS: Final = "…"
-
-
-# --- replay plan -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Step:
-    """One chat request of the replay.
-
-    Attributes:
-        before: assistant lines with no user line before them, sent as client history (see the
-            module docstring); usually empty.
-        users: the user lines sent as the new message(s).
-        reply: the assistant line the stand-in answers with; ``None``: an empty reply (the
-            conversation ends with user lines; an empty reply is not stored).
-    """
-
-    before: tuple[HistoryLine, ...]
-    users: tuple[HistoryLine, ...]
-    reply: HistoryLine | None
-
-    @property
-    def lines(self) -> tuple[HistoryLine, ...]:
-        """The dataset lines this request stores, in order."""
-        return (*self.before, *self.users, *((self.reply,) if self.reply else ()))
-
-
-def plan_steps(lines: Sequence[HistoryLine]) -> tuple[list[Step], list[HistoryLine]]:
-    """Group a conversation's lines into requests (rules in the module docstring).
-
-    Returns:
-        The requests, and the lines that cannot be sent (blank lines, and assistant lines after
-        the last user line with no reply before them).
-    """
-    steps: list[Step] = []
-    skipped: list[HistoryLine] = []
-    before: list[HistoryLine] = []
-    users: list[HistoryLine] = []
-    for line in lines:
-        if not line.text.strip():
-            skipped.append(line)
-        elif line.role == "user":
-            users.append(line)
-        elif users:
-            steps.append(Step(tuple(before), tuple(users), line))
-            before, users = [], []
-        else:
-            before.append(line)
-    if users:
-        steps.append(Step(tuple(before), tuple(users), None))
-    else:
-        skipped.extend(before)
-    return steps, skipped
-
-
-def _replayed_part(history: History, steps: Sequence[Step]) -> History:
-    """``history`` cut to the lines of ``steps``, with the questions whose evidence lies
-    within them."""
-    ids = {line.line_id for step in steps for line in step.lines}
-    qa = tuple(q for q in history.qa if q.evidence and set(evidence_ids(q.evidence)) <= ids)
-    lines = tuple(line for line in history.lines if line.line_id in ids)
-    return dataclasses.replace(history, lines=lines, qa=qa)
-
-
-def _step_messages(step: Step, previous: Step | None) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    if step.before and previous is not None:
-        # the last stored exchange exactly as stored, so the hook aligns the client's history
-        for line in previous.lines:
-            messages.append(_message(line))
-    messages.extend(_message(line) for line in step.before)
-    messages.extend(_message(line) for line in step.users)
-    return messages
-
-
-def _message(line: HistoryLine) -> dict[str, Any]:
-    if line.role == "user":
-        return {"role": "user", "content": line.text, "name": line.speaker}
-    return {"role": "assistant", "content": line.text}
-
-
-# --- reading what the model received -------------------------------------------------------
-
-
-def parse_sections(system_text: str) -> dict[str, list[str]]:
-    """The items of the memory sections of a system message the hook built.
-
-    Reads the ``<memory_context>`` block (layout: :mod:`litellm_memory_hook.core.prompt`):
-    ``fixed_memories``, ``memories`` and ``earlier_lines`` give their ``- `` items (bullet
-    removed, still escaped); ``summary`` gives its text lines without the default note. A
-    section that is absent gives no key.
-    """
-    block = _DATA_RE.search(system_text)
-    if block is None:
-        return {}
-    found: dict[str, list[str]] = {}
-    for match in _SECTION_RE.finditer(block.group("body")):
-        name = match.group("name")
-        rows = match.group("body").split("\n")
-        if name == "summary":
-            note = DEFAULT_SECTION_NOTES.get(name, "")
-            found[name] = [row for row in rows if row.strip() and row != note]
-        else:
-            found[name] = [row[2:] for row in rows if row.startswith("- ")]
-    return found
-
-
-def memory_sections(
-    messages: Sequence[Mapping[str, Any]],
-) -> tuple[dict[str, list[str]], list[Mapping[str, Any]]]:
-    """The memory sections of a request the hook built, in either layout, and the client's
-    messages without them: the seed layout's one system message, or the cache layout's head
-    (the first system message), its tail (a system message before the user's last message, or
-    a leading data part of that message) and the window between. Returns ``(sections by name,
-    the other messages with any leading tail part of the last user message removed)``."""
-    found: dict[str, list[str]] = {}
-    rest: list[Mapping[str, Any]] = []
-    for message in messages:
-        if message.get("role") == "system":
-            for name, items in parse_sections(content_text(message.get("content"))).items():
-                found.setdefault(name, []).extend(items)
-            continue
-        content = message.get("content")
-        if message.get("role") == "user" and isinstance(content, str):
-            head, marker, words = content.partition(f"</{REMINDER_TAG}>")
-            if marker and head.startswith((f"<{DATA_TAG}>", f"<{REMINDER_TAG}>")):
-                for name, items in parse_sections(head).items():
-                    found.setdefault(name, []).extend(items)
-                message = {**message, "content": words.lstrip("\n")}
-        rest.append(message)
-    return found, rest
-
-
-class OracleIndex:
-    """LoCoMo observations by comparison key: memory item -> the ``dia_ids`` it was drawn from.
-
-    Args:
-        mapping: ``{fact_text: [dia_id, ...]}`` as ``GET /_standin/oracle?sample_id=`` answers.
-    """
-
-    def __init__(self, mapping: Mapping[str, Sequence[str]]) -> None:
-        self.ids: dict[str, set[str]] = {}
-        for fact, evidence in mapping.items():
-            key = fact_key(escape_data(fact))
-            if key:
-                self.ids.setdefault(key, set()).update(str(e) for e in evidence)
-
-    def lookup(self, item: str) -> set[str] | None:
-        """The dia_ids of a (escaped) memory item; ``None`` when it is no known observation."""
-        key = fact_key(escape_data(item))
-        if key in self.ids:
-            return self.ids[key]
-        text = item.rstrip()
-        if text.endswith(_ELLIPSIS):
-            stem = fact_key(escape_data(text[: -len(_ELLIPSIS)]))
-            if stem:
-                hits = [ids for k, ids in self.ids.items() if k.startswith(stem)]
-                if hits:
-                    return set().union(*hits)
-        return None
-
-
-def evidence_ids(evidence: Sequence[str]) -> list[str]:
-    """A question's evidence ids in order, without repeats; ``"D8:6; D9:17"`` counts as two."""
-    ids = (part.strip() for raw in evidence for part in raw.split(";"))
-    return list(dict.fromkeys(i for i in ids if i))
-
-
-@dataclass(frozen=True)
-class QuestionCover:
-    """What of one question's evidence reached the model, per layer (counts of lines).
-
-    Attributes:
-        index: the question's position among the sample's questions with evidence.
-        category: LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
-            5 adversarial).
-        evidence: evidence ids that name a line of the conversation.
-        unknown_evidence: evidence ids that name no line (left out of ``evidence``).
-        window ... memories_only: evidence lines covered by each layer (see :data:`LAYERS`).
-        prompt_chars: characters of all message text the model received.
-        memory_items: items in ``<memories>`` and ``<fixed_memories>``.
-        unmapped_items: of those, items that are no known observation (0 expected in oracle
-            mode).
-    """
-
-    index: int
-    category: int
-    evidence: tuple[str, ...]
-    unknown_evidence: int
-    window: int
-    recall: int
-    memories: int
-    summary: int
-    window_recall: int
-    all_layers: int
-    memories_only: int
-    prompt_chars: int
-    memory_items: int
-    unmapped_items: int
-
-
-def question_cover(
-    body: Mapping[str, Any],
-    evidence: Sequence[str],
-    lines_by_id: Mapping[str, HistoryLine],
-    oracle: OracleIndex,
-    *,
-    index: int = 0,
-    category: int = 0,
-) -> QuestionCover:
-    """Measure one question from the request body the model received (rules: module docstring).
-
-    Args:
-        body: the chat request body the stand-in recorded.
-        evidence: the question's evidence ids (as labelled; split on ";").
-        lines_by_id: the conversation's lines by ``line_id`` (LoCoMo ``dia_id``).
-        oracle: the sample's observations.
-    """
-    messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
-    sections, rest = memory_sections(messages)
-    window_texts = [escape_data(content_text(m.get("content"))) for m in rest[:-1]]
-    recall_text = "\n".join(sections.get("earlier_lines", ()))
-    summary_text = "\n".join(sections.get("summary", ()))
-    items = [*sections.get("fixed_memories", ()), *sections.get("memories", ())]
-    memory_ids: set[str] = set()
-    unmapped = 0
-    for item in items:
-        found = oracle.lookup(item)
-        if found is None:
-            unmapped += 1
-        else:
-            memory_ids |= found
-    ids = evidence_ids(evidence)
-    known = [i for i in ids if i in lines_by_id]
-    counts = dict.fromkeys(LAYERS, 0)
-    for dia_id in known:
-        text = escape_data(lines_by_id[dia_id].text)
-        hit = {
-            "window": bool(text) and any(text in w for w in window_texts),
-            "recall": bool(text) and text in recall_text,
-            "memories": dia_id in memory_ids,
-            "summary": bool(text) and text in summary_text,
-        }
-        hit["window_recall"] = hit["window"] or hit["recall"]
-        hit["all_layers"] = hit["window_recall"] or hit["memories"] or hit["summary"]
-        hit["memories_only"] = hit["memories"] and not hit["window_recall"]
-        for name in LAYERS:
-            counts[name] += int(hit[name])
-    return QuestionCover(
-        index=index,
-        category=category,
-        evidence=tuple(known),
-        unknown_evidence=len(ids) - len(known),
-        prompt_chars=sum(len(content_text(m.get("content"))) for m in messages),
-        memory_items=len(items),
-        unmapped_items=unmapped,
-        **counts,
-    )
-
-
-# --- results -----------------------------------------------------------------------------------
-
-
-def _spread(values: Sequence[int]) -> dict[str, float]:
-    if not values:
-        return {"mean": 0.0, "median": 0.0, "max": 0.0}
-    return {
-        "mean": round(statistics.fmean(values), 1),
-        "median": float(statistics.median(values)),
-        "max": float(max(values)),
-    }
-
-
-def _cover(questions: Sequence[QuestionCover]) -> dict[str, float]:
-    evidence = sum(len(q.evidence) for q in questions)
-    return {
-        name: round(sum(int(getattr(q, name)) for q in questions) / evidence, 4)
-        if evidence
-        else 0.0
-        for name in LAYERS
-    }
-
-
-@dataclass(frozen=True)
-class SampleResult:
-    """One sample's run. Times in seconds, sizes in characters.
-
-    Attributes:
-        sample_id: e.g. ``conv-26``.
-        prefix: the run's key prefix (its keys are deleted at the end).
-        lines: the conversation's lines; ``skipped_lines`` of them could not be sent.
-        requests: chat requests of the replay.
-        stored_messages: the conversation's last seq after the replay (stored messages).
-        cursor: the seq extraction covered at the end (``== stored_messages``: every message
-            was extracted).
-        extraction_complete: the wait after the flush ended with nothing due and no lease.
-        extraction_calls: extraction calls the stand-in received (retries included).
-        call_chars: characters of all message text of each extraction call, in order.
-        call_lines: messages in each extraction call's ``<new_lines>``, in order.
-        stats: ``HGETALL <prefix>:stats`` at the end (job counters, tokens).
-        memories_stored: extracted memories stored at the end (``HLEN``).
-        questions: the questions asked (those with evidence, up to the limit).
-    """
-
-    sample_id: str
-    prefix: str
-    lines: int
-    skipped_lines: int
-    requests: int
-    stored_messages: int
-    cursor: int
-    extraction_complete: bool
-    extraction_calls: int
-    call_chars: tuple[int, ...]
-    call_lines: tuple[int, ...]
-    stats: dict[str, int]
-    memories_stored: int
-    questions: tuple[QuestionCover, ...]
-    replay_s: float
-    extraction_wait_s: float
-    questions_s: float
-    seconds: float
-
-    @property
-    def calls_per_100_messages(self) -> float:
-        """Extraction calls per 100 stored messages."""
-        return _per_100(self.extraction_calls, self.stored_messages)
-
-    @property
-    def cover(self) -> dict[str, float]:
-        """Evidence cover per layer (evidence lines covered / evidence lines)."""
-        return _cover(self.questions)
-
-    @property
-    def median_prompt_chars(self) -> float:
-        """Median over questions of the characters the model received."""
-        return _median([q.prompt_chars for q in self.questions])
-
-    def as_json(self) -> dict[str, Any]:
-        """The result as a JSON-ready dict (figures first, then the per-question items)."""
-        return {
-            "sample_id": self.sample_id,
-            "prefix": self.prefix,
-            "lines": self.lines,
-            "skipped_lines": self.skipped_lines,
-            "requests": self.requests,
-            "stored_messages": self.stored_messages,
-            "cursor": self.cursor,
-            "extraction_complete": self.extraction_complete,
-            "extraction_calls": self.extraction_calls,
-            "calls_per_100_messages": self.calls_per_100_messages,
-            "chars_per_call": _spread(self.call_chars),
-            "lines_per_call": _spread(self.call_lines),
-            "tokens_per_call": _tokens_per_call(self.stats, self.extraction_calls),
-            "jobs_committed": self.stats.get("jobs_committed", 0),
-            "jobs_failed": self.stats.get("jobs_failed", 0),
-            "memories_stored": self.memories_stored,
-            "questions": len(self.questions),
-            "evidence": sum(len(q.evidence) for q in self.questions),
-            "unknown_evidence": sum(q.unknown_evidence for q in self.questions),
-            "cover": self.cover,
-            "covered": {n: sum(int(getattr(q, n)) for q in self.questions) for n in LAYERS},
-            "median_prompt_chars": self.median_prompt_chars,
-            "unmapped_memory_items": sum(q.unmapped_items for q in self.questions),
-            "stats": self.stats,
-            "call_chars": list(self.call_chars),
-            "call_lines": list(self.call_lines),
-            "replay_s": self.replay_s,
-            "extraction_wait_s": self.extraction_wait_s,
-            "questions_s": self.questions_s,
-            "seconds": self.seconds,
-            "items": [asdict(q) for q in self.questions],
-        }
-
-
-def _per_100(calls: int, messages: int) -> float:
-    return round(100 * calls / messages, 2) if messages else 0.0
-
-
-def _median(values: Sequence[int]) -> float:
-    return float(statistics.median(values)) if values else 0.0
-
-
-def _tokens_per_call(stats: Mapping[str, int], calls: int) -> dict[str, float]:
-    return {
-        "prompt": round(stats.get("tokens_prompt", 0) / calls, 1) if calls else 0.0,
-        "completion": round(stats.get("tokens_completion", 0) / calls, 1) if calls else 0.0,
-    }
-
-
-@dataclass(frozen=True)
-class BenchReport:
-    """All samples of a run, and the pooled figures (sums over samples, then the ratios)."""
-
-    source: str
-    model: str
-    redis_url: str
-    samples: tuple[SampleResult, ...]
-    seconds: float
-    limit_questions: int | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    def pooled(self) -> dict[str, Any]:
-        """Pooled figures: total calls / total messages, all calls, all questions."""
-        questions = [q for s in self.samples for q in s.questions]
-        calls = sum(s.extraction_calls for s in self.samples)
-        stats: dict[str, int] = {}
-        for s in self.samples:
-            for name, value in s.stats.items():
-                stats[name] = stats.get(name, 0) + value
-        return {
-            "sample_id": "pooled",
-            "stored_messages": sum(s.stored_messages for s in self.samples),
-            "extraction_calls": calls,
-            "calls_per_100_messages": _per_100(calls, sum(s.stored_messages for s in self.samples)),
-            "chars_per_call": _spread([c for s in self.samples for c in s.call_chars]),
-            "lines_per_call": _spread([n for s in self.samples for n in s.call_lines]),
-            "tokens_per_call": _tokens_per_call(stats, calls),
-            "jobs_committed": stats.get("jobs_committed", 0),
-            "jobs_failed": stats.get("jobs_failed", 0),
-            "all_extracted": all(
-                s.extraction_complete and s.cursor == s.stored_messages for s in self.samples
-            ),
-            "questions": len(questions),
-            "evidence": sum(len(q.evidence) for q in questions),
-            "cover": _cover(questions),
-            "median_prompt_chars": _median([q.prompt_chars for q in questions]),
-        }
-
-    def as_json(self) -> dict[str, Any]:
-        """The report as a JSON-ready dict."""
-        return {
-            "benchmark": "extraction",
-            "data": LOCOMO_CITATION,
-            "source": self.source,
-            "model": self.model,
-            "redis_url": self.redis_url,
-            "limit_questions": self.limit_questions,
-            "settings": self.settings,
-            "seconds": self.seconds,
-            "pooled": self.pooled(),
-            "samples": [s.as_json() for s in self.samples],
-        }
-
-
-def report_table(report: BenchReport, title: str = "extraction cost and evidence cover") -> Table:
-    """A rich table: one row per sample and the pooled row."""
-    table = Table(title=title)
-    columns = (
-        "sample",
-        "msgs",
-        "calls/100",
-        "msgs/call",
-        "chars/call mean·med·max",
-        "tok/call",
-        "jobs ok/fail",
-        "window",
-        "recall",
-        "memories",
-        "summary",
-        "win+rec",
-        "all",
-        "prompt chars p50",
-    )
-    for name in columns:
-        table.add_column(name, justify="left" if name == "sample" else "right")
-    rows = [s.as_json() for s in report.samples]
-    if rows:
-        rows.append(report.pooled())
-    for row in rows:
-        chars = row["chars_per_call"]
-        cover = row["cover"]
-        flag = "" if row.get("all_extracted", row.get("extraction_complete", True)) else " !"
-        table.add_row(
-            str(row["sample_id"]) + flag,
-            str(row["stored_messages"]),
-            f"{row['calls_per_100_messages']:.2f}",
-            f"{row['lines_per_call']['mean']:.1f}",
-            f"{chars['mean']:.0f}·{chars['median']:.0f}·{chars['max']:.0f}",
-            f"{row['tokens_per_call']['prompt']:.0f}+{row['tokens_per_call']['completion']:.0f}",
-            f"{row['jobs_committed']}/{row['jobs_failed']}",
-            *(f"{cover[n]:.3f}" for n in ("window", "recall", "memories", "summary")),
-            f"{cover['window_recall']:.3f}",
-            f"{cover['all_layers']:.3f}",
-            f"{row['median_prompt_chars']:.0f}",
-            end_section=row["sample_id"] == rows[-1]["sample_id"] and len(rows) > 1,
-        )
-    return table
-
 
 # --- processes -------------------------------------------------------------------------------
 
@@ -748,16 +221,16 @@ def _replay(
         expected = step.reply.text if step.reply else ""
         stack.standin.post("/_standin/replies", json=[expected]).raise_for_status()
         if whole_history:
-            messages = [*sent, *(_message(line) for line in (*step.before, *step.users))]
+            messages = [*sent, *(message(line) for line in (*step.before, *step.users))]
         else:
-            messages = _step_messages(step, previous)
+            messages = step_messages(step, previous)
         response = client.chat.completions.create(
             model=model,
             user=user,
             messages=cast(Any, messages),
         )
         if whole_history:
-            sent = [*sent, *(_message(line) for line in step.lines)]
+            sent = [*sent, *(message(line) for line in step.lines)]
         got = _reply_text(response)
         if got != expected:
             raise RuntimeError(
@@ -904,7 +377,7 @@ def run_sample(
     steps, skipped = plan_steps(history.lines)
     if max_steps is not None:
         steps = steps[:max_steps]
-        history = _replayed_part(history, steps)
+        history = replayed_part(history, steps)
     user = f"bench-{sample_id}"
     folder = log_dir or Path(tempfile.mkdtemp(prefix=f"bench-extraction-{sample_id}-"))
     folder.mkdir(parents=True, exist_ok=True)

@@ -64,6 +64,11 @@ LOCOMO_FILE = BENCH_DATA / "locomo" / "locomo10.json"
 LOCOMO_URL = "https://raw.githubusercontent.com/snap-research/locomo/main/data/locomo10.json"
 #: the one-line command that downloads it.
 FETCH_COMMAND = "litellm-memory bench fetch-locomo"
+#: how a report names LoCoMo.
+LOCOMO_CITATION = (
+    "LoCoMo: Maharana et al., Evaluating Very Long-Term Conversational Memory of LLM Agents, "
+    "ACL 2024 (snap-research/locomo, CC BY-NC 4.0)"
+)
 #: what a LoCoMo user must know; printed with every download.
 LOCOMO_LICENCE = (
     "LoCoMo: Maharana et al., 'Evaluating Very Long-Term Conversational Memory of LLM Agents', "

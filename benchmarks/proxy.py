@@ -49,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import secrets
 import statistics
 import subprocess
@@ -57,7 +56,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -65,276 +64,27 @@ import httpx
 import redis
 
 from benchmarks.keys import delete_prefix, run_prefix
+from benchmarks.proxy_report import (
+    ClientsResult,
+    ProxyBenchReport,
+    SideStats,
+)
+from benchmarks.proxy_talk import MEMORY_ALIAS, PLAIN_ALIAS, SYSTEM_PROMPT, Conversations
+from benchmarks.proxy_write import write_cost
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.store.keys import due_key, stats_key
 from litellm_memory_hook.tools.processes import PROXY_ENV, spawn, terminate_all, worker_command
-from litellm_memory_hook.tools.replay import percentile
 from litellm_memory_hook.tools.stack import Stack, stack
 
 PREFIX_STEM = "membench-proxy"
 ExtractionMode = Literal["proxy", "worker", "off"]
 EXTRACTION_MODES: tuple[ExtractionMode, ...] = ("proxy", "worker", "off")
-MEMORY_ALIAS = "bench-memory"
-PLAIN_ALIAS = "bench-plain"
-SYSTEM_PROMPT = "You are Mira, a warm and concise companion."
 #: one request in this many (per side) is sent with ``x-memory-debug: 1``.
 DEBUG_EVERY = 4
 #: most rounds per number of clients (each round runs both sides once).
 MAX_ROUNDS = 10
 
 Progress = Callable[[str], None]
-
-
-# --- the conversation ------------------------------------------------------------------------
-
-_NAMES = ("Seema", "Arjun", "Lena", "Tom", "Mei", "Carlos", "Aisha", "Jonas", "Priya", "Sam")
-_PLACES = ("Lisbon", "Pune", "the lake", "my aunt's farm", "Osaka", "the old library", "Berlin")
-_THINGS = (
-    "pottery",
-    "the guitar",
-    "running",
-    "baking bread",
-    "my thesis",
-    "the garden",
-    "chess",
-    "a new job",
-    "the dog",
-    "painting",
-)
-_FEELINGS = ("tired", "excited", "a bit nervous", "happy", "stressed", "calm", "proud")
-_TEMPLATES = (
-    "I went to {place} with {name} yesterday and we talked about {thing} for hours.",
-    "Honestly I feel {feeling} today. Work was long and {name} kept calling me about {thing}.",
-    "Do you remember what I told you about {thing}? I finally tried it again this weekend.",
-    "My sister {name} is moving to {place} next month, so I'm helping her pack.",
-    "I started {thing} again after a long break. It helps me relax after work.",
-    "What should I cook tonight? {name} is coming over and I want something simple.",
-    "We had a long talk about {thing} and I realised I still love it, even when it is hard.",
-    "The trip to {place} is booked! I'm {feeling} about it, we leave on Friday morning.",
-    "Can you remind me why I stopped {thing}? I think it was around the time I moved.",
-    "{name} gave me a book about {thing}. I read the first chapter on the train.",
-    "Today was {feeling}. I spent the afternoon at {place} and forgot my phone at home.",
-    "I keep thinking about what {name} said about {thing}. Maybe they are right.",
-    "Quick question: is it normal to feel {feeling} before a big change like this?",
-    "Guess what, I finished the first part of {thing}! It took me three weeks.",
-    "We are planning a small party at {place} for {name}'s birthday in two weeks.",
-    "I'm not sure about {thing} anymore. It takes so much time and I'm always {feeling}.",
-)
-
-
-def conversation_lines(seed: int, count: int) -> list[str]:
-    """``count`` user messages of a companion chat (1-3 sentences, ~60-300 characters),
-    deterministic for ``seed``; consecutive messages share names and topics, so recall has
-    something to find."""
-    rng = random.Random(seed)
-    lines: list[str] = []
-    name, place, thing = rng.choice(_NAMES), rng.choice(_PLACES), rng.choice(_THINGS)
-    for _ in range(count):
-        if rng.random() < 0.3:
-            name, place, thing = rng.choice(_NAMES), rng.choice(_PLACES), rng.choice(_THINGS)
-        sentences = [
-            rng.choice(_TEMPLATES).format(
-                name=name, place=place, thing=thing, feeling=rng.choice(_FEELINGS)
-            )
-            for _ in range(rng.choice((1, 1, 2, 2, 3)))
-        ]
-        lines.append(" ".join(sentences))
-    return lines
-
-
-class _Conversations:
-    """Each user's next line, counted separately per alias so both sides send the same text."""
-
-    def __init__(self, users: int, seed: int) -> None:
-        self._lines = [conversation_lines(seed * 1000 + i, 500) for i in range(users)]
-        self._next: dict[tuple[str, int], int] = {}
-
-    def next_line(self, alias: str, user: int) -> str:
-        at = self._next.get((alias, user), 0)
-        self._next[(alias, user)] = at + 1
-        lines = self._lines[user]
-        return f"{lines[at % len(lines)]} ({at})"
-
-    def history(self, user: int, messages: int) -> list[dict[str, str]]:
-        """A whole earlier conversation of ``messages`` messages (user and assistant lines)."""
-        rng = random.Random(user)
-        out: list[dict[str, str]] = []
-        for i in range(messages):
-            text = conversation_lines(user * 7919 + i, 1)[0]
-            if i % 2:
-                out.append(
-                    {"role": "assistant", "content": f"That sounds {rng.choice(_FEELINGS)}. {text}"}
-                )
-            else:
-                out.append({"role": "user", "content": text})
-        return out
-
-
-# --- results ---------------------------------------------------------------------------------
-
-
-@dataclass
-class SideStats:
-    """One side (hook on or off) at one number of clients."""
-
-    requests: int = 0
-    errors: int = 0
-    seconds: float = 0.0
-    latencies_ms: list[float] = field(default_factory=list)
-    hook_ms: list[float] = field(default_factory=list)
-    proxy_cpu_s: float = 0.0
-    standin_cpu_s: float = 0.0
-    worker_cpu_s: float = 0.0
-    round_rps: list[float] = field(default_factory=list)
-
-    @property
-    def rps(self) -> float:
-        return self.requests / self.seconds if self.seconds > 0 else 0.0
-
-    def as_json(self) -> dict[str, Any]:
-        lat = self.latencies_ms
-        ok = max(self.requests, 1)
-        return {
-            "requests": self.requests,
-            "errors": self.errors,
-            "seconds": round(self.seconds, 3),
-            "rps": round(self.rps, 2),
-            "p50_ms": round(statistics.median(lat), 2) if lat else None,
-            "p95_ms": round(percentile(lat, 95), 2) if lat else None,
-            "p99_ms": round(percentile(lat, 99), 2) if lat else None,
-            "proxy_cpu_ms_per_request": round(self.proxy_cpu_s * 1000 / ok, 3),
-            "standin_cpu_ms_per_request": round(self.standin_cpu_s * 1000 / ok, 3),
-            "worker_cpu_ms_per_request": round(self.worker_cpu_s * 1000 / ok, 3),
-            "hook_ms_p50": round(statistics.median(self.hook_ms), 3) if self.hook_ms else None,
-            "hook_ms_p99": round(percentile(self.hook_ms, 99), 3) if self.hook_ms else None,
-            "hook_samples": len(self.hook_ms),
-            "round_rps": [round(r, 2) for r in self.round_rps],
-        }
-
-
-@dataclass
-class ClientsResult:
-    """Hook on and off (and the context side, when run) at one number of clients."""
-
-    clients: int
-    rounds: int
-    on: SideStats
-    off: SideStats
-    context: SideStats | None = None
-    #: the message lists the context side sent: how many, their median messages and characters
-    context_request: dict[str, float] | None = None
-
-    @property
-    def ratio(self) -> float:
-        """Throughput with the hook over throughput without it."""
-        return self.on.rps / self.off.rps if self.off.rps else 0.0
-
-    @property
-    def round_ratios(self) -> list[float]:
-        return [a / b for a, b in zip(self.on.round_rps, self.off.round_rps, strict=True) if b]
-
-    @property
-    def cpu_ratio(self) -> float:
-        """Proxy CPU per request without the hook over with it (a throughput ratio that the
-        machine's other load disturbs less)."""
-        return _cpu_ratio(self.off, self.on)
-
-    def as_json(self) -> dict[str, Any]:
-        ratios = self.round_ratios
-        out: dict[str, Any] = {
-            "clients": self.clients,
-            "rounds": self.rounds,
-            "on": self.on.as_json(),
-            "off": self.off.as_json(),
-            "ratio": round(self.ratio, 4),
-            "round_ratios": [round(r, 4) for r in ratios],
-            "ratio_noise": _noise(ratios),
-            "cpu_ratio": round(self.cpu_ratio, 4),
-        }
-        if self.context is not None:
-            context = self.context
-            floor = [a / b for a, b in zip(context.round_rps, self.off.round_rps, strict=True) if b]
-            out["context"] = context.as_json()
-            # LiteLLM alone with the hook's messages against one message: the floor under
-            # "ratio"; and the hook's own share, with the hook against the same messages.
-            out["context_ratio"] = round(context.rps / self.off.rps if self.off.rps else 0.0, 4)
-            out["context_ratio_noise"] = _noise(floor)
-            out["context_cpu_ratio"] = round(_cpu_ratio(self.off, context), 4)
-            out["hook_ratio"] = round(self.on.rps / context.rps if context.rps else 0.0, 4)
-            out["hook_cpu_ratio"] = round(_cpu_ratio(context, self.on), 4)
-            out["context_request"] = self.context_request
-        return out
-
-
-def _cpu_ratio(fast: SideStats, slow: SideStats) -> float:
-    """Proxy CPU per request of ``fast`` over that of ``slow`` (as a throughput ratio)."""
-    per_fast = fast.proxy_cpu_s / max(fast.requests, 1)
-    per_slow = slow.proxy_cpu_s / max(slow.requests, 1)
-    return per_fast / per_slow if per_slow > 0 else 0.0
-
-
-def _noise(ratios: Sequence[float]) -> dict[str, float | None]:
-    return {
-        "min": round(min(ratios), 4) if ratios else None,
-        "max": round(max(ratios), 4) if ratios else None,
-        "stdev": round(statistics.stdev(ratios), 4) if len(ratios) > 1 else None,
-    }
-
-
-@dataclass
-class WriteCost:
-    """The in-process cost of the hook's two halves on a growing conversation (ms)."""
-
-    samples: int
-    pre_call_ms: list[float]
-    pre_call_cpu_ms: list[float]
-    post_call_ms: list[float]
-    write_ms: list[float]
-    post_call_cpu_ms: list[float]
-    sign_ms: list[float]
-    round_trip_ms: list[float] = field(default_factory=list)
-    round_trip_cpu_ms: list[float] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        def spread(values: Sequence[float]) -> dict[str, float | None]:
-            if not values:
-                return {"p50": None, "p99": None}
-            return {
-                "p50": round(statistics.median(values), 3),
-                "p99": round(percentile(values, 99), 3),
-            }
-
-        return {
-            "samples": self.samples,
-            "pre_call_ms": spread(self.pre_call_ms),
-            "pre_call_cpu_ms": spread(self.pre_call_cpu_ms),
-            "post_call_ms": spread(self.post_call_ms),
-            "write_ms": spread(self.write_ms),
-            "post_call_cpu_ms": spread(self.post_call_cpu_ms),
-            "sign_ms": spread(self.sign_ms),
-            "round_trip_ms": spread(self.round_trip_ms),
-            "round_trip_cpu_ms": spread(self.round_trip_cpu_ms),
-        }
-
-
-@dataclass
-class ProxyBenchReport:
-    """Everything one run measured."""
-
-    results: list[ClientsResult]
-    write: WriteCost | None
-    config: dict[str, Any]
-    seconds: float
-    extraction_stats: dict[str, int] = field(default_factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "config": self.config,
-            "results": [r.as_json() for r in self.results],
-            "write": self.write.as_json() if self.write else None,
-            "extraction_stats": self.extraction_stats,
-            "seconds": round(self.seconds, 1),
-        }
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -496,7 +246,7 @@ class _Driver:
     def __init__(self, stack: BenchStack, run_id: str, users: int, seed: int) -> None:
         self.stack = stack
         self.run_id = run_id
-        self.talk = _Conversations(users, seed)
+        self.talk = Conversations(users, seed)
         self.headers = {"Authorization": f"Bearer {stack.master_key}"}
         self.seeded: set[int] = set()
         self.sent = 0
@@ -682,101 +432,6 @@ async def _drive(
     return results
 
 
-# --- the post-call write, in process ---------------------------------------------------------
-
-
-async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
-    """Time both hook halves in-process on a conversation growing to ``samples`` turn pairs
-    (worker off; the extraction schedule is still written)."""
-    from litellm.types.utils import ModelResponse
-
-    from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
-    from litellm_memory_hook.settings import MemorySettings
-    from litellm_memory_hook.store.client import redis_client
-
-    class _Auth:
-        token = "litellm_proxy_master_key"
-        team_id = None
-        user_id = "default_user_id"
-
-    client = redis_client(redis_url)  # the client the hook makes in the proxy
-    settings = MemorySettings(redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False)
-    hook = MemoryHook(
-        settings=settings,
-        redis=client,
-        alias_lookup=lambda model: {"memory": {"enabled": True, "system_prompt": SYSTEM_PROMPT}},
-    )
-    write_ms: list[float] = []
-    original = hook._write
-
-    async def timed_write(*args: Any, **kwargs: Any) -> None:
-        started = time.perf_counter()
-        try:
-            await original(*args, **kwargs)
-        finally:
-            write_ms.append((time.perf_counter() - started) * 1000)
-
-    hook._write = timed_write  # type: ignore[method-assign]
-    lines = conversation_lines(99, samples + 10)
-    pre: list[float] = []
-    pre_cpu: list[float] = []
-    post: list[float] = []
-    post_cpu: list[float] = []
-    sign: list[float] = []
-    try:
-        for i, line in enumerate(lines):
-            data: dict[str, Any] = {
-                "model": MEMORY_ALIAS,
-                "user": "write-bench",
-                "messages": [{"role": "user", "content": line}],
-                "litellm_call_id": str(uuid.uuid4()),
-            }
-            started, cpu = time.perf_counter(), time.thread_time()
-            await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
-            pre_ms = (time.perf_counter() - started) * 1000
-            pre_cpu_ms = (time.thread_time() - cpu) * 1000
-            record = data["metadata"][METADATA_KEY]
-            started = time.perf_counter()
-            hook._sign(record)
-            sign_ms = (time.perf_counter() - started) * 1000
-            response = ModelResponse(
-                id=f"r{i}",
-                choices=[
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": f"Noted: {line[:40]}"},
-                        "finish_reason": "stop",
-                    }
-                ],
-            )
-            started, cpu = time.perf_counter(), time.thread_time()
-            await hook.async_post_call_success_hook(data, _Auth(), response)
-            post_ms = (time.perf_counter() - started) * 1000
-            cpu_ms = (time.thread_time() - cpu) * 1000
-            if i >= 10:  # warm-up
-                pre.append(pre_ms)
-                pre_cpu.append(pre_cpu_ms)
-                post.append(post_ms)
-                post_cpu.append(cpu_ms)
-                sign.append(sign_ms)
-        if hook.counters.get("postcall_errors") or hook.counters.get("precall_errors"):
-            raise RuntimeError(f"the hook failed during the write benchmark: {hook.counters}")
-        # The floor under both halves: one redis-py round trip (a PING) on the same client.
-        trip: list[float] = []
-        trip_cpu: list[float] = []
-        for _ in range(samples + 10):
-            started, cpu = time.perf_counter(), time.thread_time()
-            await client.ping()
-            trip.append((time.perf_counter() - started) * 1000)
-            trip_cpu.append((time.thread_time() - cpu) * 1000)
-        return WriteCost(
-            samples, pre, pre_cpu, post, write_ms[10:], post_cpu, sign, trip[10:], trip_cpu[10:]
-        )
-    finally:
-        await hook.drain()
-        await client.aclose()
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -849,59 +504,3 @@ def run_proxy_bench(
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
     return ProxyBenchReport(results, write, config, time.perf_counter() - started, extraction_stats)
-
-
-def report_table(report: ProxyBenchReport, title: str) -> Any:
-    """A rich table: per number of clients, a row with the hook on, one with it off and (when
-    run) one for the context side; the ratio column holds on/off and context/off with the
-    spread of the rounds."""
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in (
-        "clients",
-        "side",
-        "req/s",
-        "ratio to off",
-        "p50 ms",
-        "p95 ms",
-        "p99 ms",
-        "proxy CPU ms/req",
-        "pre-call ms p50/p99",
-        "errors",
-    ):
-        table.add_column(column, justify="right")
-    for result in report.results:
-        data = result.as_json()
-        ratios = {
-            "on": (data["ratio"], data["ratio_noise"]),
-            "context": (data.get("context_ratio"), data.get("context_ratio_noise")),
-        }
-        sides = [s for s in ("on", "off", "context") if s in data]
-        for side in sides:
-            stats = data[side]
-            ratio, noise = ratios.get(side, (None, None))
-            table.add_row(
-                str(result.clients) if side == "on" else "",
-                side,
-                _fmt(stats["rps"]),
-                (
-                    f"{ratio:.3f} ({_fmt(noise['min'], '.2f')}-{_fmt(noise['max'], '.2f')})"
-                    if ratio is not None and noise is not None
-                    else ""
-                ),
-                _fmt(stats["p50_ms"]),
-                _fmt(stats["p95_ms"]),
-                _fmt(stats["p99_ms"]),
-                _fmt(stats["proxy_cpu_ms_per_request"], ".2f"),
-                f"{_fmt(stats['hook_ms_p50'], '.2f')} / {_fmt(stats['hook_ms_p99'], '.2f')}"
-                if side == "on"
-                else "",
-                str(stats["errors"]),
-                end_section=side == sides[-1],
-            )
-    return table
-
-
-def _fmt(value: object, spec: str = ".1f") -> str:
-    return "-" if value is None else format(cast(float, value), spec)

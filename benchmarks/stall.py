@@ -263,7 +263,8 @@ async def _proxy_wait(
 async def _through_proxy(
     redis_url: str, prefix: str, rows: list[StallRow], folder: Path
 ) -> list[StallRow]:
-    from benchmarks.proxy import MEMORY_ALIAS, PLAIN_ALIAS, bench_stack
+    from benchmarks.proxy import bench_stack
+    from benchmarks.proxy_talk import MEMORY_ALIAS, PLAIN_ALIAS
 
     out: list[StallRow] = []
     with bench_stack(redis_url, prefix, folder, extraction="off") as stack:

@@ -17,15 +17,10 @@ from typing import Any
 import pytest
 import redis
 
-from benchmarks.extraction import (
-    LAYERS,
-    BenchReport,
-    OracleIndex,
-    parse_sections,
-    plan_steps,
-    question_cover,
-    run_sample,
-)
+from benchmarks.evidence import LAYERS, OracleIndex, parse_sections, question_cover
+from benchmarks.extraction import run_sample
+from benchmarks.extraction_report import BenchReport
+from benchmarks.replay_plan import plan_steps
 from litellm_memory_hook.tools.histories import HistoryLine
 
 from .conftest import real_redis_url

@@ -13,10 +13,8 @@ import pytest
 import redis
 import yaml
 
-from benchmarks.proxy import (
-    PREFIX_STEM,
-    conversation_lines,
-)
+from benchmarks.proxy import PREFIX_STEM
+from benchmarks.proxy_talk import conversation_lines
 
 from .conftest import real_redis_url
 

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from benchmarks import plots
-from benchmarks.recall import LOCOMO_CITATION
+from benchmarks.options import LOCOMO_CITATION
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib (the dev or plots extra)")
 
