@@ -11,11 +11,25 @@ reaches the model as sent, plus memory.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal, Protocol
 
 #: how the window treats a history the client sent: ``window`` trims it to the window's
 #: budgets (a chat app), ``keep`` sends all of it as sent (an agent with tools).
 HistoryMode = Literal["window", "keep"]
+
+
+#: where LiteLLM keeps the proxy's metadata, by route (chat completions first).
+METADATA_FIELDS = ("metadata", "litellm_metadata")
+
+
+def metadata_dicts(data: object) -> Iterator[dict[str, Any]]:
+    """The request's LiteLLM metadata dicts present, in :data:`METADATA_FIELDS` order."""
+    if isinstance(data, dict):
+        for name in METADATA_FIELDS:
+            metadata = data.get(name)
+            if isinstance(metadata, dict):
+                yield metadata
 
 
 class ReplyAccumulator(Protocol):

@@ -82,6 +82,7 @@ from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
 from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
 from litellm_memory_hook.protocols import ProtocolAdapter, adapter_for, adapter_named, responses
+from litellm_memory_hook.protocols.base import metadata_dicts
 from litellm_memory_hook.protocols.chat import CHAT
 from litellm_memory_hook.proxy.breaker import NodeBreakers
 from litellm_memory_hook.proxy.context import (
@@ -182,18 +183,13 @@ def _metadata(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _drop_client_record(data: dict[str, Any]) -> None:
-    """Remove a memory record a client put into its request metadata (only we write it)."""
-    for name in ("metadata", "litellm_metadata"):
-        metadata = data.get(name)
-        if isinstance(metadata, dict):
-            metadata.pop(METADATA_KEY, None)
-            metadata.pop(OUTCOME_KEY, None)
-            metadata.pop(responses.ECHO_KEY, None)
-            requester = metadata.get("requester_metadata")
-            if isinstance(requester, dict):
-                requester.pop(METADATA_KEY, None)
-                requester.pop(OUTCOME_KEY, None)
-                requester.pop(responses.ECHO_KEY, None)
+    """Remove what only the hook writes (its record, outcome, echo) from a client's request
+    metadata, LiteLLM's copy of the client's own included."""
+    for metadata in metadata_dicts(data):
+        requester = metadata.get("requester_metadata")
+        for target in (metadata, requester) if isinstance(requester, dict) else (metadata,):
+            for key in (METADATA_KEY, OUTCOME_KEY, responses.ECHO_KEY):
+                target.pop(key, None)
 
 
 _TURN_FIELDS = tuple(f.name for f in fields(Turn))
@@ -1008,14 +1004,10 @@ class MemoryHook(CustomLogger):
 
     def _verified_record(self, data: Any) -> dict[str, Any] | None:
         """The record in ``metadata`` when this process signed it, else ``None`` (counted)."""
-        if not isinstance(data, dict):
-            return None
-        record = None
-        for name in ("metadata", "litellm_metadata"):  # per route (protocols.base)
-            metadata = data.get(name)
-            record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
-            if record is not None:
-                break
+        record = next(
+            (m[METADATA_KEY] for m in metadata_dicts(data) if m.get(METADATA_KEY) is not None),
+            None,
+        )
         if not isinstance(record, dict):
             return None
         if not hmac.compare_digest(str(record.get("sig", "")), self._sign(record)):
@@ -1464,11 +1456,9 @@ def _int(value: Any) -> int:
 
 def _header_from_data(data: Any) -> bool:
     """True when the request carried the debug header (in either LiteLLM metadata field)."""
-    if not isinstance(data, dict):
-        return False
     return any(
-        request_headers({"metadata": data.get(name)}).get(DEBUG_HEADER)
-        for name in ("metadata", "litellm_metadata")
+        request_headers({"metadata": metadata}).get(DEBUG_HEADER)
+        for metadata in metadata_dicts(data)
     )
 
 

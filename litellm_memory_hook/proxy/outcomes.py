@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from litellm_memory_hook.protocols.base import metadata_dicts
+
 #: the response header.
 OUTCOME_HEADER: Final = "x-memory-outcome"
 
@@ -66,11 +68,8 @@ def set_outcome(metadata: Any, outcome: str) -> None:
 
 def read_outcome(data: Any) -> str | None:
     """The outcome the pre-call hook left in ``data``'s metadata (either LiteLLM field)."""
-    if not isinstance(data, dict):
-        return None
-    for name in ("metadata", "litellm_metadata"):
-        metadata = data.get(name)
-        value = metadata.get(OUTCOME_KEY) if isinstance(metadata, dict) else None
+    for metadata in metadata_dicts(data):
+        value = metadata.get(OUTCOME_KEY)
         if isinstance(value, str) and value in OUTCOMES:
             return value
     return None
