@@ -98,15 +98,6 @@ def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
     nodes.stop()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "known fault, open in issue 27: the extraction due set is one key for every user; when "
-        "the killed primary holds it (by the run's random key prefix), a healthy user's write "
-        "fails at its schedule step and trips the breaker of the user's own node (fresh-clone "
-        "CI runs failed this way; it passes when the due set is on a live node)"
-    ),
-)
 async def test_a_failed_primary_turns_memory_off_for_its_users_only(
     cluster: RedisCluster, prefix: str
 ) -> None:
@@ -155,5 +146,69 @@ async def test_a_failed_primary_turns_memory_off_for_its_users_only(
         assert not hook._breaker_open(keys)
         assert await hook.store.count_turns(keys) == 4, user
     assert hook.counters["breaker_passthrough"] == 0 and hook.counters["precall_errors"] == 0
-    assert len(hook.buffer) == 1 and hook.counters["writes_lost"] == 0
+    writes = [item for item in hook.buffer._items if item.schedule_at is None]
+    assert len(writes) == 1 and hook.counters["writes_lost"] == 0
+    await hook.store.redis.aclose()
+
+
+async def test_the_due_sets_node_failing_leaves_other_users_memory_and_turns(
+    cluster: RedisCluster, prefix: str
+) -> None:
+    """The extraction due set is one key for every user, on one primary. With that primary
+    killed, users on the healthy primaries keep memory and every turn is stored at once (before,
+    their writes failed at the schedule step and tripped their own node's breaker); only the
+    due set's node is tripped, one schedule per conversation waits in the buffer (not their
+    turns), and once the node is back every conversation is due."""
+    from litellm_memory_hook.store.keys import due_key
+
+    dead = f"127.0.0.1:{cluster.ports[1]}"
+    probe = _hook(cluster.url, prefix, redis_cluster=True)
+    await probe.store.redis.ping()
+    await probe.store.redis.initialize()  # the slot map, to place keys
+    prefix = next(  # a prefix whose due set lives on the primary that dies
+        f"{prefix}{i}"
+        for i in range(1000)
+        if node_of(probe.store.redis, due_key(f"{prefix}{i}")) == dead
+    )
+    await probe.store.redis.aclose()
+    hook = _hook(cluster.url, prefix, redis_cluster=True, redis_breaker_s=30.0, redis_timeout_s=5.0)
+    users = [f"u-{i}" for i in range(12)]
+    for user in users:
+        data = await hook.async_pre_call_hook(
+            Auth(), None, chat_request("hello", user=user, call_id=f"{user}-0"), "acompletion"
+        )
+        assert data is not None
+        await hook.async_post_call_success_hook(data, Auth(), model_response("hi"))
+    healthy = [
+        u
+        for u in users
+        if node_of(hook.store.redis, ConversationKeys.for_ids(prefix, "master", u, "demo").turns)
+        != dead
+    ]
+    assert healthy
+    cluster.servers[1].kill()
+    for user in healthy:
+        data = await hook.async_pre_call_hook(
+            Auth(), None, chat_request("again", user=user, call_id=f"{user}-1"), "acompletion"
+        )
+        assert data is not None
+        await hook.async_post_call_success_hook(data, Auth(), model_response("ok"))
+    for user in healthy:  # stored at once, memory on
+        keys = ConversationKeys.for_ids(prefix, "master", user, "demo")
+        assert not hook._breaker_open(keys)
+        assert await hook.store.count_turns(keys) == 4, user
+    assert hook._breakers.open_nodes() == [dead]
+    assert hook.counters["breaker_passthrough"] == 0 and hook.counters["writes_lost"] == 0
+    waiting = list(hook.buffer._items)
+    assert all(item.schedule_at is not None for item in waiting)
+    assert sorted(item.conversation[1] for item in waiting) == sorted(
+        ConversationKeys.for_ids(prefix, "master", u, "demo").ref for u in healthy
+    )
+    cluster.servers[1].start()  # back on its folder: same node id, same slots
+    await hook.buffer.drain(timeout_s=60)
+    assert len(hook.buffer) == 0
+    for user in healthy:
+        keys = ConversationKeys.for_ids(prefix, "master", user, "demo")
+        assert await hook.queue.due_time(keys) is not None, user
+    assert hook.counters["schedules_retried_ok"] == len(healthy)
     await hook.store.redis.aclose()

@@ -1123,8 +1123,17 @@ class MemoryHook(CustomLogger):
         return self._buffer
 
     def _item_node(self, item: PendingWrite) -> str:
-        """The Redis node a buffered write goes to (its group in the buffer)."""
+        """The Redis node a buffered write goes to (its group in the buffer): the
+        conversation's, or for a schedule-only item the due set's."""
+        if item.schedule_at is not None:
+            return self._due_node
         return self._node(ConversationKeys.from_ref(*item.conversation))
+
+    @property
+    def _due_node(self) -> str:
+        """The Redis node of the extraction due set (``""``: one server). One key for every
+        user: on a Cluster it lives on one node, which may not be the conversation's."""
+        return node_of(self.store.redis, self.queue.due)
 
     def _count(self, name: str, amount: int) -> None:
         self.counters[name] += amount
@@ -1133,6 +1142,9 @@ class MemoryHook(CustomLogger):
         """A write of the outage buffer; READONLY drops the pooled connections first, so the
         next try reaches the node that is primary now."""
         keys = ConversationKeys.from_ref(*item.conversation)
+        if item.schedule_at is not None:
+            await self._retry_schedule(item, keys)
+            return
         try:
             await self._write(item)
         except Exception as exc:
@@ -1269,7 +1281,7 @@ class MemoryHook(CustomLogger):
             if record.get("extract", True):
                 # A retry of a write that stored its turns and failed after (the schedule, with
                 # Redis filling up): the conversation is made due, never later than it is.
-                await self.queue.schedule(keys, at + quiet_ms, earlier_only=True)
+                await self._schedule(item, keys, at + quiet_ms, earlier_only=True)
             return
         if should_check(result.first_seq, result.last_seq, settings.max_stored_messages):
             self.counters["turns_trimmed"] += await trim_oldest(
@@ -1289,9 +1301,79 @@ class MemoryHook(CustomLogger):
             ):
                 cursor = await self.store.cursor(keys)
             now_due = cursor is not None and result.last_seq - cursor >= settings.extraction_every
-        await self.queue.schedule(keys, at if now_due else at + quiet_ms)
+        await self._schedule(item, keys, at if now_due else at + quiet_ms)
         if now_due and self._worker is not None:
             self._worker.wake()
+
+    async def _schedule(
+        self, item: PendingWrite, keys: ConversationKeys, due_ms: int, *, earlier_only: bool = False
+    ) -> None:
+        """Make the conversation due for extraction at ``due_ms`` (epoch ms). The due set is one
+        key for every user: on a Cluster its node may be down while the conversation's is not.
+        Then the turns stay stored, the conversation's next writes go on, and the schedule
+        waits in the outage buffer by itself (grouped by the due set's node, whose breaker is
+        the one tripped; never moved later than ``due_ms``). On one server a failure raises
+        as before (the whole write is retried: the append finds its call id stored)."""
+        due_node = self._due_node
+        if due_node == "" or due_node == self._node(keys):
+            await self.queue.schedule(keys, due_ms, earlier_only=earlier_only)
+            return
+        if not self._breakers.is_open(due_node):
+            try:
+                await self.queue.schedule(keys, due_ms, earlier_only=earlier_only)
+            except Exception as exc:
+                kind = classify(exc)
+                if not kind.transient:
+                    raise
+                if kind is RedisFault.UNREACHABLE and self._breakers.trip(due_node):
+                    self.counters["breaker_trips"] += 1
+                    logger.warning(
+                        "memory hook: Redis node %s (the extraction due set) failed; "
+                        "extraction schedules wait for it for up to %.1f s",
+                        due_node,
+                        self.settings.redis_breaker_s,
+                    )
+                self.counters["schedules_held"] += 1
+                self.buffer.add_failed(self._schedule_item(item, due_ms), exc)
+                return
+            self._breakers.ok(due_node)
+            return
+        self.counters["schedules_held"] += 1
+        self.buffer.add(self._schedule_item(item, due_ms))
+
+    @staticmethod
+    def _schedule_item(item: PendingWrite, due_ms: int) -> PendingWrite:
+        """A schedule-only buffer item for ``item``'s conversation, due at ``due_ms``."""
+        return PendingWrite(
+            {"prefix": item.record.get("prefix"), "ref": item.record.get("ref")},
+            None,
+            item.call_id,
+            schedule_at=due_ms,
+        )
+
+    async def _retry_schedule(self, item: PendingWrite, keys: ConversationKeys) -> None:
+        """A schedule-only buffer item: make the conversation due, never later than it is. A
+        transient failure raises (the buffer retries it); a refusal is counted and said."""
+        assert item.schedule_at is not None
+        try:
+            await self.queue.schedule(keys, item.schedule_at, earlier_only=True)
+        except Exception as exc:
+            kind = classify(exc)
+            if kind.transient:
+                raise
+            self.counters[f"redis_refused_{kind.value}"] += 1
+            self.counters["followup_refused"] += 1
+            self._refusals.emit(
+                f"followup:{fault_key(kind, exc)}",
+                logging.ERROR,
+                "memory hook: turns stored, but scheduling their extraction failed "
+                f"({explain(kind, exc, prefix=keys.prefix)})",
+            )
+            return
+        due_node = self._due_node
+        if due_node:
+            self._breakers.ok(due_node)
+        self.counters["schedules_retried_ok"] += 1
 
     def _node(self, keys: ConversationKeys) -> str:
         """The Redis node of a conversation (``""``: one server, every key on it)."""

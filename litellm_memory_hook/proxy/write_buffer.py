@@ -78,11 +78,20 @@ class PendingWrite:
     #: (:mod:`.held_turns`); ``None``: the record carries them as dicts
     pending: tuple[Turn, ...] | None = None
     replace: tuple[Turn, ...] | None = None
+    #: set on a schedule-only item: the turns are stored, the conversation's extraction
+    #: schedule (epoch ms it is due, never moved later) waits for the due set's Redis node
+    schedule_at: int | None = None
 
     @property
     def conversation(self) -> tuple[str, str]:
         """``(key prefix, conversation ref)`` of the write."""
         return str(self.record.get("prefix")), str(self.record.get("ref"))
+
+    @property
+    def lane(self) -> tuple[str, str, bool]:
+        """What the buffer keeps in order: the conversation's writes, and apart from them its
+        schedule (a schedule that waits never holds back the conversation's next turns)."""
+        return (*self.conversation, self.schedule_at is not None)
 
     @property
     def goes_on_exchange(self) -> bool:
@@ -148,8 +157,10 @@ class WriteBuffer:
 
     def holds(self, conversation: tuple[str, str]) -> bool:
         """True while writes of ``conversation`` (``(prefix, ref)``) wait: its new writes must
-        queue behind them."""
-        return any(item.conversation == conversation for item in self._items)
+        queue behind them (a schedule-only item does not count)."""
+        return any(
+            item.conversation == conversation and item.schedule_at is None for item in self._items
+        )
 
     @property
     def set_aside(self) -> int:
@@ -207,7 +218,15 @@ class WriteBuffer:
         return bool(self._items)
 
     def add(self, item: PendingWrite) -> None:
-        """Queue a write and make sure the flusher runs (and looks at it now)."""
+        """Queue a write and make sure the flusher runs (and looks at it now). A schedule-only
+        item joins one already waiting for its conversation (the earlier due time wins)."""
+        if item.schedule_at is not None:
+            for queued in self._items:
+                if queued.lane == item.lane and queued is not self._sending:
+                    queued.schedule_at = min(
+                        queued.schedule_at or item.schedule_at, item.schedule_at
+                    )
+                    return
         if len(self._items) >= self.max_items:
             # the oldest exchange not being sent (that one may be stored as we speak): a write
             # that starts one, with the tool results that go on it; else the oldest write
@@ -234,13 +253,14 @@ class WriteBuffer:
     def _next(self, now: float) -> tuple[PendingWrite | None, float]:
         """The oldest write that heads its conversation and may be tried now, else ``None``
         and the monotonic time when one may (``inf``: none waits)."""
-        seen: set[tuple[str, str]] = set()
+        seen: set[tuple[str, str, bool]] = set()
         wake = math.inf
         for item in self._items:
-            conversation = item.conversation
-            if conversation in seen:
+            lane = item.lane
+            if lane in seen:
                 continue
-            seen.add(conversation)
+            seen.add(lane)
+            conversation = item.conversation
             if item is self._cancelled or now - item.queued_at > self.max_age_s:
                 return item, now  # taken off (or dropped) by the flusher at once
             ready = self._held.get(conversation, 0.0)
@@ -280,9 +300,10 @@ class WriteBuffer:
                     self._failed(item, failed)
                 continue
             self._discard(item)
-            self._held.pop(item.conversation, None)
             self._backoff.pop(self._group(item), None)
-            self._count("write_retried_ok", 1)
+            if item.schedule_at is None:  # a schedule counts apart (the hook's counters)
+                self._held.pop(item.conversation, None)
+                self._count("write_retried_ok", 1)
 
     def _failed(self, item: PendingWrite, exc: BaseException) -> None:
         """A buffered write failed: hold back its group (transient) or its conversation

@@ -7,8 +7,9 @@ different handling:
 kind           what it is                                                   handling
 =============  ===========================================================  ==================
 unreachable    connection refused or reset, timeout, a Cluster without a    transient: the
-               node for the slot, any other exception of the client         breaker opens
-               (``OSError``, redis-py's ``RedisClusterException``)           (that node only)
+               node for the slot (``CLUSTERDOWN``, ``TRYAGAIN``), a server  breaker opens
+               still ``LOADING``, any other exception of the client         (that node only)
+               (``OSError``, redis-py's ``RedisClusterException``)
 readonly       ``READONLY``: the node is a replica now (a failover)          reconnect, retry
 noperm         ``NOPERM``: the Redis user lacks a command or key             refused
 noscript       ``NOSCRIPT``: a script is missing and could not be loaded     refused
@@ -37,9 +38,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from redis.exceptions import (
-    ConnectionError as RedisConnectionError,
-)
-from redis.exceptions import (
+    ClusterDownError,
     NoPermissionError,
     NoScriptError,
     OutOfMemoryError,
@@ -47,6 +46,10 @@ from redis.exceptions import (
     RedisClusterException,
     RedisError,
     ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
 )
 from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
@@ -112,6 +115,8 @@ def _response_kind(exc: ResponseError) -> RedisFault:
     """The kind of an error reply (the reply's first word, as a script passes it on)."""
     if isinstance(exc, ReadOnlyError):
         return RedisFault.READONLY
+    if isinstance(exc, ClusterDownError | TryAgainError):
+        return RedisFault.UNREACHABLE  # a Cluster between states (a node lost or just back)
     if isinstance(exc, NoPermissionError):
         return RedisFault.NOPERM
     if isinstance(exc, NoScriptError):
@@ -126,6 +131,10 @@ def _response_kind(exc: ResponseError) -> RedisFault:
         "OOM": RedisFault.OOM,
         "READONLY": RedisFault.READONLY,
         "NOSCRIPT": RedisFault.NOSCRIPT,
+        "CLUSTERDOWN": RedisFault.UNREACHABLE,
+        "TRYAGAIN": RedisFault.UNREACHABLE,
+        "MASTERDOWN": RedisFault.UNREACHABLE,
+        "LOADING": RedisFault.UNREACHABLE,
     }
     if head in by_head:
         return by_head[head]

@@ -1545,13 +1545,6 @@ class MemoryStore:
         except RedisError as exc:
             raise StoreError(f"user index {user.index}: {exc}") from exc
 
-    async def schedule_extraction(self, keys: ConversationKeys, due_ms: int) -> None:
-        """Mark the conversation due for extraction at ``due_ms`` (epoch ms) in the due set."""
-        try:
-            await self.redis.zadd(due_key(keys.prefix), {keys.ref: due_ms})
-        except RedisError as exc:
-            raise StoreError(f"schedule {keys.ref}: {exc}") from exc
-
     async def cursor(self, keys: ConversationKeys) -> int:
         """The seq the conversation's extraction has reached (0 when none yet)."""
         try:
