@@ -392,6 +392,18 @@ def bound_tool_calls(calls: Sequence[Any], limits: TurnLimits | None = None) -> 
     return _bound_calls(tuple(calls), limits or DEFAULT_LIMITS)
 
 
+_FIELDS: dict[type, tuple[dataclasses.Field[Any], ...]] = {}
+
+
+def _fields_of(kind: type[Turn]) -> tuple[dataclasses.Field[Any], ...]:
+    """``dataclasses.fields`` of a turn class, once per class (it walks them on every call:
+    a third of planning a 500-message history)."""
+    found = _FIELDS.get(kind)
+    if found is None:
+        found = _FIELDS[kind] = dataclasses.fields(kind)
+    return found
+
+
 def bound_turn(turn: Turn, limits: TurnLimits | None = None) -> Turn:
     """The turn with every field within ``limits`` (see the module docstring).
 
@@ -411,11 +423,12 @@ def bound_turn(turn: Turn, limits: TurnLimits | None = None) -> Turn:
         calls = _bound_calls(turn.tool_calls, limits)
         if calls is not turn.tool_calls:
             changes["tool_calls"] = calls
-    if len(dataclasses.fields(turn)) > len(_OWN_FIELDS):
+    fields = _fields_of(type(turn))
+    if len(fields) > len(_OWN_FIELDS):
         changes.update(_bound_extra(turn, limits))
     if not changes:
         return turn
-    for item in dataclasses.fields(turn):
+    for item in fields:
         if item.metadata.get("derived"):  # made again from the bounded fields
             changes[item.name] = item.default
     return dataclasses.replace(turn, **changes)

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import regex
 
 from litellm_memory_hook.core.bounds import (
@@ -109,7 +110,15 @@ def lone_surrogate(value: object, where: str = "") -> tuple[str, str] | None:
     escape decodes to one): ``(where, code)`` with ``where`` its path below ``where``
     (``content[0].text``; ``""`` for ``value`` itself) and ``code`` the code point as
     ``\\ud800``; ``None`` when every string is Unicode text. Such a string cannot be stored
-    or printed."""
+    or printed. One C-speed pass (orjson refuses a surrogate) clears the common case; the walk
+    runs only to find where one is (or for a value orjson cannot encode)."""
+    if not where:
+        try:
+            orjson.dumps(value)
+        except (TypeError, orjson.JSONEncodeError):
+            pass  # a surrogate somewhere, or a value orjson cannot encode: the walk decides
+        else:
+            return None
     if isinstance(value, str):
         found = _SURROGATE.search(value)
         return None if found is None else (where, f"\\u{ord(found.group()):04x}")
