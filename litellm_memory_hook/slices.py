@@ -11,11 +11,18 @@ Redis reply arrived during a slice needs two loop turns to run again (the reply'
 resolves a future, and the future wakes the task on the next turn). With a single yield each
 of its round trips waited behind two slices; with three, the reply and the step it wakes run
 before the next slice starts, so each round trip waits at most for the slice under way.
+
+Planning a whole history runs in a thread instead (:func:`in_thread`): it is one deep pure
+function, not a loop to slice. Then the event loop's thread waits for the GIL at each of its
+steps, up to Python's switch interval (5 ms by default) every time: a small request of a few
+Redis round trips waited 20-40 ms. While such a thread runs, the interval is
+:data:`THREAD_SWITCH_S`, so the loop gets the GIL back within about that long.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -27,6 +34,8 @@ R = TypeVar("R")
 SLICE_S = 0.002
 #: loop turns of one pause (see the module docstring)
 PAUSE_YIELDS = 3
+#: Python's switch interval (seconds) while :func:`in_thread` work runs
+THREAD_SWITCH_S = 0.0005
 #: a write of more turns than this (a whole history) pauses before it starts: the post-call
 #: hook's own work (reading the record) came just before in the same loop turn
 LONG_WRITE_TURNS = 16
@@ -78,4 +87,34 @@ async def map_sliced(
     return out
 
 
-__all__ = ["LONG_WRITE_TURNS", "PAUSE_YIELDS", "SLICE_S", "Slicer", "map_sliced", "pause"]
+_threads = 0  # in_thread calls under way
+_switch_before = 0.0  # the switch interval before the first of them
+
+
+async def in_thread(function: Callable[[], R]) -> R:
+    """``function()`` in a thread, with the switch interval at :data:`THREAD_SWITCH_S` while
+    any such call runs (and put back after the last), so the event loop's thread waits at most
+    about that long for the GIL at each step (see the module docstring)."""
+    global _threads, _switch_before
+    if _threads == 0:
+        _switch_before = sys.getswitchinterval()
+        sys.setswitchinterval(min(THREAD_SWITCH_S, _switch_before))
+    _threads += 1
+    try:
+        return await asyncio.to_thread(function)
+    finally:
+        _threads -= 1
+        if _threads == 0:
+            sys.setswitchinterval(_switch_before)
+
+
+__all__ = [
+    "LONG_WRITE_TURNS",
+    "PAUSE_YIELDS",
+    "SLICE_S",
+    "THREAD_SWITCH_S",
+    "Slicer",
+    "in_thread",
+    "map_sliced",
+    "pause",
+]

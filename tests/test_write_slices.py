@@ -145,3 +145,38 @@ async def test_a_whole_history_write_never_holds_the_loop_for_long(
     stored = [stored_text(json.loads(m)) for m in await real_redis.zrange(keys.turns, 0, -1)]
     assert stored == [m["content"] for m in messages] + ["Noted."]
     assert hook.counters["turns_stored"] == len(messages) + 1
+
+
+async def test_planning_in_a_thread_lowers_the_switch_interval_until_the_last_ends() -> None:
+    """A thread of pure Python holds the GIL up to the switch interval each time the event
+    loop's thread asks for it (5 ms by default, at every step of another request). While
+    :func:`in_thread` work runs, the interval is THREAD_SWITCH_S; after the last one ends it is
+    what it was, also when the work raised."""
+    import sys
+    import threading
+
+    from litellm_memory_hook.slices import THREAD_SWITCH_S, in_thread
+
+    before = sys.getswitchinterval()
+    seen: list[float] = []
+    gate = threading.Event()
+
+    def work() -> int:
+        gate.wait(5)
+        seen.append(sys.getswitchinterval())
+        return 7
+
+    def fails() -> int:
+        raise ValueError("bad history")
+
+    first = asyncio.ensure_future(in_thread(work))
+    second = asyncio.ensure_future(in_thread(work))
+    await asyncio.sleep(0.05)
+    assert sys.getswitchinterval() == pytest.approx(THREAD_SWITCH_S)
+    gate.set()
+    assert await first == 7 and await second == 7
+    assert seen == [pytest.approx(THREAD_SWITCH_S)] * 2
+    assert sys.getswitchinterval() == pytest.approx(before)
+    with pytest.raises(ValueError):
+        await in_thread(fails)
+    assert sys.getswitchinterval() == pytest.approx(before)

@@ -8,7 +8,6 @@ recent window (:mod:`litellm_memory_hook.core.window`).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -50,6 +49,7 @@ from litellm_memory_hook.proxy.recall_step import (
     recall_query,
 )
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.slices import in_thread
 from litellm_memory_hook.store.epochs import HeadSnapshot, epoch_of, read_snapshot, window_start
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
@@ -271,7 +271,7 @@ async def prepare(
     if isinstance(raw_messages, list) and len(raw_messages) > PLAN_IN_THREAD_MESSAGES:
         # a long history (a whole-history client's first request seeds all of it): planned in
         # a thread, so the event loop serves other requests meanwhile
-        plan = await asyncio.to_thread(planning)
+        plan = await in_thread(planning)
     else:
         plan = planning()
     if plan is None:
