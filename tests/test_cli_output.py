@@ -169,3 +169,22 @@ def test_bench_negative_sizes_are_one_error_line(args: list[str], needle: str) -
     lines = result.output.strip().splitlines()
     assert result.exit_code == 2, result.output
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0]
+
+
+def test_help_paragraphs_wrap_at_the_terminal_not_at_the_source_lines() -> None:
+    """A fresh user's finding: typer printed a docstring's line breaks as they were, so `serve
+    --help` at 80 columns broke mid-sentence ("... are the same,\\n another\\n serve uses ...").
+    Every command's paragraphs are one line each now; the terminal wraps them."""
+    from typer.testing import CliRunner
+
+    from litellm_memory_hook.tools.cli import app
+    from litellm_memory_hook.tools.cli_errors import reflow
+
+    assert reflow("Run it.\n\n    A long\n    paragraph.\n\n    - one\n    - two\n    ") == (
+        "Run it.\n\nA long paragraph.\n\n- one\n- two"
+    )
+    result = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "80"}, color=False)
+    assert result.exit_code == 0
+    lines = [line.strip() for line in result.output.splitlines()]
+    assert "another" not in lines and "misspelt (it would" not in lines
+    assert any(line.startswith("another serve uses") for line in lines), lines

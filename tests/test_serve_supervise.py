@@ -370,3 +370,32 @@ def test_serve_brings_its_redis_back_after_kill_9(tmp_path: Path) -> None:
         "serve stopped: the stand-in model, the proxy, the embedded Redis (saved); the memory "
         f"stays in {folder.resolve()}/ (the next serve there uses it)"
     )
+
+
+def test_a_second_restart_a_minute_later_is_said_too(
+    owned: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh user's finding: the embedded Redis killed twice within a minute printed one
+    line; the second restart was held back (a failure's period) and said nowhere until then.
+    Each restart is said; only a crash loop (restarts within RESTART_LINE_PERIOD_S) is one
+    line with a count."""
+    lines: list[str] = []
+    monkeypatch.setattr(cli_serve, "_serve_line", lines.append)
+    clock = FakeClock()
+    supervisor = cli_serve._Supervisor(owned, clock)
+    for _ in range(2):
+        _kill(owned)
+        supervisor.poll()
+        clock.now += 20
+    assert len(lines) == 2 and all(RESTART_LINE.fullmatch(line) for line in lines), lines
+    _kill(owned)
+    supervisor.poll()  # a third right after another: within the period, counted
+    clock.now += 1
+    _kill(owned)
+    supervisor.poll()
+    assert len(lines) == 3
+    clock.now += cli_serve.RESTART_LINE_PERIOD_S
+    supervisor.poll()
+    assert len(lines) == 4 and RESTART_LINE.fullmatch(lines[3]), lines  # the held one, late
+    assert supervisor.restarts == 4
+    supervisor.close()

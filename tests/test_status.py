@@ -89,7 +89,7 @@ def test_status_and_stop_of_a_real_serve(tmp_path: Path) -> None:
         assert lines[0] == f"serve: pid {serve.pid} on {data.resolve()}/"
         assert f"  proxy URL: http://127.0.0.1:{port}/v1" in lines
         assert f"  inspector: http://127.0.0.1:{port}/memory/ui" in lines
-        assert f"  stand-in: http://127.0.0.1:{standin}/v1" in lines
+        assert f"  stand-in URL: http://127.0.0.1:{standin}/v1" in lines  # one "stand-in:" line
         assert any(line.startswith("  proxy: pid ") and line.endswith(" alive") for line in lines)
         assert any(
             line.startswith("  stand-in: pid ") and line.endswith(" alive") for line in lines

@@ -9,6 +9,7 @@ option, an unknown command or option, a bad option value) is one such line too, 
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -128,12 +129,28 @@ def _errors_name_the_command(command: Any) -> None:
     object.__setattr__(command, "_names_itself", True)
 
 
+def reflow(text: str) -> str:
+    """A docstring's paragraphs as one line each (the terminal wraps them at its width): typer
+    prints a help text's line breaks as they are, so a paragraph wrapped at 100 columns in the
+    source broke mid-sentence at 80. A paragraph with a line that starts with white space,
+    ``- `` or ``* `` (a list, an example) keeps its lines."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    out = []
+    for paragraph in paragraphs:
+        lines = paragraph.split("\n")
+        listed = any(line[:1] in (" ", "\b") or line[:2] in ("- ", "* ") for line in lines)
+        out.append(paragraph if listed else " ".join(line.strip() for line in lines))
+    return "\n\n".join(out)
+
+
 def adopt_command(group: Any) -> None:
     """Give every command under ``group`` the CLI's usage lines (:func:`_plain_usage`) and
     usage errors that name its ``--help`` (:func:`_errors_name_the_command`): the top-level
     group's at its start, a group loaded later (``bench``) when it is loaded."""
     for command in _all_commands(group):
         _errors_name_the_command(command)
+        if isinstance(getattr(command, "help", None), str):
+            command.help = reflow(command.help)
         for param in getattr(command, "params", ()):
             _plain_usage(param)
 

@@ -44,8 +44,14 @@ SERVE_POLL_S = 1.0
 RESTART_BACKOFF_MAX_S = 30.0
 
 
-#: lines of one kind (a restart, a failed restart) ``serve`` prints at most once per period.
+#: lines of a failed restart ``serve`` prints at most once per period.
 SERVE_LINE_PERIOD_S = 60.0
+
+
+#: restart lines are printed at most once per this period (s): each restart is said (a
+#: second one a minute after the first was held back for the rest of that minute), a crash
+#: loop is one line per period with a count
+RESTART_LINE_PERIOD_S = 5.0
 
 
 #: the key of the example configuration; ``serve`` names it in its ready line.
@@ -102,8 +108,9 @@ def close_outputs(outputs: Sequence[IO[bytes] | None]) -> None:
 class _Supervisor:
     """``serve``'s watch over its embedded Redis: a server that died is started again at the
     next poll (within :data:`SERVE_POLL_S` s), with one line saying so; one that will not start
-    is tried again with a growing pause (up to :data:`RESTART_BACKOFF_MAX_S`); lines of a kind
-    repeat at most once per :data:`SERVE_LINE_PERIOD_S`, with a count."""
+    is tried again with a growing pause (up to :data:`RESTART_BACKOFF_MAX_S`); a failure's
+    lines repeat at most once per :data:`SERVE_LINE_PERIOD_S`, restart lines once per
+    :data:`RESTART_LINE_PERIOD_S`, with a count."""
 
     def __init__(
         self, embedded: EmbeddedRedis, clock: Callable[[], float] = time.monotonic
@@ -113,6 +120,9 @@ class _Supervisor:
         self.embedded = embedded
         self.clock = clock
         self.lines = RateLimitedLog(lambda text: _serve_line(text), SERVE_LINE_PERIOD_S, clock)
+        self.restart_lines = RateLimitedLog(
+            lambda text: _serve_line(text), RESTART_LINE_PERIOD_S, clock
+        )
         self.failures = 0
         self.next_try = 0.0
         self.restarts = 0
@@ -122,6 +132,7 @@ class _Supervisor:
         from litellm_memory_hook.store.embedded import EmbeddedRedisError
 
         self.lines.flush()
+        self.restart_lines.flush()
         now = self.clock()
         if now < self.next_try:
             self.embedded.reap()
@@ -138,11 +149,12 @@ class _Supervisor:
             self.restarts += 1
             self.failures = 0
             self.next_try = 0.0
-            self.lines.emit("restarted", line)
+            self.restart_lines.emit("restarted", line)
 
     def close(self) -> None:
         """Print the counts still held back."""
         self.lines.flush(force=True)
+        self.restart_lines.flush(force=True)
 
 
 def _serve_line(text: str) -> None:

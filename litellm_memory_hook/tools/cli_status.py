@@ -116,7 +116,7 @@ def status_command(
         lines.append(f"  proxy URL: {status['proxy_url']}")
         lines.append(f"  inspector: {status['inspector_url']}")
         if status["standin_url"]:
-            lines.append(f"  stand-in: {status['standin_url']}")
+            lines.append(f"  stand-in URL: {status['standin_url']}")
         redis = status["redis"]
         answering = "answers" if redis["answers"] else "does NOT answer"
         lines.append(
