@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 from litellm_memory_hook.proxy import context as context_module
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
-from litellm_memory_hook.store import redis_store as redis_store_module
+from litellm_memory_hook.store import writes as store_writes_module
 from litellm_memory_hook.store.client import redis_client
 from litellm_memory_hook.store.redis_store import MemoryStore
 
@@ -276,5 +276,5 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     """A fake clock for the hook's request and reply times (starts at 2025-10-09)."""
     fake = Clock()
     monkeypatch.setattr(context_module, "time", fake)
-    monkeypatch.setattr(redis_store_module, "time", fake)
+    monkeypatch.setattr(store_writes_module, "time", fake)
     yield fake

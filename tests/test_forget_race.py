@@ -407,7 +407,7 @@ async def test_a_write_read_after_a_forget_is_stored_when_the_forget_token_expir
     """After a forget of the whole user the forgets hash holds only ``u = f:...`` and expires
     ``write_buffer_max_age_s`` + 1 h after the forget. A request that reads the user after the
     forget carries that token; when the hash expires before its write (a long stream, or a turn
-    waiting in the outage buffer), FORGOTTEN_LUA sees the token changed (gone) and refuses the
+    waiting in the outage buffer), forgotten.lua sees the token changed (gone) and refuses the
     turn as if a new forget had come: a turn said after the forget is lost. (A 1 s token TTL
     stands in for the 70 minutes.)"""
     store = MemoryStore(any_redis, ttl_s=3600)
@@ -433,7 +433,7 @@ async def test_a_forget_on_a_full_redis_refuses_a_write_read_before_it_in_a_hash
     """A forgets hash written by the previous version has no field ``n`` (only a write or a
     forget since the upgrade adds it). A whole-user forget on a full Redis cannot set its token
     and deletes the tokens instead (clear_tokens, now HDEL of every field but ``n``): the hash
-    is left empty, so Redis deletes it, and FORGOTTEN_LUA takes the missing hash for an expiry.
+    is left empty, so Redis deletes it, and forgotten.lua takes the missing hash for an expiry.
     A request that read the user before the forget then stores its turn after it, where the
     previous version refused it."""
     hook = make_hook(any_redis, prefix)

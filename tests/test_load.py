@@ -312,7 +312,7 @@ async def test_trimming_runs_in_short_scripts(client: aioredis.Redis) -> None:
 async def test_looking_for_an_agents_question_never_holds_redis_for_long(
     client: aioredis.Redis,
 ) -> None:
-    """LAST_QUESTION runs on the request path (a tool step whose stored tail holds no user
+    """last_question.lua runs on the request path (a tool step whose stored tail holds no user
     message) and reads up to QUESTION_SCAN_TURNS (500) whole members into Lua. Its cost was
     measured with 200-character turns (0.5 ms); an agent's turns are tool calls and results of
     tens of thousands of characters each, within the stored bounds (text 32,000, tool arguments
@@ -333,4 +333,4 @@ async def test_looking_for_an_agents_question_never_holds_redis_for_long(
     await client.slowlog_reset()
     assert await store.last_question(keys, 10**6) is None  # the task is 520 turns back
     times = await _script_ms(client)
-    assert times[-1] <= MAX_SCRIPT_MS, f"LAST_QUESTION held Redis {times[-1]:.1f} ms"
+    assert times[-1] <= MAX_SCRIPT_MS, f"last_question.lua held Redis {times[-1]:.1f} ms"

@@ -116,7 +116,7 @@ async def test_a_user_scope_read_keeps_a_conversation_scoped_pinned_set_in_the_i
     in the user's index as ``c:<c>``, the same member as the conversation. A user-scope recall
     read (``load_chats``, ``recall_scope: user`` on any of the user's aliases) takes that member
     for a conversation and, as the conversation has no meta and no turns (none yet, or they
-    expired while an edit kept the pins alive), PRUNE_CHATS removes it from the index. The
+    expired while an edit kept the pins alive), prune_chats.lua removes it from the index. The
     pinned set then no longer exists for forget and export: forgetting the whole user leaves
     it in Redis."""
     aliases = {"diary": {"memory": {"enabled": True, "memory_scope": "conversation"}}}

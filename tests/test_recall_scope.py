@@ -628,7 +628,7 @@ async def test_a_date_finds_lines_imported_after_newer_chat(
 ) -> None:
     """An import appends its lines, with their real (older) times, after the turns a user has
     already said through the proxy (tools/importer.py), so the stored times are not in seq
-    order. The date is found through the time index (SEQ_SPANS), not a binary search over the
+    order. The date is found through the time index (seq_spans.lua), not a binary search over the
     times (which walked into the newer chat and lifted nothing): the line said on the named day
     is recalled, not the newest line that shares the words."""
     from litellm_memory_hook.proxy.identity import Identity

@@ -65,8 +65,8 @@ async def test_a_write_indexes_every_turn_by_its_time(
 
 
 async def test_a_batched_write_indexes_every_batch(any_redis: aioredis.Redis, prefix: str) -> None:
-    """A write larger than one script (BEGIN_WRITE, then WRITE_TURNS batches of 3 turns) puts
-    each turn in the index with its time; a request's turn stored between two such writes
+    """A write larger than one script (begin_write.lua, then write_turns.lua batches of 3 turns)
+    puts each turn in the index with its time; a request's turn stored between two such writes
     too."""
     store = MemoryStore(any_redis, ttl_s=3600, batch_turns=3)
     keys = _keys(prefix)
@@ -237,7 +237,7 @@ async def test_times_in_order_leave_the_conversation_unmarked(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
     """A batched seed of turns of one time (a seeding request), appends and a regenerated reply
-    all keep the times in seq order: no ``ts_unordered`` mark, so SEQ_SPANS keeps the binary
+    all keep the times in seq order: no ``ts_unordered`` mark, so seq_spans.lua keeps the binary
     search over the turns (one run from the span's first seq to the first seq after it, the
     regenerated reply's old seq 9 inside it, as before the index)."""
     store = MemoryStore(any_redis, ttl_s=3600, batch_turns=3)
@@ -271,7 +271,7 @@ async def test_a_turn_said_before_the_last_stored_one_marks_the_times_unordered(
 async def test_a_batched_write_of_older_lines_marks_the_times_unordered(
     any_redis: aioredis.Redis, prefix: str
 ) -> None:
-    """A write of several batches (BEGIN_WRITE, then WRITE_TURNS of 2 turns) whose times are
+    """A write of several batches (begin_write.lua, then write_turns.lua of 2 turns) whose times are
     before the stored turns' (an import after newer chat) marks the conversation; its lines
     are found on their day through the index."""
     store = MemoryStore(any_redis, ttl_s=3600, batch_turns=2)

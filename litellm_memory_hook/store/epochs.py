@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import redis.asyncio as aioredis
 
+from litellm_memory_hook.store import scripts
 from litellm_memory_hook.store.keys import ConversationKeys
 
 __all__ = [
@@ -40,14 +41,6 @@ __all__ = [
 WINDOW_START: Final = "win_start"
 HEAD_EPOCH: Final = "head_epoch"
 HEAD: Final = "head"
-
-#: KEYS[1] the meta hash; ARGV field, value, ... Returns 1 when written, 0 when the hash is
-#: absent (nothing is made).
-SET_IF_PRESENT: Final = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1
-"""
 
 
 @dataclass(frozen=True)
@@ -107,7 +100,16 @@ async def write_epoch(
     payload = json.dumps(
         {"memories": list(snapshot.memories), "summary": snapshot.summary}, ensure_ascii=False
     )
+    # by EVAL, as it always was (``set_if_present.lua``: only while the meta hash exists)
     written = await redis.eval(
-        SET_IF_PRESENT, 1, keys.meta, WINDOW_START, str(start), HEAD_EPOCH, epoch, HEAD, payload
+        scripts.source("set_if_present"),
+        1,
+        keys.meta,
+        WINDOW_START,
+        str(start),
+        HEAD_EPOCH,
+        epoch,
+        HEAD,
+        payload,
     )
     return bool(written)

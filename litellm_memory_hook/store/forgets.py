@@ -8,11 +8,11 @@ the summary and memories drawn from them, stored again into the forgotten user's
 The user's ``forgets`` hash (:attr:`~litellm_memory_hook.store.keys.UserKeys.forgets`) holds
 two kinds of token: field ``u`` for the whole user, ``c:<conversation>`` for one conversation.
 The first write of a conversation creates both (``w:<random>``, only where absent); a forget
-replaces its own (``f:<epoch ms>-<random>``: :data:`MARK_FORGOTTEN`). Every read that a write
-depends on also reads the two tokens (:func:`token_of`: ``"<user token>/<conversation
+replaces its own (``f:<epoch ms>-<random>``: ``store/lua/mark_forgotten.lua``). Every read that a
+write depends on also reads the two tokens (:func:`token_of`: ``"<user token>/<conversation
 token>"``), and the write script compares them with the hash as it is then
-(:data:`FORGOTTEN_LUA`): a token that changed means a forget came in between, and nothing is
-written; a token created by another write where none was read is not a forget. This holds
+(``store/lua/includes/forgotten.lua``): a token that changed means a forget came in between, and
+nothing is written; a token created by another write where none was read is not a forget. This holds
 across proxy processes, the CLI and the worker, since the comparison is in Redis.
 
 A full Redis (``maxmemory`` under ``noeviction``) refuses the new token, but not deletes: the
@@ -45,6 +45,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import OutOfMemoryError, RedisError
 
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.store import scripts
 from litellm_memory_hook.store.keys import FORGET_USER_FIELD, ConversationKeys, UserKeys
 
 logger = logging.getLogger("litellm_memory_hook")
@@ -52,77 +53,6 @@ logger = logging.getLogger("litellm_memory_hook")
 #: how long a forget token outlives the outage buffer's age limit (seconds): requests still
 #: running when the forget came (a long stream) are covered too.
 FORGET_TOKEN_MARGIN_S = 3600
-
-FORGOTTEN_LUA = """
--- Shared by the write scripts (store/forgets.py). key: the user's forgets hash; field: the
--- conversation's field (c:<c>); token: what the write's read found, '<user token>/<conversation
--- token>', or '@<epoch ms>' when its request could not read Redis and started then ('' = not
--- checked).
--- True when a forget came after the read: a token changed (set anew, or deleted by a forget
--- on a full Redis), unless none was read and another write created it (w:...); for '@<ms>', a
--- forget token set at or after that time (f:<ms>-<random>).
-local function forgotten(key, field, token)
-  if token == '' then return false end
-  local now = redis.call('HMGET', key, 'u', field)
-  if string.sub(token, 1, 1) == '@' then
-    local since = tonumber(string.sub(token, 2)) or 0
-    for i = 1, 2 do
-      local at = tonumber(string.match(now[i] or '', '^f:(%d+)-'))
-      if at and at >= since then return true end
-    end
-    return false
-  end
-  local slash = string.find(token, '/', 1, true)
-  if not slash then return false end
-  local read = {string.sub(token, 1, slash - 1), string.sub(token, slash + 1)}
-  -- A hash that is gone, where only forget tokens (f:) were read, expired: the hash a forget
-  -- leaves lives longer than any write may wait, and a clearing keeps its field n. (A hash
-  -- written before n existed, cleared on a full Redis, is gone too: what read w: is refused.)
-  if not now[1] and not now[2] and redis.call('EXISTS', key) == 0 then
-    local only_forgets = read[1] ~= '' or read[2] ~= ''
-    for i = 1, 2 do
-      if read[i] ~= '' and string.sub(read[i], 1, 2) ~= 'f:' then only_forgets = false end
-    end
-    if only_forgets then return false end
-  end
-  for i = 1, 2 do
-    local is = now[i] or ''
-    if is ~= read[i] and not (read[i] == '' and string.sub(is, 1, 2) == 'w:') then
-      return true
-    end
-  end
-  return false
-end
--- A conversation's first write creates its user's and its own token (w:<fresh>) where absent,
--- and the field n, which no forget deletes.
-local function own_tokens(key, field, fresh)
-  redis.call('HSETNX', key, 'u', 'w:' .. fresh)
-  redis.call('HSETNX', key, field, 'w:' .. fresh)
-  redis.call('HSETNX', key, 'n', '1')
-end
-"""
-
-MARK_FORGOTTEN = """
--- A forget's new token (store/forgets.py), set before the forgotten keys are deleted.
--- KEYS[1] the user's forgets hash
--- ARGV[1] field: 'u' (the whole user) or 'c:<c>' (one conversation), ARGV[2] the token
--- (f:<epoch ms>-<random>), ARGV[3] TTL seconds
--- A forget of the whole user replaces the hash (the conversations' tokens go with it) and the
--- key lives ARGV[3] s; a forget of one conversation sets its field and never shortens the TTL
--- (the user's other conversations live on). Returns 1.
-if ARGV[1] == 'u' then
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'u', ARGV[2], 'n', '1')
-  redis.call('EXPIRE', KEYS[1], ARGV[3])
-else
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  redis.call('HSETNX', KEYS[1], 'n', '1')
-  if redis.call('TTL', KEYS[1]) < tonumber(ARGV[3]) then
-    redis.call('EXPIRE', KEYS[1], ARGV[3])
-  end
-end
-return 1
-"""
 
 
 def forget_token_ttl_s(buffer_max_age_s: float) -> int:
@@ -152,7 +82,7 @@ async def mark_forgotten(
         StoreError: Redis failed otherwise (down, a timeout): the forget must not go on.
     """
     field = FORGET_USER_FIELD if conversation is None else conversation.index_member
-    script = redis.register_script(MARK_FORGOTTEN)
+    script = scripts.register(redis, "mark_forgotten")
     try:
         token = f"f:{int(time.time() * 1000)}-{secrets.token_hex(8)}"
         await script(keys=[user.forgets], args=[field, token, ttl_s])
@@ -169,8 +99,8 @@ async def clear_tokens(
     """Delete the user's tokens (``conversation`` None; the field ``n`` stays, so the hash is
     not taken for one that expired), or the conversation's and the user's:
     a full Redis takes deletes where it refuses a new token, and a write that read a token is
-    refused once it is gone (:data:`FORGOTTEN_LUA`). For one conversation the user's token goes
-    too: a conversation that exists only in an outage buffer has no token of its own yet, and
+    refused once it is gone (``lua/includes/forgotten.lua``). For one conversation the user's token
+    goes too: a conversation that exists only in an outage buffer has no token of its own yet, and
     its write read the user's (so the user's other writes under way are refused as well).
 
     Raises:
@@ -209,8 +139,6 @@ async def refuse_earlier_writes(
 
 __all__ = [
     "FORGET_TOKEN_MARGIN_S",
-    "FORGOTTEN_LUA",
-    "MARK_FORGOTTEN",
     "clear_tokens",
     "forget_token_ttl_s",
     "mark_forgotten",

@@ -319,7 +319,7 @@ class ConversationKeys:
         """Sorted set: the time index, score = a stored turn's ``ts`` (epoch ms), member = its
         seq as 4 bytes, big-endian. Kept by the same scripts that write and delete the turns,
         and only while it holds every stored turn
-        (:data:`~litellm_memory_hook.store.redis_store.SEQ_SPANS`)."""
+        (``store/lua/seq_spans.lua``)."""
         return self._key("times")
 
     @property

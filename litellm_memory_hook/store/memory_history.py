@@ -15,8 +15,8 @@ TTL, deleted by a forget with the set's other keys. Each entry is one JSON objec
 model gave as contradicting it) or ``cap`` (room made for a new memory past ``max_memories``;
 ``by`` holds that memory); ``conversation`` (its id in key form) and the seq range name the job.
 
-:meth:`MemoryHistory.restore` puts an entry's memory back with its id and text exactly, removes
-the entry, and clears a tombstone of the same fact, in one script (:data:`RESTORE`).
+:meth:`MemoryHistory.restore` puts an entry's memory back with its id and text exactly, removes the
+entry, and clears a tombstone of the same fact, in one script (``store/lua/memory_restore.lua``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.store import scripts
 from litellm_memory_hook.store.keys import MemoryKeys
 
 #: why a memory left the set (:attr:`HistoryEntry.reason`).
@@ -38,26 +39,6 @@ REASONS = ("update", "delete", "cap")
 
 #: longest ``by`` text kept in an entry (characters).
 BY_CHARS = 500
-
-RESTORE = """
--- Put a removed memory back, exactly as it was, and take its entry out of the history.
--- KEYS[1] history list, KEYS[2] memories hash, KEYS[3] mstate hash, KEYS[4] tombs hash,
--- KEYS[5] pinned hash (TTL only), KEYS[6] the user's index set
--- ARGV[1] the entry as stored, ARGV[2] the memory's id, ARGV[3] its text, ARGV[4] its fact
--- hash (a tombstone of it is removed), ARGV[5] most memories, ARGV[6] TTL seconds,
--- ARGV[7] the set's member in the user's index
--- Returns the new version; -1 when the entry is gone, -2 when the id is stored, -3 when the
--- set holds the most memories already. Nothing is written unless it returns a version.
-if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return -2 end
-if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[5]) then return -3 end
-if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return -1 end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-redis.call('HDEL', KEYS[4], ARGV[4])
-redis.call('SADD', KEYS[6], ARGV[7])
-local v = redis.call('HINCRBY', KEYS[3], 'version', 1)
-for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[6]) end
-return v
-"""
 
 
 def new_entry_id(now_ms: int) -> str:
@@ -142,7 +123,7 @@ class MemoryHistory:
     def __init__(self, redis: aioredis.Redis, *, ttl_s: int) -> None:
         self.redis = redis
         self.ttl_s = ttl_s
-        self._restore = redis.register_script(RESTORE)
+        self._restore = scripts.register(redis, "memory_restore")
 
     async def _raw(self, memory: MemoryKeys) -> list[bytes | str]:
         try:
@@ -207,7 +188,6 @@ class MemoryHistory:
 __all__ = [
     "BY_CHARS",
     "REASONS",
-    "RESTORE",
     "HistoryEntry",
     "MemoryHistory",
     "Restored",

@@ -22,97 +22,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.store.forgets import FORGOTTEN_LUA
+from litellm_memory_hook.store import scripts
 from litellm_memory_hook.store.keys import CURSOR_COPY_FIELD, ConversationKeys, MemoryKeys
-
-PIN = """
--- Add a pinned memory unless the set holds the maximum already.
--- KEYS[1] pinned hash, KEYS[2] mstate hash, KEYS[3] memories hash, KEYS[4] tombs hash,
--- KEYS[5] the user's index set
--- ARGV[1] id, ARGV[2] text, ARGV[3] most pinned memories, ARGV[4] TTL seconds,
--- ARGV[5] the set's member in the user's index (its scope)
--- Returns the new version, or -1 when the set is full.
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return -1 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('SADD', KEYS[5], ARGV[5])
-local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
-for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[4]) end
-return v
-"""
-
-EDIT = """
--- Replace the text of an existing item.
--- KEYS[1] the hash (pinned), KEYS[2] mstate hash, KEYS[3] the user's index set
--- ARGV[1] id, ARGV[2] text, ARGV[3] TTL seconds, ARGV[4] the set's member in the user's index
--- Returns the new version, or -1 when the id is not there.
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('SADD', KEYS[3], ARGV[4])
-local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
-for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
-return v
-"""
-
-DELETE = """
--- Delete an item; for an extracted memory, leave a tombstone so it is not extracted again.
--- KEYS[1] the hash (pinned or memories), KEYS[2] mstate hash, KEYS[3] tombs hash,
--- KEYS[4] the user's index set
--- ARGV[1] id, ARGV[2] tombstone field ("" = none), ARGV[3] now (epoch ms), ARGV[4] TTL seconds,
--- ARGV[5] the set's member in the user's index
--- Returns the new version, or -1 when the id is not there.
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return -1 end
-redis.call('SADD', KEYS[4], ARGV[5])
-if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[2], ARGV[3]) end
-local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
-for k = 1, #KEYS do redis.call('EXPIRE', KEYS[k], ARGV[4]) end
-return v
-"""
-
-
-COMMIT = (
-    """
--- Replace extracted memories, summary and cursor if nothing changed them since the job read.
--- KEYS[1] mstate hash, KEYS[2] conversation meta hash, KEYS[3] memories hash,
--- KEYS[4] pinned hash, KEYS[5] tombs hash (the last two only get the TTL again),
--- KEYS[6] the user's forgets hash (store/forgets.py; no TTL given), KEYS[7] the user's index
--- set (the memory set's member, ARGV[10], is added again and the set gets the TTL),
--- KEYS[8] the memory set's history list (store/memory_history.py), KEYS[9] the conversation's
--- calls hash (its field ARGV[12] keeps a copy of the cursor: an evicted meta hash gets it back)
--- ARGV[1] version read, ARGV[2] cursor read, ARGV[3] TTL seconds, ARGV[4] new cursor,
--- ARGV[5] now (epoch ms), ARGV[6] "1" to write the summary, ARGV[7] the summary,
--- ARGV[8] the conversation's forgets field, ARGV[9] the forget token the job read,
--- ARGV[10] the memory set's member in the user's index, ARGV[11] most history entries kept,
--- ARGV[12] the calls hash's field of the cursor's copy,
--- then the number of ids to delete and the ids, then the number of items to add and for each
--- its id and text, then the number of history entries and the entries (JSON, oldest first:
--- each is pushed at the head, so the newest ends first).
--- Returns 1 when written, 0 when the version or the cursor changed or a forget came after the
--- job's read (a first extraction reads version and cursor 0, as a forgotten conversation
--- has them): nothing written.
-"""
-    + FORGOTTEN_LUA
-    + """
-if forgotten(KEYS[6], ARGV[8], ARGV[9]) then return 0 end
-local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-local cursor = tonumber(redis.call('HGET', KEYS[2], 'cursor') or '0')
-if version ~= tonumber(ARGV[1]) or cursor ~= tonumber(ARGV[2]) then return 0 end
-local i = 13
-local n_delete = tonumber(ARGV[i]); i = i + 1
-for _ = 1, n_delete do redis.call('HDEL', KEYS[3], ARGV[i]); i = i + 1 end
-local n_add = tonumber(ARGV[i]); i = i + 1
-for _ = 1, n_add do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2 end
-local n_history = tonumber(ARGV[i]); i = i + 1
-for _ = 1, n_history do redis.call('LPUSH', KEYS[8], ARGV[i]); i = i + 1 end
-if n_history > 0 then redis.call('LTRIM', KEYS[8], 0, tonumber(ARGV[11]) - 1) end
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[2], 'cursor', ARGV[4], 'extracted_ms', ARGV[5])
-redis.call('HSET', KEYS[9], ARGV[12], ARGV[4])
-if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'summary', ARGV[7]) end
-redis.call('SADD', KEYS[7], ARGV[10])
-for _, k in ipairs({1, 2, 3, 4, 5, 7, 8, 9}) do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
-return 1
-"""
-)
 
 
 def new_item_id(now_ms: int) -> str:
@@ -201,10 +112,10 @@ class MemorySetStore:
     def __init__(self, redis: aioredis.Redis, *, ttl_s: int):
         self.redis = redis
         self.ttl_s = ttl_s
-        self._pin = redis.register_script(PIN)
-        self._edit = redis.register_script(EDIT)
-        self._delete = redis.register_script(DELETE)
-        self._commit = redis.register_script(COMMIT)
+        self._pin = scripts.register(redis, "memory_pin")
+        self._edit = scripts.register(redis, "memory_edit")
+        self._delete = scripts.register(redis, "memory_delete")
+        self._commit = scripts.register(redis, "memory_commit")
 
     async def read(self, memory: MemoryKeys) -> MemorySetState:
         """The whole memory set in one round trip."""
@@ -281,12 +192,12 @@ class MemorySetStore:
         and the conversation's ``cursor`` are still those the job read, and no forget of the
         user or the conversation came since (``commit.forget_token``).
 
-        One Lua script (:data:`COMMIT`) compares the two field values and writes; all keys are
-        in the user's slot. Comparing the values, not WATCHing whole keys, means that turns
-        stored meanwhile (they write the meta hash and refresh TTLs) do not void the job; only a
-        real change of the memories (a user's edit, another job) or of the cursor does. Returns
-        False when one of them changed (the caller re-reads once or gives up); nothing is
-        written then.
+        One Lua script (``store/lua/memory_commit.lua``) compares the two field values and writes;
+        all keys are in the user's slot. Comparing the values, not WATCHing whole keys, means that
+        turns stored meanwhile (they write the meta hash and refresh TTLs) do not void the job; only
+        a real change of the memories (a user's edit, another job) or of the cursor does. Returns
+        False when one of them changed (the caller re-reads once or gives up); nothing is written
+        then.
         """
         args: list[Any] = [
             commit.read_version,

@@ -14,28 +14,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.store import scripts
 from litellm_memory_hook.store.keys import ConversationKeys, due_key, stats_key
-
-REMOVE_IF_SCORE = """
--- Remove a member of a sorted set only if its score is still the one given.
--- KEYS[1] the due set
--- ARGV[1] member, ARGV[2] expected score
--- Returns 1 when removed, else 0.
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and tonumber(score) == tonumber(ARGV[2]) then
-  return redis.call('ZREM', KEYS[1], ARGV[1])
-end
-return 0
-"""
-
-RELEASE = """
--- Delete a lease only if this worker holds it.
--- KEYS[1] the lease key
--- ARGV[1] the worker id
--- Returns 1 when released, else 0.
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class ExtractionQueue:
@@ -52,8 +32,8 @@ class ExtractionQueue:
         self.redis = redis
         self.prefix = prefix
         self.due = due_key(prefix)
-        self._remove_if_score = redis.register_script(REMOVE_IF_SCORE)
-        self._release = redis.register_script(RELEASE)
+        self._remove_if_score = scripts.register(redis, "remove_if_score")
+        self._release = scripts.register(redis, "release_lease")
 
     async def schedule(
         self, keys: ConversationKeys, due_ms: int, *, earlier_only: bool = False

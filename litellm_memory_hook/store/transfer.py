@@ -29,6 +29,7 @@ from redis.typing import EncodableT
 from litellm_memory_hook.core.indexing import stored_terms
 from litellm_memory_hook.core.models import IndexedTurn, Turn, stored_text, text_in_msg
 from litellm_memory_hook.errors import StoreError
+from litellm_memory_hook.store import scripts
 from litellm_memory_hook.store.keys import (
     CURSOR_COPY_FIELD,
     ConversationKeys,
@@ -44,24 +45,6 @@ CHUNK_TURNS = 250
 DERIVED_META = frozenset({"idx_n"})
 
 Progress = Callable[[int], None]
-
-READ_MEMORY_SET = """
--- Every item, tombstone and the version of a memory set, read at one point in time. A script
--- that calls no write command runs while Redis refuses writes (maxmemory reached under
--- noeviction), where every command queued in a MULTI is refused with OOM.
--- KEYS[1] pinned, KEYS[2] memories, KEYS[3] tombstones, KEYS[4] state (hashes of one slot)
--- Returns {pinned fields and values, memories ..., tombstones ..., version or nil}.
-return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),
-        redis.call('HGETALL', KEYS[3]), redis.call('HGET', KEYS[4], 'version')}
-"""
-
-READ_CONVERSATION_META = """
--- A conversation's meta and calls hashes, read at one point in time (no write: it runs while
--- Redis refuses writes, where every command queued in a MULTI is refused).
--- KEYS[1] meta, KEYS[2] calls (hashes of one slot)
--- Returns {meta fields and values, calls fields and values}.
-return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
-"""
 
 
 def _fields(values: dict[str, str] | dict[str, int]) -> dict[EncodableT, EncodableT]:
@@ -130,12 +113,12 @@ async def index_members(redis: aioredis.Redis, user: UserKeys) -> list[str]:
 
 async def read_memory_set(redis: aioredis.Redis, memory: MemoryKeys) -> MemorySetDump:
     """Every item, tombstone and the version of a memory set, read at one point in time
-    (``READ_MEMORY_SET``, one round trip; it also answers while Redis refuses writes).
+    (``store/lua/read_memory_set.lua``, one round trip; it also answers while Redis refuses writes).
 
     Raises:
         StoreError: Redis failed.
     """
-    script = redis.register_script(READ_MEMORY_SET)
+    script = scripts.register(redis, "read_memory_set")
     try:
         pinned, memories, tombs, version = await script(keys=list(memory.all()))
     except RedisError as exc:
@@ -155,13 +138,13 @@ async def read_conversation(
     """A conversation's meta, turns (read in chunks by seq, so concurrent trims cannot shift
     them), calls and due time. ``progress`` is called with the number of turns read so far.
     Only reads: it also answers while Redis refuses writes (meta and calls are read together
-    by ``READ_CONVERSATION_META``, not in a MULTI, whose commands Redis then refuses).
+    by ``store/lua/read_conversation_meta.lua``, not in a MULTI, whose commands Redis then refuses).
 
     Raises:
         StoreError: Redis failed, or a stored turn is not JSON.
     """
     dump = ConversationDump(keys.conversation)
-    script = redis.register_script(READ_CONVERSATION_META)
+    script = scripts.register(redis, "read_conversation_meta")
     try:
         meta, calls = await script(keys=[keys.meta, keys.calls])
         due = await redis.zscore(due_key(keys.prefix), keys.ref)  # a global key: on its own
@@ -417,8 +400,6 @@ def _count(value: str | None) -> int:
 __all__ = [
     "CHUNK_TURNS",
     "DERIVED_META",
-    "READ_CONVERSATION_META",
-    "READ_MEMORY_SET",
     "ConversationDump",
     "MemorySetDump",
     "delete_conversation",

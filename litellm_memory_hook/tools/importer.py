@@ -182,8 +182,8 @@ async def import_lines(
     Lines are written in time order (:func:`in_time_order`: a file whose dated times go back, a
     merged log, is put in order), so that seq order is time order within the import (the recent
     window and the recalled lines follow seq order). Dates find their lines whatever order the
-    stored times are in (the conversation's time index, :data:`~litellm_memory_hook.store.
-    redis_store.SEQ_SPANS`), older lines imported after newer chat included. Lines already
+    stored times are in (the conversation's time index, ``store/lua/seq_spans.lua``), older lines
+    imported after newer chat included. Lines already
     stored are skipped (matched as :func:`unstored_turns` says: dated lines on role, timestamp
     and text; undated ones on role and text, each stored turn counting once), so importing a
     file again into the same conversation, or the same file with lines appended, writes only
