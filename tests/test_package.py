@@ -90,11 +90,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.timeout(300)
 def test_the_wheel_holds_what_serve_and_the_hook_read(wheel: Path) -> None:
     """Every file of the package that is not Python (the inspector's page, script and style, the
-    word lists) is in the wheel, with the stand-in, the callback module and the console script."""
+    word lists, the store's Lua scripts) is in the wheel, with the stand-in, the callback module
+    and the console script."""
     names = wheel_names(wheel)
     data = packaged_data_files()
     assert any(name.endswith("inspector.html") for name in data)
     assert any("/stopwords/" in name for name in data)
+    assert "litellm_memory_hook/store/lua/append_turns.lua" in data
+    assert "litellm_memory_hook/store/lua/includes/postings.lua" in data
     assert [name for name in data if name not in names] == []
     for module in ("proxy_callback.py", "tools/standin.py", "tools/standin_answer.py"):
         assert f"litellm_memory_hook/{module}" in names

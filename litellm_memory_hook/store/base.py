@@ -37,7 +37,8 @@ class StoreBase:
             (:func:`litellm_memory_hook.core.bounds.bound_turn`).
         batch_turns / batch_terms: most turns / index terms one script writes or deletes.
 
-    The parts register their scripts (:func:`litellm_memory_hook.store.scripts.register`) when
+    Each part names the scripts it runs as class attributes
+    (:class:`~litellm_memory_hook.store.scripts.Registered`), registered with ``redis`` when
     first used.
     """
 

@@ -9,13 +9,11 @@ until a read finds it gone and prunes it (``store/lua/prune_chats.lua``).
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import StoreError
@@ -56,9 +54,7 @@ class UserChats(ConversationReads):
     """Reads and deletes across a user's conversations (a part of
     :class:`~litellm_memory_hook.store.redis_store.MemoryStore`)."""
 
-    @functools.cached_property
-    def _prune_chats(self) -> AsyncScript:
-        return scripts.register(self.redis, "prune_chats")
+    _prune_chats = scripts.Registered("prune_chats")
 
     async def load_chats(
         self,

@@ -9,11 +9,9 @@ dates.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.core.models import ConversationState, Turn
@@ -53,21 +51,10 @@ class ConversationReads(StoreBase):
     :class:`~litellm_memory_hook.store.redis_store.MemoryStore`). Every method raises
     :class:`StoreError` (wrapping the Redis error) on failure."""
 
-    @functools.cached_property
-    def _load_state(self) -> AsyncScript:
-        return scripts.register(self.redis, "load_state")
-
-    @functools.cached_property
-    def _spans(self) -> AsyncScript:
-        return scripts.register(self.redis, "seq_spans")
-
-    @functools.cached_property
-    def _fetch(self) -> AsyncScript:
-        return scripts.register(self.redis, "fetch_turns")
-
-    @functools.cached_property
-    def _last_question(self) -> AsyncScript:
-        return scripts.register(self.redis, "last_question")
+    _load_state = scripts.Registered("load_state")
+    _spans = scripts.Registered("seq_spans")
+    _fetch = scripts.Registered("fetch_turns")
+    _last_question = scripts.Registered("last_question")
 
     def _span_calls(
         self, chats: Sequence[ConversationKeys], date_spans: Sequence[tuple[int, int]]

@@ -97,14 +97,8 @@ class MemoryStore(ConversationWrites, UserChats):
     :class:`~litellm_memory_hook.store.writes.ConversationWrites` and the user-wide reads and
     deletes of :class:`~litellm_memory_hook.store.chats.UserChats`, on one client.
 
-    Args:
-        redis: an asyncio client created with ``decode_responses=False`` (postings are binary);
-            a Redis Cluster client works too (:mod:`litellm_memory_hook.store.client`).
-        ttl_s: retention TTL in seconds, refreshed on every write.
-        postings_cap: newest postings kept per term.
-        limits: the bounds every appended turn is held to
-            (:func:`litellm_memory_hook.core.bounds.bound_turn`).
-        batch_turns / batch_terms: most turns / index terms one script writes or deletes.
+    Constructed as :class:`~litellm_memory_hook.store.base.StoreBase` says (the client, the
+    retention TTL, the postings cap, the bounds of turns and of a script's batch).
 
     Every method raises :class:`StoreError` (wrapping the Redis error) on failure.
     """

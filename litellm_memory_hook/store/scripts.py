@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import Any, Protocol, overload
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
@@ -85,6 +85,35 @@ def register(redis: aioredis.Redis, name: str) -> AsyncScript:
     """The script ``name`` registered with a client: called with ``keys=`` and ``args=``, it
     runs by EVALSHA and loads itself where the server answers NOSCRIPT."""
     return redis.register_script(source(name))
+
+
+class _HasClient(Protocol):
+    redis: aioredis.Redis
+
+
+class Registered:
+    """A class attribute that is the script ``name`` registered with the instance's client
+    (``self.redis``), on first use; an assignment to the instance's attribute replaces it."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.attribute = ""
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.attribute = attribute
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Registered: ...
+
+    @overload
+    def __get__(self, instance: _HasClient, owner: type) -> AsyncScript: ...
+
+    def __get__(self, instance: _HasClient | None, owner: type) -> Registered | AsyncScript:
+        if instance is None:
+            return self
+        script = register(instance.redis, self.name)
+        vars(instance)[self.attribute] = script
+        return script
 
 
 async def run_pipeline(

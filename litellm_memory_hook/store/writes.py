@@ -12,14 +12,12 @@ the bounds of :mod:`litellm_memory_hook.core.bounds` before it is stored.
 
 from __future__ import annotations
 
-import functools
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.core.bounds import bound_id, bound_meta_value, bound_turn
@@ -85,21 +83,10 @@ class ConversationWrites(StoreBase):
     :class:`~litellm_memory_hook.store.redis_store.MemoryStore`). Every method raises
     :class:`StoreError` (wrapping the Redis error) on failure."""
 
-    @functools.cached_property
-    def _append(self) -> AsyncScript:
-        return scripts.register(self.redis, "append_turns")
-
-    @functools.cached_property
-    def _delete(self) -> AsyncScript:
-        return scripts.register(self.redis, "delete_turns")
-
-    @functools.cached_property
-    def _begin(self) -> AsyncScript:
-        return scripts.register(self.redis, "begin_write")
-
-    @functools.cached_property
-    def _write_batch(self) -> AsyncScript:
-        return scripts.register(self.redis, "write_turns")
+    _append = scripts.Registered("append_turns")
+    _delete = scripts.Registered("delete_turns")
+    _begin = scripts.Registered("begin_write")
+    _write_batch = scripts.Registered("write_turns")
 
     async def append(
         self,
