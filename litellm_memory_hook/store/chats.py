@@ -94,21 +94,7 @@ class UserChats(ConversationReads):
         dead: list[ConversationKeys] = []
         try:
             if len(chats) > max_chats:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    for chat in chats:
-                        pipe.hmget(chat.meta, list(CHAT_META_FIELDS))
-                    metas = [_meta_of(r) for r in await pipe.execute()]
-                dead = [chat for chat, meta in zip(chats, metas, strict=True) if not meta]
-                ranked = sorted(
-                    (
-                        m
-                        for m in zip(chats, metas, strict=True)
-                        if m[1] and (accept is None or accept(m[1]))
-                    ),
-                    key=lambda m: as_int(m[1].get("updated_ms")),
-                    reverse=True,
-                )
-                chats = [chat for chat, _ in ranked[:max_chats]]
+                chats, dead = await self._most_recent(chats, max_chats, accept)
 
             def build(pipe: Any) -> None:
                 for chat in chats:
@@ -135,6 +121,34 @@ class UserChats(ConversationReads):
         if dead:
             await self.prune_chats(user, dead)
         return out
+
+    async def _most_recent(
+        self,
+        chats: Sequence[ConversationKeys],
+        max_chats: int,
+        accept: Callable[[dict[str, str]], bool] | None,
+    ) -> tuple[list[ConversationKeys], list[ConversationKeys]]:
+        """The ``max_chats`` most recently updated of ``chats`` that ``accept`` takes, and those
+        whose meta is gone (one round trip).
+
+        Raises:
+            RedisError: Redis failed.
+        """
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for chat in chats:
+                pipe.hmget(chat.meta, list(CHAT_META_FIELDS))
+            metas = [_meta_of(r) for r in await pipe.execute()]
+        dead = [chat for chat, meta in zip(chats, metas, strict=True) if not meta]
+        ranked = sorted(
+            (
+                m
+                for m in zip(chats, metas, strict=True)
+                if m[1] and (accept is None or accept(m[1]))
+            ),
+            key=lambda m: as_int(m[1].get("updated_ms")),
+            reverse=True,
+        )
+        return [chat for chat, _ in ranked[:max_chats]], dead
 
     async def prune_chats(self, user: UserKeys, chats: Sequence[ConversationKeys]) -> int:
         """Take these conversations out of the user's index where they no longer exist (none of
