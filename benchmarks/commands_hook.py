@@ -47,11 +47,22 @@ def bench_latency(
     ] = "100,1000,10000,100000",
     runs: Annotated[int, typer.Option(min=1, help="Timed hook calls per size.")] = 200,
     naive: Annotated[bool, typer.Option(help="Also time the naive approach.")] = True,
+    count_pairs: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Turn pairs (pre-call + post-call) whose Python bytecode instructions are "
+            "counted per size (0: none).",
+        ),
+    ] = 20,
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
     data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
     json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
 ) -> None:
-    """Pre-call hook time (median, p99) at growing history sizes, naive approach beside it."""
+    """Pre-call hook time (median, p99) at growing history sizes, naive approach beside it, and
+    the Python bytecode instructions of a turn pair (pre-call + post-call): a figure the
+    machine's load does not move."""
+    from benchmarks.instructions import KIND
     from benchmarks.latency import latency_rows_json, run_latency_sync
     from benchmarks.plots import write_latency_plots
 
@@ -73,7 +84,9 @@ def bench_latency(
     except MemoryHookError as exc:
         raise fail(str(exc)) from exc
     url = bench_url(redis_url, data_dir, out)
-    rows = run_latency_sync(url, history, size_list, runs=runs, naive=naive)
+    rows = run_latency_sync(
+        url, history, size_list, runs=runs, naive=naive, count_pairs=count_pairs
+    )
     table = Table(title=f"pre-call hook latency on {mask_url(url)}, {data.name}:{sample}")
     for column in (
         "messages",
@@ -83,6 +96,7 @@ def bench_latency(
         "naive p99 ms",
         "build s",
         "memory/text",
+        "bytecode instructions / turn pair",
     ):
         table.add_column(column, justify="right")
     for r in rows:
@@ -94,8 +108,14 @@ def bench_latency(
             "-" if r.naive_p99_ms is None else f"{r.naive_p99_ms:.1f}",
             f"{r.build_s:.1f}",
             f"{r.memory_bytes / max(r.text_bytes, 1):.2f}",
+            "-" if r.bytecode_per_pair is None else f"{r.bytecode_per_pair:,}",
         )
     print_table(table, out)
+    if count_pairs:
+        out.print(
+            f"instructions / turn pair: {KIND}, the mean of {count_pairs} pre-call + post-call "
+            "pairs of a new message at each size (C code not counted)"
+        )
     if json_out:
         written = write_json(latency_rows_json(rows), json_out, out)
         if written:

@@ -183,24 +183,47 @@ def bench_proxy(
             "of the larger request, apart from the hook's."
         ),
     ] = True,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            help="After the rounds at the largest number of clients, profile the proxy with "
+            "py-spy (the dev extra) over one more phase per side, memory and context: where "
+            "its CPU goes, per request, by category."
+        ),
+    ] = False,
+    profile_requests: Annotated[
+        int, typer.Option(min=1, help="Requests per side of the profiled phase.")
+    ] = 300,
     json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
 ) -> None:
     """Throughput (requests per second) and latency (p50/p95/p99) through a real LiteLLM proxy
     and the stand-in model, hook on and off side by side in one run (alternating rounds), the
     ratio on/off, the context side (the plain alias given the hook's messages: the floor under
-    on/off), and the post-call write's cost. Short mode for CI: --requests 40.
+    on/off), and the post-call write's cost; with --profile, where the proxy's CPU per request
+    goes, by category, memory side against context side (py-spy). Short mode for CI:
+    --requests 40.
     """
     from benchmarks.proxy import EXTRACTION_MODES, run_proxy_bench
     from benchmarks.proxy_report import report_table
 
     out = human_console(json_out)
-    url = bench_url(redis_url, data_dir, out)
     if extraction not in EXTRACTION_MODES:
         raise fail(f"bad --extraction {extraction!r}: use one of {', '.join(EXTRACTION_MODES)}")
     try:
         clients_list = [int(c) for c in clients.split(",") if c.strip()]
     except ValueError as exc:
         raise fail(f"bad --clients: {clients}") from exc
+    if profile:
+        from benchmarks.py_spy import profiler_problem
+
+        if not context_side:
+            raise fail(
+                "--profile compares the memory side with the context side: drop --no-context-side"
+            )
+        problem = profiler_problem()
+        if problem:
+            raise fail(f"--profile: {problem}")
+    url = bench_url(redis_url, data_dir, out)
 
     def _on_sigterm(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # the run stops its processes and deletes its keys
@@ -217,6 +240,7 @@ def bench_proxy(
                 log_dir=log_dir,
                 progress=lambda phase: status.update(Text(phase)),
                 context_side=context_side,
+                profile_requests=profile_requests if profile else 0,
             )
     except (RuntimeError, ValueError, OSError) as exc:
         raise fail(str(exc)) from exc
@@ -253,6 +277,17 @@ def bench_proxy(
         f"{jobs.get('jobs_failed', 0)} failed"
         + (f"; worker process CPU ms/req {worker_ms}" if extraction == "worker" else "")
     )
+    if payload["profile"]:
+        from benchmarks.proxy_profile import profile_tables
+
+        shown = payload["profile"]
+        title = (
+            f"proxy CPU ms per request by category (py-spy, {shown['rate']} Hz; "
+            f"{shown['requests']['memory']} requests per side, "
+            f"{max(clients_list)} clients): memory side, context side"
+        )
+        for table in profile_tables(shown, title):
+            print_table(table, out)
     out.print(f"{report.seconds:.0f} s, load average {payload['config']['load_average']}")
     if json_out:
         write_json(payload, json_out, out)

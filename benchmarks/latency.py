@@ -9,6 +9,12 @@ retry included), runs in-process against that Redis for a set of questions, time
 machine noise hits them alike. Beside it, the naive approach: load every
 older message and score it in Python with the same IDF formula.
 
+Beside the times, a figure the machine's load does not move: the Python bytecode instructions
+one turn pair executes (:mod:`benchmarks.instructions`), the pre-call hook and the post-call
+success hook (the write, the extraction schedule) of a new message and its reply, counted over
+``count_pairs`` pairs at each size after the timed calls (each message new, so no memo holds
+it), their mean.
+
 Data: LoCoMo (Maharana et al., ACL 2024; snap-research/locomo, CC BY-NC 4.0).
 """
 
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import statistics
 import time
@@ -27,6 +34,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from benchmarks.instructions import BytecodeCounter
 from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.indexing import indexed_chain
@@ -59,6 +67,9 @@ class LatencyRow:
     text_bytes: int
     prompt_chars_p50: float = 0.0  # characters the model received per request (median)
     history_chars: int = 0  # characters of the whole stored history (what a resend costs)
+    #: Python bytecode instructions per turn pair (pre-call + post-call), mean; None: not counted
+    bytecode_per_pair: int | None = None
+    bytecode_pairs: int = 0  # turn pairs counted
 
 
 class _Auth:
@@ -83,6 +94,44 @@ def _cycled_turns(history: History, size: int) -> list[Turn]:
         if turn is not None:
             turns.append(turn)
     return turns
+
+
+#: turn pairs run uncounted before the counted ones at each size
+COUNT_WARMUP = 2
+#: numbers the counted messages (``(ref 000012)``): each is new to the process's memos
+_FRESH = itertools.count()
+
+
+async def _count_pairs(
+    hook: MemoryHook, size: int, questions: Sequence[str], pairs: int
+) -> list[int]:
+    """Bytecode instructions of each of ``pairs`` turn pairs (after :data:`COUNT_WARMUP`) on
+    the conversation of ``size`` messages: the pre-call hook of a new message (stored, not
+    read-only), the post-call success hook of its reply, and any write they leave behind."""
+    from litellm.types.utils import ModelResponse
+
+    counts: list[int] = []
+    for i in range(COUNT_WARMUP + pairs):
+        ref = f"(ref {next(_FRESH):06d})"
+        text = f"{questions[i % len(questions)]} {ref}"
+        data: dict[str, Any] = {
+            "model": "bench",
+            "user": f"bench{size}",
+            "metadata": {"conversation_id": "bench"},
+            "messages": [{"role": "user", "content": text}],
+            "litellm_call_id": f"count-{size}-{i}",
+        }
+        reply = {"role": "assistant", "content": f"Noted {ref}: {text[:60]}"}
+        response = ModelResponse(
+            id=f"r{i}", choices=[{"index": 0, "message": reply, "finish_reason": "stop"}]
+        )
+        with BytecodeCounter() as counter:
+            await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
+            await hook.async_post_call_success_hook(data, _Auth(), response)
+            await hook.drain()
+        if i >= COUNT_WARMUP:
+            counts.append(counter.count)
+    return counts
 
 
 async def _fill(store: MemoryStore, keys: ConversationKeys, turns: Sequence[Turn]) -> None:
@@ -132,6 +181,7 @@ async def run_latency(
     runs: int = 200,
     naive: bool = True,
     naive_max: int = 100_000,
+    count_pairs: int = 20,
 ) -> list[LatencyRow]:
     """Time the pre-call hook at each history size (see the module docstring).
 
@@ -143,10 +193,13 @@ async def run_latency(
         runs: timed hook calls per size (questions cycled from ``history.qa``).
         naive: also time the naive load-everything approach.
         naive_max: largest size for the naive approach (it takes ~0.5 s a call at 100,000).
+        count_pairs: turn pairs whose bytecode instructions are counted per size (0: none).
     """
     prefix = run_prefix(PREFIX_STEM)
     try:
-        return await _run_latency(redis_url, prefix, history, sizes, runs, naive, naive_max)
+        return await _run_latency(
+            redis_url, prefix, history, sizes, runs, naive, naive_max, count_pairs
+        )
     finally:
         with contextlib.suppress(RedisError):
             delete_prefix(redis_url, prefix)
@@ -160,6 +213,7 @@ async def _run_latency(
     runs: int,
     naive: bool,
     naive_max: int,
+    count_pairs: int,
 ) -> list[LatencyRow]:
     # No extraction worker: the benchmark times the pre-call hook alone, and writes nothing.
     # The hook makes its Redis client as in the proxy (timeouts and reconnect retry included).
@@ -209,7 +263,11 @@ async def _run_latency(
                     sent[size].append(
                         sum(len(content_text(m.get("content"))) for m in data["messages"])
                     )
-        if hook.counters.get("precall_errors"):
+        counted = {
+            size: await _count_pairs(hook, size, questions, count_pairs) if count_pairs else []
+            for size in sizes
+        }
+        if hook.counters.get("precall_errors") or hook.counters.get("postcall_errors"):
             raise RuntimeError(f"the hook failed during the benchmark: {dict(hook.counters)}")
         rows: list[LatencyRow] = []
         for size, keys in conversations.items():
@@ -236,6 +294,10 @@ async def _run_latency(
                     text_bytes=text_bytes,
                     prompt_chars_p50=statistics.median(sent[size]),
                     history_chars=history_chars[size],
+                    bytecode_per_pair=(
+                        round(statistics.fmean(counted[size])) if counted[size] else None
+                    ),
+                    bytecode_pairs=len(counted[size]),
                 )
             )
     finally:

@@ -41,6 +41,12 @@ calling the stand-in directly (``extraction_base_url``), as a deployment under l
 (docker-compose.yml): the proxy then pays only the hook. ``off`` writes no extraction job at
 all.
 
+Profile (``profile_requests``): after the timed rounds at the largest number of clients, one
+more phase per side, the memory alias then the context side, each of that many requests, while
+py-spy samples the proxy process (:mod:`benchmarks.py_spy`); :mod:`benchmarks.proxy_profile`
+sorts the samples into categories (the hook's steps, the Redis client, LiteLLM's logging, the
+rest of LiteLLM, pydantic, the HTTP server, ...) in ms of CPU per request, side by side.
+
 Keys go under ``membench-proxy-<hex>:`` and are deleted at the end.
 """
 
@@ -64,6 +70,7 @@ import httpx
 import redis
 
 from benchmarks.keys import delete_prefix, run_prefix
+from benchmarks.proxy_profile import ProfileBreakdown, SideProfile, parse_raw
 from benchmarks.proxy_report import (
     ClientsResult,
     ProxyBenchReport,
@@ -71,6 +78,7 @@ from benchmarks.proxy_report import (
 )
 from benchmarks.proxy_talk import MEMORY_ALIAS, PLAIN_ALIAS, SYSTEM_PROMPT, Conversations
 from benchmarks.proxy_write import write_cost
+from benchmarks.py_spy import RATE, Recording
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.store.keys import due_key, stats_key
 from litellm_memory_hook.tools.processes import PROXY_ENV, spawn, terminate_all, worker_command
@@ -385,6 +393,33 @@ def _rounds(requests: int, clients: int) -> int:
     return max(2, min(MAX_ROUNDS, requests // max(2 * clients, 10)))
 
 
+async def _profile(
+    driver: _Driver,
+    http: httpx.AsyncClient,
+    clients: int,
+    built: Sequence[list[dict[str, Any]]],
+    requests: int,
+    folder: Path,
+    progress: Progress,
+) -> ProfileBreakdown:
+    """One phase of ``requests`` requests per side (memory alias, then the context side) while
+    py-spy samples the proxy (``profile-<side>.txt`` in ``folder``); the proxy's CPU is read
+    over the same span as the samples."""
+    sides: dict[str, SideProfile] = {}
+    pid = driver.stack.proxy_pid
+    for name, alias, messages in (("memory", MEMORY_ALIAS, ()), ("context", PLAIN_ALIAS, built)):
+        progress(f"{clients} clients: profiling the {name} side ({requests} requests)")
+        stats = SideStats()
+        with Recording(pid, folder / f"profile-{name}.txt", RATE) as spy:
+            cpu = process_cpu_seconds(pid)
+            await driver.side(http, alias, clients, requests, stats, messages=messages)
+            await asyncio.sleep(0.2)  # the work LiteLLM leaves after the last replies
+            cpu = process_cpu_seconds(pid) - cpu
+            raw = spy.stop()
+        sides[name] = SideProfile(parse_raw(raw), stats.requests, cpu, stats.errors)
+    return ProfileBreakdown(sides["memory"], sides["context"], RATE)
+
+
 def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
@@ -396,9 +431,11 @@ async def _drive(
     history: int,
     progress: Progress,
     context_side: bool,
-) -> list[ClientsResult]:
+    profile: tuple[int, Path] | None = None,
+) -> tuple[list[ClientsResult], ProfileBreakdown | None]:
     driver = _Driver(stack, uuid.uuid4().hex[:8], max(clients_list), seed=7)
     results: list[ClientsResult] = []
+    profiled: ProfileBreakdown | None = None
     for clients in clients_list:
         limits = httpx.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8)
         async with httpx.AsyncClient(timeout=120, limits=limits) as http:
@@ -429,7 +466,9 @@ async def _drive(
                     await driver.side(http, alias, clients, share, stats, messages=messages)
             shape = _shape(built) if built else None
             results.append(ClientsResult(clients, rounds, on, off, context, shape))
-    return results
+            if profile and built and profiled is None and clients == max(clients_list):
+                profiled = await _profile(driver, http, clients, built, *profile, progress)
+    return results, profiled
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -446,6 +485,7 @@ def run_proxy_bench(
     log_dir: Path | None = None,
     progress: Progress | None = None,
     context_side: bool = True,
+    profile_requests: int = 0,
 ) -> ProxyBenchReport:
     """Run the benchmark (the module docstring).
 
@@ -460,13 +500,18 @@ def run_proxy_bench(
         log_dir: keep the processes' logs and config here (default: a temporary folder).
         progress: called with a short description of each phase.
         context_side: also run the context side (the module docstring).
+        profile_requests: when positive, the profiled phase's requests per side (the module
+            docstring; needs the context side and py-spy). Its raw files go to the log folder.
 
     Raises:
         RuntimeError: a process did not start, seeding failed, or the stand-in recorded no
-            request the hook built (for the context side).
+            request the hook built (for the context side); py-spy could not profile the proxy
+            (:class:`benchmarks.py_spy.ProfilerError`).
     """
     if not clients or any(c < 1 for c in clients) or requests < 1:
         raise ValueError("clients must be positive numbers and requests at least 1")
+    if profile_requests and not context_side:
+        raise ValueError("the profile compares the memory side with the context side: keep it")
     say = progress or (lambda _: None)
     started = time.perf_counter()
     prefix = run_prefix(PREFIX_STEM)
@@ -478,8 +523,9 @@ def run_proxy_bench(
             folder.mkdir(parents=True, exist_ok=True)
         say("starting the stand-in and the proxy")
         with bench_stack(redis_url, prefix, folder, extraction=extraction) as procs:
-            results = asyncio.run(
-                _drive(procs, list(clients), requests, history, say, context_side)
+            profile = (profile_requests, folder) if profile_requests > 0 else None
+            results, profiled = asyncio.run(
+                _drive(procs, list(clients), requests, history, say, context_side, profile)
             )
             extraction_stats = procs.extraction_stats()
         samples = min(requests, 300) if write_samples is None else write_samples
@@ -497,10 +543,18 @@ def run_proxy_bench(
         "history": history,
         "extraction": extraction,
         "context_side": context_side,
+        "profile_requests": profile_requests or None,
         "debug_every": DEBUG_EVERY,
         "redis_url": redis_url,
         "key_prefix": prefix,
         "cpu_count": os.cpu_count(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
-    return ProxyBenchReport(results, write, config, time.perf_counter() - started, extraction_stats)
+    return ProxyBenchReport(
+        results,
+        write,
+        config,
+        time.perf_counter() - started,
+        extraction_stats,
+        profiled.as_json() if profiled else None,
+    )

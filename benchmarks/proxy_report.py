@@ -165,6 +165,8 @@ class ProxyBenchReport:
     config: dict[str, Any]
     seconds: float
     extraction_stats: dict[str, int] = field(default_factory=dict)
+    #: the profiled phase (:meth:`benchmarks.proxy_profile.ProfileBreakdown.as_json`), if run
+    profile: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -172,6 +174,7 @@ class ProxyBenchReport:
             "results": [r.as_json() for r in self.results],
             "write": self.write.as_json() if self.write else None,
             "extraction_stats": self.extraction_stats,
+            "profile": self.profile,
             "seconds": round(self.seconds, 1),
         }
 
