@@ -34,6 +34,7 @@ old master.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
@@ -48,6 +49,7 @@ from redis.asyncio.sentinel import (
     SentinelManagedSSLConnection,
 )
 from redis.exceptions import DataError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.settings import MemorySettings
@@ -86,10 +88,35 @@ def pack_with_hiredis(*args: Any) -> list[bytes]:
         raise DataError(str(exc)) from exc
 
 
+async def timed_send(
+    base: type[AbstractConnection], connection: AbstractConnection, command: Any, check: bool
+) -> None:
+    """``base``'s ``send_packed_command`` bounded by the connection's socket timeout without a
+    task per command: redis-py bounds a send with ``asyncio.wait_for``, which on Python 3.11
+    makes a task for every command sent (profiled under ``bench proxy``: 0.8-2 ms of the
+    proxy's CPU per memory request, outside the hook's own frames). ``asyncio.timeout`` bounds
+    it in place; redis-py's send sees no timeout meanwhile, and a send cut by ours raises
+    redis-py's ``TimeoutError`` with the connection dropped, as its own does."""
+    timeout = connection.socket_timeout
+    if not timeout:
+        await base.send_packed_command(connection, command, check)
+        return
+    connection.socket_timeout = None  # one command at a time on a connection
+    try:
+        async with asyncio.timeout(timeout):
+            await base.send_packed_command(connection, command, check)
+    except TimeoutError:
+        await connection.disconnect(nowait=True)
+        raise RedisTimeoutError("Timeout writing to socket") from None
+    finally:
+        connection.socket_timeout = timeout
+
+
 def hiredis_packing(base: type[_C]) -> type[_C]:
     """``base`` with :func:`pack_with_hiredis` as its packer, when the connection encodes text
-    as redis-py does by default (UTF-8, strict); any other encoding keeps redis-py's packer.
-    One subclass per ``base``, made once (``base`` itself when it already is one)."""
+    as redis-py does by default (UTF-8, strict); any other encoding keeps redis-py's packer;
+    and :func:`timed_send` as its send. One subclass per ``base``, made once (``base`` itself
+    when it already is one)."""
     if base in _PACKED.values():
         return base
     packed = _PACKED.get(base)
@@ -101,7 +128,16 @@ def hiredis_packing(base: type[_C]) -> type[_C]:
                 return pack_with_hiredis(*args)
             return base.pack_command(self, *args)
 
-        packed = type(f"Hiredis{base.__name__}", (base,), {"pack_command": pack_command})
+        async def send_packed_command(
+            self: AbstractConnection, command: Any, check_health: bool = True
+        ) -> None:
+            await timed_send(base, self, command, check_health)
+
+        packed = type(
+            f"Hiredis{base.__name__}",
+            (base,),
+            {"pack_command": pack_command, "send_packed_command": send_packed_command},
+        )
         _PACKED[base] = packed
     return cast(type[_C], packed)
 
