@@ -19,7 +19,7 @@ from litellm_memory_hook.extraction.prompt import (
     format_line_time,
     is_extraction_call,
 )
-from litellm_memory_hook.tools import standin
+from litellm_memory_hook.tools import standin_extraction
 
 # 2023-05-08 13:56:00 UTC
 TS = int(datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp() * 1000)
@@ -62,7 +62,7 @@ def _section_body(user: str, name: str) -> str:
 def test_constants_are_the_agreed_strings() -> None:
     """The marker and the retry text are fixed: the stand-in and the hook match them exactly."""
     assert EXTRACTION_MARKER == "[memory-extraction]"
-    assert standin.EXTRACTION_MARKER == EXTRACTION_MARKER
+    assert standin_extraction.EXTRACTION_MARKER == EXTRACTION_MARKER
     assert RETRY_MESSAGE == "Reply with valid JSON only."
 
 
@@ -249,7 +249,7 @@ def test_standin_reads_the_layout() -> None:
         summary="",
         lines=[ExtractionLine(TS, "Caroline", f"My dog is Rex. {INJECTION}")],
     )
-    data = standin.parse_extraction_prompt(messages)
+    data = standin_extraction.parse_extraction_prompt(messages)
     assert data.memories == ("Lives in Pune", "Likes chess")
     assert data.pinned == ("Has a cat",)
     assert data.summary == ""
