@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from litellm_memory_hook.extraction.worker import JobOutcome
 from litellm_memory_hook.memory_api import MemoryAPI, MemoryTarget, resolve_target
 from litellm_memory_hook.proxy import routes
-from litellm_memory_hook.proxy.metrics import GUARD_COUNTERS
+from litellm_memory_hook.proxy.metrics_families import GUARD_COUNTERS
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.client import redis_client
 from litellm_memory_hook.store.keys import MemoryKeys, stats_key, user_scope

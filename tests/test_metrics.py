@@ -27,9 +27,9 @@ from litellm_memory_hook.proxy.metrics import (
     LAYERS,
     HookMetrics,
     MetricsPublisher,
-    Snapshot,
     log_event,
 )
+from litellm_memory_hook.proxy.metrics_snapshot import Snapshot
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.queue import ExtractionQueue
 

@@ -73,6 +73,9 @@ so every replica's scrape holds every process: scrape one target, or deduplicate
 they carry no ``process`` label, every replica shows the same values, so aggregate them with
 ``max``, not ``sum``.
 
+The families a scrape renders are built in :mod:`litellm_memory_hook.proxy.metrics_families`;
+snapshots, their encoding and their keys in :mod:`litellm_memory_hook.proxy.metrics_snapshot`.
+
 Structured log lines: :func:`log_event` writes one JSON object per line through the
 ``litellm_memory_hook`` logger (``{"event": "memory.rebuilt", "ref": ..., "hook_ms": ...,
 "layers": {...}, "recalled": 2}``), and puts the same fields on the record as
@@ -84,29 +87,31 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import re
-import secrets
-import socket
-import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import orjson
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.core import Metric
 from redis.exceptions import RedisClusterException, RedisError
 
 from litellm_memory_hook.core.prompt import LAYER_NAMES
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.periodic import Periodic
-from litellm_memory_hook.store.errors import FAULT_KINDS
-from litellm_memory_hook.store.keys import metrics_index_key, metrics_snapshot_key
+from litellm_memory_hook.proxy.metrics_families import HookCollector, ScrapeCollector
+from litellm_memory_hook.proxy.metrics_snapshot import (
+    MAX_PROCESSES,
+    METRICS_PUBLISH_S,
+    METRICS_TTL_PERIODS,
+    PROCESS_LABEL,
+    Snapshot,
+    process_id,
+    read_snapshots,
+    wall_ms,
+    write_snapshot,
+)
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.workers import WorkerBeat, read_workers
 
@@ -114,70 +119,13 @@ logger = logging.getLogger("litellm_memory_hook")
 
 #: ``Content-Type`` of the scrape answer.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-#: seconds between two snapshots a proxy process publishes to Redis (:class:`MetricsPublisher`):
-#: the most that another process's figures in a scrape lag behind.
-METRICS_PUBLISH_S = 5.0
-#: a snapshot (and the process index) expires this many publish periods after it was written:
-#: a process that stopped is rendered for at most that long (15 s).
-METRICS_TTL_PERIODS = 3
-#: a scrape renders at most this many other processes (the most recently published first).
-MAX_PROCESSES = 1000
-#: the version field of a snapshot; a scrape skips snapshots of another version.
-SNAPSHOT_VERSION = 1
-#: the label that tells the processes' series apart.
-PROCESS_LABEL = "process"
 #: Redis failures of the metrics code (never raised to a scrape or a request).
 REDIS_FAILURES = (StoreError, RedisError, RedisClusterException, OSError)
-_UNSAFE_HOST = re.compile(r"[^A-Za-z0-9_.-]")
 
 #: Layers observed per rebuilt request: the system message's layers, then the recent window.
 LAYERS: tuple[str, ...] = (*LAYER_NAMES, "window")
 LAYER_BUCKETS: tuple[float, ...] = (0, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000)
 HOOK_MS_BUCKETS: tuple[float, ...] = (0.25, 0.5, 1, 2, 3, 5, 10, 25, 50, 100, 250, 500, 1000)
-
-#: hook counter -> ``outcome`` label of ``litellm_memory_requests_total``.
-REQUEST_OUTCOMES: Mapping[str, str] = {
-    "rebuilt": "memory",
-    "no_user_passthrough": "no_user",
-    "no_tenant_passthrough": "no_tenant",
-    "mode_off": "mode_off",
-    "no_new_turn": "no_new_turn",
-    "rejected_no_user": "rejected_no_user",
-    "extraction_calls_passed": "extraction_call",
-    "side_requests": "side_request",
-    "invalid_passthrough": "invalid",
-    "rejected_controls": "rejected_controls",
-    "precall_errors": "fail_open_error",
-    "config_errors": "fail_open_config",
-    "breaker_passthrough": "fail_open_breaker",
-}
-#: hook counter -> ``reason`` label of ``litellm_memory_fail_open_total``.
-FAIL_OPEN_REASONS: Mapping[str, str] = {
-    "precall_errors": "error",
-    "config_errors": "config",
-    "breaker_passthrough": "breaker",
-}
-#: hook counter -> ``source`` label of ``litellm_memory_redis_errors_total``.
-REDIS_ERROR_SOURCES: Mapping[str, str] = {"breaker_trips": "hook", "api_store_errors": "api"}
-#: ``kind`` labels of ``litellm_memory_redis_refusals_total`` (hook counter
-#: ``redis_refused_<kind>``).
-REFUSAL_KINDS: tuple[str, ...] = tuple(kind.value for kind in FAULT_KINDS if kind.said)
-JOB_OUTCOMES: tuple[str, ...] = (
-    "committed",
-    "failed",
-    "retried",
-    "discarded",
-    "conflict",
-    "nothing_new",
-)
-#: ``mem:stats`` counters of the memory-set guard, rendered (0 until counted) as
-#: ``litellm_memory_extraction_counter_total{counter}``: removals an extraction reply asked for
-#: and was refused (over the per-job bound, or left out of a list), new summaries refused
-#: (instruction-like, or losing most of the old one's facts), memories restored from a set's
-#: history (:mod:`litellm_memory_hook.extraction.changes`,
-#: :mod:`litellm_memory_hook.store.memory_history`).
-GUARD_COUNTERS: tuple[str, ...] = ("deletes_refused", "summaries_refused", "memories_restored")
 
 
 def log_event(event: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -199,250 +147,6 @@ def log_event(event: str, level: int = logging.INFO, **fields: Any) -> None:
         {"event": name, **fields}, ensure_ascii=False, separators=(",", ":"), default=str
     )
     logger.log(level, "%s", line, extra={"memory_event": name, "memory_fields": fields})
-
-
-class _HookCollector(Collector):
-    """The hook's counters and the last Redis snapshot, read at collection time."""
-
-    def __init__(self, metrics: HookMetrics) -> None:
-        self._metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        counts = Counter(self._metrics.counters)
-        counts.update(self._metrics.own)
-        requests = CounterMetricFamily(
-            "litellm_memory_requests",
-            "Chat requests to memory-enabled aliases, by outcome (per process).",
-            labels=["outcome"],
-        )
-        for counter, outcome in REQUEST_OUTCOMES.items():
-            requests.add_metric([outcome], counts[counter])
-        yield requests
-        fail_open = CounterMetricFamily(
-            "litellm_memory_fail_open",
-            "Requests passed through unchanged because memory failed (per process).",
-            labels=["reason"],
-        )
-        for counter, reason in FAIL_OPEN_REASONS.items():
-            fail_open.add_metric([reason], counts[counter])
-        yield fail_open
-        redis_errors = CounterMetricFamily(
-            "litellm_memory_redis_errors",
-            "Redis failures of the hook, the memory API and the metrics scrape and publisher "
-            "(per process).",
-            labels=["source"],
-        )
-        for counter, source in REDIS_ERROR_SOURCES.items():
-            redis_errors.add_metric([source], counts[counter])
-        redis_errors.add_metric(
-            ["metrics"], counts["scrape_store_errors"] + counts["publish_store_errors"]
-        )
-        yield redis_errors
-        refusals = CounterMetricFamily(
-            "litellm_memory_redis_refusals",
-            "Writes Redis refused, by kind: a missing ACL permission, the memory limit, a key "
-            "of another type ... (per process).",
-            labels=["kind"],
-        )
-        for kind in REFUSAL_KINDS:
-            refusals.add_metric([kind], counts[f"redis_refused_{kind}"])
-        yield refusals
-        events = CounterMetricFamily(
-            "litellm_memory_hook_events",
-            "Every counter of the hook (hook.counters), by name (per process).",
-            labels=["event"],
-        )
-        for name in sorted(self._metrics.counters):
-            if not name.startswith("chars_"):  # per-layer sums: see the layer histogram
-                events.add_metric([name], self._metrics.counters[name])
-        yield events
-
-
-class _ScrapeCollector(Collector):
-    """What a scrape renders: the per-process families of this process (as the scrape's
-    :meth:`HookMetrics.refresh` published them, else live) and of every other live process
-    (their last snapshots, read by the same refresh), each sample labelled ``process``; then the
-    figures read from Redis (no ``process`` label)."""
-
-    def __init__(self, metrics: HookMetrics) -> None:
-        self._metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        metrics = self._metrics
-        merged: dict[str, Metric] = {}
-        published = metrics.published
-        own = published.families if published is not None else metrics.local_families()
-        _merge(merged, own, metrics.process)
-        for peer in metrics.peers:
-            if peer.process != metrics.process:
-                _merge(merged, peer.families, peer.process)
-        yield from merged.values()
-        yield from self._store_families()
-
-    def _store_families(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily(
-            "litellm_memory_store_up", "1 when the last scrape could read Redis, else 0."
-        )
-        stats = self._metrics.store_stats
-        up.add_metric([], 0 if stats is None else 1)
-        yield up
-        if stats is None:
-            return
-        jobs = CounterMetricFamily(
-            "litellm_memory_extraction_jobs",
-            "Extraction jobs by outcome (mem:stats: every replica and worker).",
-            labels=["outcome"],
-        )
-        for outcome in JOB_OUTCOMES:
-            jobs.add_metric([outcome], stats.get(f"jobs_{outcome}", 0))
-        yield jobs
-        yield CounterMetricFamily(
-            "litellm_memory_extraction_runs",
-            "Extraction jobs that called the model (mem:stats jobs_run).",
-            value=stats.get("jobs_run", 0),
-        )
-        dropped = CounterMetricFamily(
-            "litellm_memory_extraction_dropped_items",
-            "Extracted items the cleaning dropped, by rule (mem:stats dropped_<rule>).",
-            labels=["rule"],
-        )
-        tokens = CounterMetricFamily(
-            "litellm_memory_extraction_tokens",
-            "Tokens of extraction calls (mem:stats tokens_<kind>).",
-            labels=["kind"],
-        )
-        other = CounterMetricFamily(
-            "litellm_memory_extraction_counter",
-            "Other mem:stats counters, by name.",
-            labels=["counter"],
-        )
-        known = {f"jobs_{o}" for o in JOB_OUTCOMES} | {"jobs_run", "due", "due_now"}
-        for name, value in sorted({**dict.fromkeys(GUARD_COUNTERS, 0), **stats}.items()):
-            if name in known:
-                continue
-            if name.startswith("dropped_"):
-                dropped.add_metric([name.removeprefix("dropped_")], value)
-            elif name.startswith("tokens_"):
-                tokens.add_metric([name.removeprefix("tokens_")], value)
-            else:
-                other.add_metric([name], value)
-        yield from (dropped, tokens, other)
-        yield GaugeMetricFamily(
-            "litellm_memory_extraction_due_conversations",
-            "Conversations in the extraction due set (mem:due).",
-            value=stats.get("due", 0),
-        )
-        yield GaugeMetricFamily(
-            "litellm_memory_extraction_overdue_conversations",
-            "Conversations in the due set whose due time has come.",
-            value=stats.get("due_now", 0),
-        )
-        workers = self._metrics.workers
-        yield GaugeMetricFamily(
-            "litellm_memory_extraction_workers",
-            "Extraction workers alive (a heartbeat in mem:{workers}): in-proxy and standalone.",
-            value=len(workers),
-        )
-        if workers:
-            now = self._metrics.store_read_ms
-            yield GaugeMetricFamily(
-                "litellm_memory_extraction_worker_heartbeat_age_seconds",
-                "Seconds since the oldest live extraction worker heartbeat.",
-                value=max(w.age_s(now) for w in workers),
-            )
-
-
-def _merge(merged: dict[str, Metric], families: Iterable[Metric], process: str) -> None:
-    """Add the samples of ``families`` to the families of ``merged`` (by name; the first
-    family of a name gives its type and help), each labelled ``process``."""
-    for family in families:
-        out = merged.get(family.name)
-        if out is None:
-            out = merged[family.name] = Metric(
-                family.name, family.documentation, family.type, family.unit
-            )
-        for sample in family.samples:
-            labels = {**sample.labels, PROCESS_LABEL: process}
-            out.add_sample(sample.name, labels, sample.value, sample.timestamp)
-
-
-def process_id() -> str:
-    """A new id of this process for its ``process`` label and snapshot key:
-    ``<hostname>:<pid>:<6 random hex digits>`` (the host name cut to 64 characters of
-    ``[A-Za-z0-9_.-]``), so a restarted process with the same pid is a new series."""
-    host = _UNSAFE_HOST.sub("_", socket.gethostname())[:64] or "host"
-    return f"{host}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-def _wall_ms() -> int:
-    """The wall clock, epoch milliseconds."""
-    return int(time.time() * 1000)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """One process's per-process metric families as it last published them.
-
-    Attributes:
-        process: the process id (:func:`process_id`).
-        at_ms: when it was built, epoch milliseconds (the publisher's clock).
-        families: the metric families, samples unlabelled by ``process``.
-    """
-
-    process: str
-    at_ms: int
-    families: list[Metric]
-
-    def encode(self) -> bytes:
-        """Compact JSON: ``{"v": 1, "process": str, "at_ms": int, "families": [[name, type,
-        help, unit, [[sample name, {label: value}, value], ...]], ...]}``."""
-        return orjson.dumps(
-            {
-                "v": SNAPSHOT_VERSION,
-                "process": self.process,
-                "at_ms": self.at_ms,
-                "families": [
-                    [
-                        f.name,
-                        f.type,
-                        f.documentation,
-                        f.unit,
-                        [[s.name, s.labels, s.value] for s in f.samples],
-                    ]
-                    for f in self.families
-                ],
-            }
-        )
-
-    @classmethod
-    def decode(cls, raw: bytes | str) -> Snapshot | None:
-        """The snapshot :meth:`encode` wrote; ``None`` when ``raw`` is not one (another
-        version, damaged). A family or sample that cannot be read is skipped."""
-        try:
-            data = orjson.loads(raw)
-            if not isinstance(data, dict) or data.get("v") != SNAPSHOT_VERSION:
-                return None
-            process, at_ms = str(data["process"]), int(data["at_ms"])
-            rows = data["families"]
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return None
-        families: list[Metric] = []
-        for row in rows if isinstance(rows, list) else ():
-            try:
-                name, typ, documentation, unit, found = row
-                family = Metric(str(name), str(documentation), str(typ), str(unit))
-                for sample_name, labels, value in found:
-                    if value is None:  # orjson writes NaN and infinities as null
-                        continue
-                    family.add_sample(
-                        str(sample_name),
-                        {str(k): str(v) for k, v in labels.items()},
-                        float(value),
-                    )
-            except (TypeError, ValueError, AttributeError):
-                continue
-            families.append(family)
-        return cls(process, at_ms, families)
 
 
 class HookMetrics:
@@ -505,9 +209,9 @@ class HookMetrics:
             "Recalled lines put into requests.",
             registry=self._local,
         )
-        self._local.register(_HookCollector(self))
+        self._local.register(HookCollector(self))
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_ScrapeCollector(self))
+        self.registry.register(ScrapeCollector(self))
 
     def observe_rebuild(
         self, ref: str, layer_chars: Mapping[str, int], hook_ms: float, *, recalled: int
@@ -560,7 +264,7 @@ class HookMetrics:
         Returns:
             Whether Redis could be read (counters and snapshots).
         """
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else wall_ms()
         if queue is None:
             self.store_stats = None
             self.workers = []
@@ -597,7 +301,7 @@ class HookMetrics:
     def snapshot(self, *, now_ms: int | None = None) -> Snapshot:
         """This process's per-process families as they are now (``at_ms``: ``now_ms``, epoch
         milliseconds, default the wall clock)."""
-        at = now_ms if now_ms is not None else _wall_ms()
+        at = now_ms if now_ms is not None else wall_ms()
         return Snapshot(self.process, at, list(self.local_families()))
 
     async def publish(
@@ -626,18 +330,11 @@ class HookMetrics:
             The snapshot written; ``None`` when Redis failed.
         """
         ttl_ms = max(1, int(ttl_s * 1000))
-        index = metrics_index_key(prefix)
         async with self._publish_lock:
-            at = now_ms if now_ms is not None else _wall_ms()
+            at = now_ms if now_ms is not None else wall_ms()
             snapshot = self.snapshot(now_ms=at)
-            blob = snapshot.encode()
             try:
-                async with redis.pipeline(transaction=False) as pipe:
-                    pipe.set(metrics_snapshot_key(prefix, self.process), blob, px=ttl_ms)
-                    pipe.zadd(index, {self.process: at})
-                    pipe.zremrangebyscore(index, "-inf", f"({at - ttl_ms}")
-                    pipe.pexpire(index, ttl_ms)
-                    await pipe.execute()
+                await write_snapshot(redis, prefix, snapshot, ttl_ms=ttl_ms)
             except REDIS_FAILURES as exc:
                 self.own["publish_store_errors"] += 1
                 if not self._publish_failing:
@@ -660,18 +357,7 @@ class HookMetrics:
         Raises:
             RedisError, RedisClusterException, OSError: Redis failed.
         """
-        members = await redis.zrange(metrics_index_key(prefix), 0, limit - 1, desc=True)
-        ids = [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in members]
-        ids = [i for i in ids if i != self.process]
-        if not ids:
-            return []
-        blobs = await redis.mget([metrics_snapshot_key(prefix, i) for i in ids])
-        found: list[Snapshot] = []
-        for process, blob in zip(ids, blobs, strict=True):
-            snapshot = None if blob is None else Snapshot.decode(blob)
-            if snapshot is not None and snapshot.process == process:
-                found.append(snapshot)
-        return sorted(found, key=lambda snapshot: snapshot.process)
+        return await read_snapshots(redis, prefix, exclude=self.process, limit=limit)
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""
