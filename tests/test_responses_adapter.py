@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 from litellm.types.llms.openai import ResponsesAPIResponse
 
 from litellm_memory_hook.protocols import adapter_for, adapter_named, responses
-from litellm_memory_hook.protocols.responses import RESPONSES, rebuilt_request, view_messages
+from litellm_memory_hook.protocols.responses import RESPONSES
+from litellm_memory_hook.protocols.responses_items import view_messages
+from litellm_memory_hook.protocols.responses_rebuild import rebuilt_request
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.proxy.outcomes import read_outcome
 from litellm_memory_hook.settings import MemorySettings
