@@ -31,9 +31,11 @@ GET         /memory/v1/export?user&model          200 the export document (``Exp
                                                   conversation (404 when it holds nothing)
 ==========  ====================================  ==================================================
 
-The history of a memory set (``GET /memory/v1/history``, ``POST
-/memory/v1/history/{id}/restore``: what extraction jobs replaced or deleted, and putting one
-back) is served by :mod:`litellm_memory_hook.proxy.history_routes` on the same router.
+The bodies and answers are in :mod:`litellm_memory_hook.proxy.route_shapes`, the key check in
+:mod:`litellm_memory_hook.proxy.route_auth`. The history of a memory set (``GET
+/memory/v1/history``, ``POST /memory/v1/history/{id}/restore``: what extraction jobs replaced
+or deleted, and putting one back) is served by :mod:`litellm_memory_hook.proxy.history_routes`
+on the same router.
 
 Configuration: none of its own. It uses the memory hook's settings (``callback_settings.memory``:
 Redis URL, key prefix, ``pinned_item_chars``, ``max_pinned``) and the aliases'
@@ -85,18 +87,13 @@ conversations share. Both go through the user's index (no ``KEYS``); forgetting 
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, Response
-from litellm.proxy._types import SpecialHeaders
-from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Response
 from redis.exceptions import RedisError
 
 from litellm_memory_hook.errors import ConfigError, InvalidIdError, StoreError
@@ -111,263 +108,34 @@ from litellm_memory_hook.memory_api import (
 )
 from litellm_memory_hook.proxy.hook import MemoryHook, memory_hook
 from litellm_memory_hook.proxy.identity import tenant_from_auth
-from litellm_memory_hook.store.memory_sets import MemoryItem
+from litellm_memory_hook.proxy.route_auth import Auth, auth_failure, memory_auth
+from litellm_memory_hook.proxy.route_shapes import (
+    _ERRORS,
+    ConversationQuery,
+    EditIn,
+    FlushIn,
+    FlushOut,
+    ForgetModelQuery,
+    ForgetOut,
+    ItemId,
+    MemoryItemOut,
+    MemoryListOut,
+    ModelQuery,
+    PinIn,
+    SummaryOut,
+    UserPath,
+    UserQuery,
+)
+
+# history_routes imports these from here (the fields its bodies share with ours).
+from litellm_memory_hook.proxy.route_shapes import _NOT_FOUND as _NOT_FOUND
+from litellm_memory_hook.proxy.route_shapes import _ConversationField as _ConversationField
+from litellm_memory_hook.proxy.route_shapes import _ModelField as _ModelField
+from litellm_memory_hook.proxy.route_shapes import _UserField as _UserField
 
 logger = logging.getLogger("litellm_memory_hook")
 
 PREFIX = "/memory/v1"
-
-
-# -- request and response shapes --------------------------------------------------------------
-
-
-class MemoryItemOut(BaseModel):
-    """One memory: its id, its text and its creation time (epoch milliseconds)."""
-
-    id: str = Field(description="Creation-ordered id, e.g. 1718000000000-a1b2c3.")
-    text: str = Field(description="The memory as stored (pinned: exactly as typed, trimmed).")
-    created_ms: int = Field(description="Creation time, epoch milliseconds.")
-
-    @classmethod
-    def of(cls, item: MemoryItem) -> MemoryItemOut:
-        """The response shape of a stored item."""
-        return cls(id=item.id, text=item.text, created_ms=item.created_ms)
-
-
-class MemoryListOut(BaseModel):
-    """A user's memory set: pinned (user-written) and extracted (model-written) memories."""
-
-    pinned: list[MemoryItemOut] = Field(description="User-written memories, oldest first.")
-    memories: list[MemoryItemOut] = Field(description="Model-extracted memories, oldest first.")
-    version: int = Field(description="Bumped by every change of the set.")
-
-
-class SummaryOut(BaseModel):
-    """A conversation's rolling summary and extraction state."""
-
-    summary: str = Field(description="The summary so far ('' before the first extraction).")
-    cursor: int = Field(description="The message seq the summary and memories cover.")
-    seq: int = Field(description="The last stored message seq.")
-    due_ms: int | None = Field(
-        description="When the next extraction is due (epoch ms); null when none is scheduled."
-    )
-
-
-class FlushOut(BaseModel):
-    """When the flushed conversation is due for extraction."""
-
-    due_ms: int = Field(description="Epoch milliseconds (now).")
-
-
-class ForgetOut(BaseModel):
-    """What a forget deleted."""
-
-    user: str = Field(description="The user id.")
-    conversation: str | None = Field(
-        description="The conversation forgotten; null when the whole user was."
-    )
-    deleted_keys: int = Field(description="Redis keys deleted.")
-    conversations: int = Field(description="Conversations that held data.")
-    memory_sets: int = Field(description="Memory sets (pinned and extracted memories) deleted.")
-
-
-class ErrorOut(BaseModel):
-    """An error: ``detail`` names the problem."""
-
-    detail: str
-
-
-_UserField = Field(description="The user id, as chat requests send it in 'user'.")
-_ModelField = Field(description="A memory-enabled model alias, e.g. demo.")
-_ConversationField = Field(
-    default=None,
-    description="Conversation id (default: the alias's default conversation).",
-)
-
-
-class _TextIn(BaseModel):
-    """A body that names a memory set and carries a memory's text (:class:`PinIn`,
-    :class:`EditIn`; each sets its own ``text`` description and example)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    user: str = _UserField
-    model: str = _ModelField
-    text: str
-    conversation: str | None = _ConversationField
-
-
-def _example(text: str) -> ConfigDict:
-    """The config a :class:`_TextIn` body adds to its base's: an OpenAPI example with ``text``."""
-    return ConfigDict(
-        json_schema_extra={"examples": [{"user": "alice", "model": "demo", "text": text}]}
-    )
-
-
-class PinIn(_TextIn):
-    """Body of ``POST /memory/v1/pinned``."""
-
-    model_config = _example("My cat is called Miso.")
-
-    text: str = Field(description="The memory, as the user wrote it (trimmed; length-limited).")
-
-
-class EditIn(_TextIn):
-    """Body of ``PATCH /memory/v1/pinned/{id}``."""
-
-    model_config = _example("My cat is called Mochi.")
-
-    text: str = Field(description="The new text (trimmed; length-limited).")
-
-
-class FlushIn(BaseModel):
-    """Body of ``POST /memory/v1/flush``."""
-
-    model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"user": "alice", "model": "demo"}]}
-    )
-
-    user: str = _UserField
-    model: str = _ModelField
-    conversation: str | None = _ConversationField
-
-
-UserQuery = Annotated[str, Query(description="The user id, as chat requests send it in 'user'.")]
-ModelQuery = Annotated[str, Query(description="A memory-enabled model alias, e.g. demo.")]
-ForgetModelQuery = Annotated[
-    str | None,
-    Query(
-        description="A memory-enabled model alias, e.g. demo; used with 'conversation' only "
-        "(a whole user is forgotten whatever the alias)."
-    ),
-]
-ConversationQuery = Annotated[
-    str | None, Query(description="Conversation id (default: the alias's default conversation).")
-]
-ItemId = Annotated[str, Path(alias="id", max_length=128, description="The memory's id.")]
-UserPath = Annotated[
-    str, Path(max_length=512, description="The user id, as chat requests send it in 'user'.")
-]
-
-
-# -- auth ---------------------------------------------------------------------------------------
-
-_KEY_HEADERS = {
-    "api_key": SpecialHeaders.openai_authorization.value,
-    "azure_api_key_header": SpecialHeaders.azure_authorization.value,
-    "anthropic_api_key_header": SpecialHeaders.anthropic_authorization.value,
-    "google_ai_studio_api_key_header": SpecialHeaders.google_ai_studio_authorization.value,
-    "azure_apim_header": SpecialHeaders.azure_apim_authorization.value,
-    "custom_litellm_key_header": SpecialHeaders.custom_litellm_api_key.value,
-}
-_NO_DB_QUIRK = "no connected db"
-
-
-def _status_of(exc: Exception) -> int | None:
-    """The HTTP status an auth exception carries (``HTTPException.status_code`` or LiteLLM's
-    ``ProxyException.code``), or ``None``."""
-    for name in ("status_code", "code"):
-        value = getattr(exc, name, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.isdigit():
-            return int(value)
-    return None
-
-
-def _message_of(exc: Exception) -> str:
-    for name in ("message", "detail"):
-        value = getattr(exc, name, None)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return str(exc).strip()
-
-
-def auth_failure(exc: Exception, *, key_sent: bool) -> HTTPException:
-    """The answer to a failed LiteLLM key check.
-
-    Args:
-        exc: what ``user_api_key_auth`` raised (``ProxyException``, ``HTTPException`` or other).
-        key_sent: whether the request carried a key in any header LiteLLM reads.
-
-    Returns:
-        401 for a missing or wrong key (also for LiteLLM's 500 / 400 "No connected db." answers
-        without a database, BerriAI/litellm#35457); 403 when LiteLLM refuses a valid key (e.g.
-        route permissions); 429 for LiteLLM's budget and rate limits. The detail is one clear
-        sentence.
-    """
-    if not key_sent:
-        return HTTPException(
-            status_code=401,
-            detail="missing API key: send 'Authorization: Bearer <your LiteLLM key>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    status = _status_of(exc)
-    message = _message_of(exc)
-    if status == 403:
-        return HTTPException(
-            status_code=403, detail=f"this key may not use the memory API: {message}"
-        )
-    if status == 429:
-        return HTTPException(status_code=429, detail=message or "rate or budget limit reached")
-    detail = "invalid API key"
-    if status == 401 and message and _NO_DB_QUIRK not in message.lower():
-        detail = f"invalid API key: {message}"
-    return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
-
-
-def body_error(raw: bytes) -> str | None:
-    """Why a request body cannot be a memory route's body, or ``None`` when it can be (or is
-    empty: FastAPI then names the missing fields).
-
-    LiteLLM's key check reads the body and crashes on one that is not a JSON object, which
-    would come back as "invalid API key"; so a body must be JSON (UTF-8), an object, and hold
-    no lone surrogate (``"\\ud800"``: valid JSON, but not encodable text).
-    """
-    if not raw.strip():
-        return None
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        return f"the request body is not JSON: {exc}"
-    if not isinstance(body, dict):
-        return f"the request body must be a JSON object, not {type(body).__name__}"
-    try:
-        json.dumps(body, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return "the request body holds a lone surrogate escape (\\ud800-\\udfff): not text"
-    return None
-
-
-async def memory_auth(request: Request) -> Any:
-    """FastAPI dependency: LiteLLM's key check for the memory routes.
-
-    Checks the body first (:func:`body_error`: 422 for a body that is not a JSON object), then
-    calls ``user_api_key_auth`` with the same headers LiteLLM's own routes read and returns its
-    ``UserAPIKeyAuth``; tests override this dependency (``app.dependency_overrides``).
-
-    Raises:
-        HTTPException: 422 for a bad body; 401, 403 or 429, see :func:`auth_failure`.
-    """
-    if request.method in ("POST", "PUT", "PATCH"):
-        problem = body_error(await request.body())
-        if problem is not None:
-            raise HTTPException(status_code=422, detail=problem)
-    headers = {name: request.headers.get(header) for name, header in _KEY_HEADERS.items()}
-    key_sent = any(isinstance(v, str) and v.strip() for v in headers.values())
-    try:
-        return await user_api_key_auth(request=request, **headers)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        failure = auth_failure(exc, key_sent=key_sent)
-        logger.info(
-            "memory API: auth failed (%s %s): %s", failure.status_code, type(exc).__name__, exc
-        )
-        raise failure from exc
-
-
-Auth = Annotated[Any, Depends(memory_auth)]
 
 
 # -- the hook and its API -----------------------------------------------------------------------
@@ -455,19 +223,6 @@ def _target(
         conversation=conversation,
     )
 
-
-# -- routes -------------------------------------------------------------------------------------
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorOut, "description": "Bad input; the detail names the problem."},
-    401: {"model": ErrorOut, "description": "Missing or wrong API key."},
-    403: {"model": ErrorOut, "description": "The key may not be used, or has no identity."},
-    503: {"model": ErrorOut, "description": "The memory store (Redis) is unavailable."},
-}
-_NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    **_ERRORS,
-    404: {"model": ErrorOut, "description": "No such memory or conversation for this caller."},
-}
 
 router = APIRouter(prefix=PREFIX, tags=["memory"])
 
@@ -639,14 +394,20 @@ def _has_routes(app: FastAPI) -> bool:
 
 __all__ = [
     "PREFIX",
+    "Auth",
+    "ConversationQuery",
     "EditIn",
     "FlushIn",
     "FlushOut",
     "ForgetOut",
+    "Hook",
+    "ItemId",
     "MemoryItemOut",
     "MemoryListOut",
+    "ModelQuery",
     "PinIn",
     "SummaryOut",
+    "UserQuery",
     "auth_failure",
     "current_hook",
     "memory_api",
