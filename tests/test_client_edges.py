@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn
+from litellm_memory_hook.core.stored_messages import message_to_turn
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore

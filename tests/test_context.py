@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core.indexing import indexed
-from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn, plan_with_buffered
+from litellm_memory_hook.core.stored_messages import message_to_turn
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.proxy.recall_step import RecallOptions
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope

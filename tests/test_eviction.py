@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core.indexing import indexed_chain
-from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import Turn, stored_text
+from litellm_memory_hook.core.stored_messages import message_to_turn
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.client import redis_client

@@ -9,12 +9,13 @@ import pytest
 
 from litellm_memory_hook.core.alignment import align
 from litellm_memory_hook.core.assemble import assemble, with_rules
-from litellm_memory_hook.core.messages import split_request, storable_message
+from litellm_memory_hook.core.messages import split_request
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.side_requests import (
     DEFAULT_SIDE_REQUEST_PATTERNS,
     side_request_pattern,
 )
+from litellm_memory_hook.core.stored_messages import storable_message
 
 
 @pytest.mark.parametrize(

@@ -732,7 +732,7 @@ def test_a_streamed_audio_reply_or_refusal_keeps_its_words() -> None:
     the stored turn's text is them, and it replays as a text turn."""
     from types import SimpleNamespace
 
-    from litellm_memory_hook.core.messages import message_to_turn
+    from litellm_memory_hook.core.stored_messages import message_to_turn
     from litellm_memory_hook.protocols.chat import StreamAccumulator
 
     def chunk(**delta: Any) -> Any:

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core import recall
-from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import Turn, copy_json, stored_text
 from litellm_memory_hook.core.recall import scheme
+from litellm_memory_hook.core.stored_messages import message_to_turn
 from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook, _turn_dict
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
 

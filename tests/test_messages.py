@@ -6,15 +6,9 @@ import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from litellm_memory_hook.core.messages import (
-    content_text,
-    is_blank,
-    is_valid_request,
-    keep_tail,
-    message_to_turn,
-    split_request,
-    typed_text,
-)
+from litellm_memory_hook.core.message_text import content_text, is_blank, keep_tail, typed_text
+from litellm_memory_hook.core.messages import is_valid_request, split_request
+from litellm_memory_hook.core.stored_messages import message_to_turn
 
 C25_CONTENT = [
     {"type": "text", "text": "Remember: my locker is 42."},
@@ -111,7 +105,7 @@ def test_tool_results_bring_their_assistant_call_into_the_new_turn() -> None:
 
 def test_head_cut_keeps_whole_graphemes() -> None:
     """Section budgets cut the start of a text without splitting a conjunct or an emoji."""
-    from litellm_memory_hook.core.messages import keep_head
+    from litellm_memory_hook.core.message_text import keep_head
 
     for text in ("क्षि" * 50, "👩‍👩‍👧" * 50, "plain text " * 50):
         clusters = set(regex.findall(r"\X", text))

@@ -7,7 +7,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from litellm_memory_hook.core.messages import content_text, is_blank, message_chars
+from litellm_memory_hook.core.message_text import content_text, is_blank
+from litellm_memory_hook.core.messages import message_chars
 from litellm_memory_hook.core.window import build_window, fit_window, group_units
 
 CALL = {

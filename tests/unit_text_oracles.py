@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import regex
 
 from litellm_memory_hook.core.alignment import Alignment, tool_call_ids
-from litellm_memory_hook.core.messages import content_text, keep_tail
+from litellm_memory_hook.core.message_text import content_text, keep_tail
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.script.latin import LATIN_WORD
 
