@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from litellm_memory_hook.core.prompt import DATA_TAG, REMINDER_TAG
+from litellm_memory_hook.core.injected_blocks import DATA_TAG, REMINDER_TAG
 
 _OPEN = (f"<{DATA_TAG}>", f"<{REMINDER_TAG}>")
 _CLOSE = f"</{REMINDER_TAG}>"

@@ -12,17 +12,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from litellm_memory_hook.core.escape import escape_data
+from litellm_memory_hook.core.injected_blocks import DATA_TAG, REMINDER_TAG, strip_injected
 from litellm_memory_hook.core.prompt import (
-    DATA_TAG,
     LAYER_NAMES,
-    REMINDER_TAG,
     SECTION_ORDER,
     BuiltPrompt,
     EarlierLine,
     PromptLayers,
     PromptWording,
     build_system_message,
-    strip_injected,
 )
 
 # 2023-05-08 13:56:00 UTC

@@ -22,9 +22,9 @@ from litellm_memory_hook.core.prompt import (
     PromptLayers,
     build_system_message,
     earlier_line_chars,
-    time_label,
 )
 from litellm_memory_hook.core.selection import select_items
+from litellm_memory_hook.core.time_labels import time_label
 from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.proxy.recall_step import RecallOptions

@@ -203,7 +203,7 @@ def test_known_timezones_are_taken(monkeypatch: pytest.MonkeyPatch, zone: str) -
 
 def test_an_empty_timezone_still_means_utc(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset is UTC; empty is taken as before and dates lines in UTC."""
-    from litellm_memory_hook.core.prompt import time_label
+    from litellm_memory_hook.core.time_labels import time_label
 
     monkeypatch.delenv("LITELLM_MEMORY_TIMEZONE", raising=False)
     assert load_settings({}).timezone == "UTC"

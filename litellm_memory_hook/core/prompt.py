@@ -39,23 +39,22 @@ first). Everything inside ``<memory_context>`` that comes from a user or a model
 :func:`litellm_memory_hook.core.escape.escape_data`, so it is one line with no ``<``/``>``
 (field case C16); pieces that are empty after escaping are dropped, and a section with no
 pieces left is omitted. With no section at all the data block is omitted; the reminder is always
-last.
+last. The recalled lines' time labels are :mod:`litellm_memory_hook.core.time_labels`; the
+tags and their removal from a client's text, :mod:`litellm_memory_hook.core.injected_blocks`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final
 
-import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from litellm_memory_hook.core.dates import user_zone
 from litellm_memory_hook.core.escape import escape_data
+from litellm_memory_hook.core.injected_blocks import DATA_TAG, REMINDER_TAG, strip_injected
 from litellm_memory_hook.core.script import (
     CLAUSE_EARLIER,
     CLAUSE_HINGLISH,
@@ -65,6 +64,7 @@ from litellm_memory_hook.core.script import (
     conversation_script,
     reminder_language_clause,
 )
+from litellm_memory_hook.core.time_labels import now_label, time_label
 
 __all__ = [
     "DATA_TAG",
@@ -107,12 +107,6 @@ TAIL_SECTIONS: Final[tuple[str, ...]] = SECTION_ORDER[5:]
 
 LAYER_NAMES: Final[tuple[str, ...]] = ("rules", *SECTION_ORDER, "reminder")
 """Keys of :attr:`BuiltPrompt.layer_chars`."""
-
-DATA_TAG: Final = "memory_context"
-"""Tag name of the data block that holds all sections."""
-
-REMINDER_TAG: Final = "memory_reminder"
-"""Tag name of the final reminder."""
 
 _LIST_SECTIONS: Final = frozenset({"fixed_memories", "memories", "earlier_lines"})
 
@@ -305,68 +299,10 @@ CHAT_LABEL_CHARS: Final = 40
 """Longest chat name shown in the label of a line recalled from another chat."""
 
 
-def _offset_label(offset: timedelta) -> str:
-    """``+05:30``, ``-03:00``, ``+00:00``; seconds only when the offset has them (``+05:21:10``,
-    the local mean time some zones used before standard time)."""
-    seconds = int(offset.total_seconds())
-    sign = "+" if seconds >= 0 else "-"
-    hours, rest = divmod(abs(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    label = f"{sign}{hours:02d}:{minutes:02d}"
-    return f"{label}:{secs:02d}" if secs else label
-
-
 @lru_cache(maxsize=1)
 def _default_wording() -> PromptWording:
     """The default wording, built once (a frozen model; building it costs ~4 us a request)."""
     return PromptWording()
-
-
-def time_label(ts_ms: int, timezone: str | None = None) -> str:
-    """The date label of a recalled line: unambiguous in every zone a user can set.
-
-    ISO order (year-month-day, 24-hour clock) in the user's zone, then ``UTC`` for UTC or the
-    numeric UTC offset in force at that moment (``+05:30``, ``-03:00``, ``+00:00``), never a zone
-    abbreviation: "IST" is India, Israel or Ireland, "CST" China or the US, and a repeated hour at
-    the end of summer time gets two different offsets. The same form as the extraction prompt's
-    line times.
-
-    Args:
-        ts_ms: epoch milliseconds.
-        timezone: IANA zone; ``None``, ``""`` or an unknown name gives UTC.
-
-    Returns:
-        ``"2023-05-08 19:26 +05:30"``; ``"2023-05-08 13:56 UTC"`` whenever the offset is zero;
-        ``"time unknown"`` for a timestamp out of range.
-    """
-    return _time_label(ts_ms, timezone)
-
-
-def now_label(ts_ms: int, timezone: str | None = None) -> str:
-    """The current date and time as the prompt shows it: the weekday, then
-    :func:`time_label` (``"Thursday 2026-12-03 14:05 +01:00"``); ``"time unknown"`` for a
-    timestamp out of range."""
-    label = _time_label(ts_ms, timezone)
-    try:
-        weekday = datetime.fromtimestamp(ts_ms / 1000, user_zone(timezone)).strftime("%A")
-    except (OverflowError, OSError, ValueError):
-        return label
-    return f"{weekday} {label}"
-
-
-@lru_cache(maxsize=8192)
-def _time_label(ts_ms: int, timezone: str | None) -> str:
-    # Cached: a request sizes and then shows each recalled line, and lines recur from request
-    # to request.
-    zone = user_zone(timezone)
-    try:
-        moment = datetime.fromtimestamp(ts_ms / 1000, zone)
-    except (OverflowError, OSError, ValueError):
-        return "time unknown"
-    offset = moment.utcoffset() or timedelta(0)
-    if not offset:
-        return f"{moment:%Y-%m-%d %H:%M} UTC"  # UTC itself, or a zone at +00:00 at that moment
-    return f"{moment:%Y-%m-%d %H:%M} {_offset_label(offset)}"
 
 
 #: characters of a client-given label part (a chat id, a speaker's name) that would end the part
@@ -509,107 +445,3 @@ def build_system_message(
     layer_chars["reminder"] = len(reminder_block)
 
     return BuiltPrompt(text="\n\n".join(parts), layer_chars=layer_chars)
-
-
-_STRIPPED_TAGS: Final[tuple[str, ...]] = (DATA_TAG, REMINDER_TAG)
-# A system message that is nothing but a <memory> / <memories> block was injected by an earlier
-# memory layer (field case C23); the same tags inside a client's own prompt are the client's.
-_WHOLE_LEGACY_BLOCK: Final = regex.compile(
-    r"\A\s*<\s*(memory|memories)(?:\s[^<>]*)?>.*<\s*/\s*\1\s*>\s*\Z",
-    regex.IGNORECASE | regex.DOTALL,
-)
-
-
-def _open_tag(name: str) -> str:
-    return rf"<\s*{name}(?:\s[^<>]*)?>"
-
-
-def _close_tag(name: str) -> str:
-    return rf"<\s*/\s*{name}\s*>"
-
-
-_BLOCKS: Final = tuple(
-    (
-        regex.compile(rf"{_open_tag(name)}.*?{_close_tag(name)}", regex.IGNORECASE | regex.DOTALL),
-        regex.compile(_close_tag(name), regex.IGNORECASE),
-    )
-    for name in _STRIPPED_TAGS
-)
-_ORPHAN_TAGS: Final = regex.compile(
-    "|".join(f"{_open_tag(name)}|{_close_tag(name)}" for name in _STRIPPED_TAGS),
-    regex.IGNORECASE,
-)
-
-
-def _gap(space: str) -> str:
-    if "\n" in space or "\r" in space:
-        return "\n\n"
-    return " " if space else ""
-
-
-def _cut_out(text: str, spans: list[tuple[int, int]]) -> str:
-    """``text`` without the given spans, ends stripped; the white space around removed spans
-    becomes one gap (a blank line if it held a line break, else a space). Linear in
-    ``len(text)``: the patterns match tags only, never runs of white space, so no input makes
-    them backtrack over it."""
-    if not spans:
-        return text
-    starts = [0, *(right for _, right in spans)]
-    ends = [*(left for left, _ in spans), len(text)]
-    result: list[str] = []
-    space = ""
-    for start, end in zip(starts, ends, strict=True):
-        piece = text[start:end]
-        core = piece.strip()
-        if not core:
-            space += piece
-            continue
-        if result:
-            result.append(_gap(space + piece[: len(piece) - len(piece.lstrip())]))
-        result.append(core)
-        space = piece[len(piece.rstrip()) :]
-    return "".join(result)
-
-
-def _remove_blocks(text: str, block: Any, close: Any) -> str:
-    # Only the text up to the last closing tag can hold a block; limiting the search to it
-    # keeps unclosed opening tags from making the search quadratic.
-    end = 0
-    for match in close.finditer(text):
-        end = int(match.end())
-    if not end:
-        return text
-    spans = [(m.start(), m.end()) for m in block.finditer(text, 0, end)]
-    return _cut_out(text, spans)
-
-
-def strip_injected(text: str) -> str:
-    """Remove from a client's system text every block an earlier request of ours injected.
-
-    Removed (tag names case-insensitive, spaces inside tags and attributes on opening tags
-    allowed, content spanning lines): our data block ``<memory_context>...</memory_context>`` and
-    our ``<memory_reminder>...</memory_reminder>``, wherever they stand (a client echoing our
-    system message back, field case C23), then any leftover lone tag of those two names; and a
-    system text that is nothing but one ``<memory>`` or ``<memories>`` block (injected by an
-    earlier memory layer). Other tags in the client's own prompt, ``<persona>`` or ``<summary>``
-    included, are the client's and stay. The whitespace around a removed block becomes a blank
-    line if it held a line break, else one space.
-
-    Args:
-        text: One client system message's text (or several joined).
-
-    Returns:
-        The rest, stripped of whitespace at both ends; ``""`` if nothing remains. Text without
-        any of these tags comes back unchanged except for that strip.
-
-    Raises:
-        Nothing; every ``str`` is accepted.
-    """
-    rest = text
-    for block, close in _BLOCKS:
-        rest = _remove_blocks(rest, block, close)
-    rest = _cut_out(rest, [(m.start(), m.end()) for m in _ORPHAN_TAGS.finditer(rest)])
-    rest = rest.strip()
-    if _WHOLE_LEGACY_BLOCK.match(rest):
-        return ""
-    return rest
