@@ -194,7 +194,7 @@ def bench_recall(
     from benchmarks.plots import write_recall_plots
     from benchmarks.recall import curve_points, load_histories, run_recall_sync
     from benchmarks.recall_report import curve_table, recall_table
-    from litellm_memory_hook.proxy.recall_step import RecallOptions
+    from litellm_memory_hook.engine.recall_step import RecallOptions
 
     if fmt != "locomo":
         raise fail("bench recall needs --format locomo (questions and evidence labels)")

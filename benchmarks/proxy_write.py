@@ -16,7 +16,8 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
     (worker off; the extraction schedule is still written)."""
     from litellm.types.utils import ModelResponse
 
-    from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
+    from litellm_memory_hook.proxy.hook import MemoryHook
+    from litellm_memory_hook.proxy.request_data import METADATA_KEY
     from litellm_memory_hook.settings import MemorySettings
     from litellm_memory_hook.store.client import redis_client
 
@@ -33,7 +34,8 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
         alias_lookup=lambda model: {"memory": {"enabled": True, "system_prompt": SYSTEM_PROMPT}},
     )
     write_ms: list[float] = []
-    original = hook._write
+    writer = hook.engine.writer
+    original = writer.write
 
     async def timed_write(*args: Any, **kwargs: Any) -> None:
         started = time.perf_counter()
@@ -42,7 +44,7 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
         finally:
             write_ms.append((time.perf_counter() - started) * 1000)
 
-    hook._write = timed_write  # type: ignore[method-assign]
+    writer.write = timed_write  # type: ignore[method-assign]
     lines = conversation_lines(99, samples + 10)
     pre: list[float] = []
     pre_cpu: list[float] = []
@@ -63,7 +65,7 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
             pre_cpu_ms = (time.thread_time() - cpu) * 1000
             record = data["metadata"][METADATA_KEY]
             started = time.perf_counter()
-            hook._sign(record)
+            hook.engine.signer.sign(record)
             sign_ms = (time.perf_counter() - started) * 1000
             response = ModelResponse(
                 id=f"r{i}",

@@ -11,7 +11,7 @@ Protocol, for every question with evidence (docs/design.md#the-prompt-and-the-wi
   (:func:`litellm_memory_hook.tools.importer.import_lines`: blank lines are skipped, so the
   i-th stored line gets seq ``first_seq + i``), under the ``membench`` key prefix, deleted
   afterwards;
-* the question is the new message; :func:`litellm_memory_hook.proxy.context.prepare` rebuilds the
+* the question is the new message; :func:`litellm_memory_hook.engine.rebuild.prepare` rebuilds the
   request as the hook does: the recent window (default budget 8000 characters / 40 messages, the
   question included) and the recalled lines (postings read from Redis with
   :meth:`~litellm_memory_hook.store.redis_store.MemoryStore.load`, so the postings cap applies,
@@ -73,9 +73,10 @@ from litellm_memory_hook.core.prompt import (
     build_system_message,
     earlier_line_chars,
 )
-from litellm_memory_hook.proxy.context import ContextOptions, prepare
-from litellm_memory_hook.proxy.identity import Identity
-from litellm_memory_hook.proxy.recall_step import RecallOptions
+from litellm_memory_hook.engine.options import ContextOptions
+from litellm_memory_hook.engine.rebuild import prepare
+from litellm_memory_hook.engine.recall_step import RecallOptions
+from litellm_memory_hook.engine.turn import Identity
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import POSTINGS_CAP, MemoryStore
 from litellm_memory_hook.tools.histories import History, list_locomo_samples, load_locomo

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from benchmarks.options import LOCOMO_CITATION
 from litellm_memory_hook.core.budgets import Budget
-from litellm_memory_hook.proxy.recall_step import RecallOptions
+from litellm_memory_hook.engine.recall_step import RecallOptions
 from litellm_memory_hook.store.redis_store import POSTINGS_CAP
 
 #: recalled lines per request in the fixed mode (docs/design.md#recall).

@@ -17,7 +17,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from litellm_memory_hook.proxy import context as context_module
+from litellm_memory_hook.engine import rebuild as rebuild_module
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store import writes as store_writes_module
@@ -275,6 +275,6 @@ class Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     """A fake clock for the hook's request and reply times (starts at 2025-10-09)."""
     fake = Clock()
-    monkeypatch.setattr(context_module, "time", fake)
+    monkeypatch.setattr(rebuild_module, "time", fake)
     monkeypatch.setattr(store_writes_module, "time", fake)
     yield fake

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from litellm_memory_hook.core.assemble import assemble
 from litellm_memory_hook.core.cache_marks import add_marks
+from litellm_memory_hook.engine.rebuild import _stable_ends
 from litellm_memory_hook.protocols import adapter_for
 from litellm_memory_hook.protocols.anthropic_messages import (
     ANTHROPIC,
@@ -22,9 +23,9 @@ from litellm_memory_hook.protocols.anthropic_messages import (
     count_marks,
     reply_message,
 )
-from litellm_memory_hook.proxy.context import _stable_ends
-from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
+from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.proxy.identity import claude_code_ids
+from litellm_memory_hook.proxy.request_data import METADATA_KEY
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.tools import standin_anthropic

@@ -12,7 +12,8 @@ import pytest
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn
 from litellm_memory_hook.core.stored_messages import message_to_turn
-from litellm_memory_hook.proxy.context import ContextOptions, prepare
+from litellm_memory_hook.engine.options import ContextOptions
+from litellm_memory_hook.engine.rebuild import prepare
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 
@@ -70,17 +71,17 @@ async def test_a_seeding_request_ranks_only_its_newest_older_lines(
     """Indexing a seeding request's own older messages costs ~0.08 ms each on the request path:
     only the newest UNSTORED_RECALL_MAX of those the window leaves out are ranked (a
     10,000-message first request took 0.7 s more without the bound)."""
-    from litellm_memory_hook.proxy import context
+    from litellm_memory_hook.engine import layers
 
     store = MemoryStore(fake_redis, ttl_s=3600)
     keys = ConversationKeys.for_ids(prefix, "master", "u-A", "c2")
     memory = keys.user_keys.memory_set(user_scope("demo"))
     history = _seema_history()
-    monkeypatch.setattr(context, "UNSTORED_RECALL_MAX", 4)
+    monkeypatch.setattr(layers, "UNSTORED_RECALL_MAX", 4)
     prepared = await prepare(store, keys, memory, history, ContextOptions(), now_ms=NOW)
     assert prepared is not None
     assert "Seema lives in Pune" not in json.dumps(prepared.messages)  # too old to be ranked
-    monkeypatch.setattr(context, "UNSTORED_RECALL_MAX", 200)
+    monkeypatch.setattr(layers, "UNSTORED_RECALL_MAX", 200)
     prepared = await prepare(store, keys, memory, history, ContextOptions(), now_ms=NOW)
     assert prepared is not None
     assert "Seema lives in Pune" in json.dumps(prepared.messages)

@@ -13,8 +13,9 @@ from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import plan_turn, plan_with_buffered
 from litellm_memory_hook.core.stored_messages import message_to_turn
-from litellm_memory_hook.proxy.context import ContextOptions, prepare
-from litellm_memory_hook.proxy.recall_step import RecallOptions
+from litellm_memory_hook.engine.options import ContextOptions
+from litellm_memory_hook.engine.rebuild import prepare
+from litellm_memory_hook.engine.recall_step import RecallOptions
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 

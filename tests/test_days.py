@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from litellm_memory_hook.core.days import MAX_DAY_MARKS, day_marks
 from litellm_memory_hook.core.indexing import indexed
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.proxy.context import ContextOptions, prepare
+from litellm_memory_hook.engine.options import ContextOptions
+from litellm_memory_hook.engine.rebuild import prepare
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 

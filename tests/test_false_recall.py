@@ -20,7 +20,8 @@ import redis.asyncio as aioredis
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.proxy.context import ContextOptions, prepare
+from litellm_memory_hook.engine.options import ContextOptions
+from litellm_memory_hook.engine.rebuild import prepare
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 

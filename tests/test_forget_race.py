@@ -292,13 +292,13 @@ async def test_a_request_that_could_not_read_redis_is_refused_after_a_forget(
     target = _target(hook)
     api = MemoryAPI(any_redis, hook.settings)
     await api.forget(target, whole_user=True)  # before the next request: does not refuse it
-    hook._trip_breaker()  # Redis "down": the pre-call runs offline
+    hook.engine.health.trip()  # Redis "down": the pre-call runs offline
     early = await _pre(hook, "said before the second forget", "o1")
     await asyncio.sleep(0.01)
     await api.forget(target, whole_user=True)
     await asyncio.sleep(0.01)  # a request in the forget's own millisecond is refused (safe side)
     later = await _pre(hook, "said after it", "o2")
-    hook._redis_ok()
+    hook.engine.health.ok()
     await _post(hook, early, "noted")
     await _post(hook, later, "noted too")
     await hook.drain()

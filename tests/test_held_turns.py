@@ -1,5 +1,5 @@
 """The turns a request stores are held in the process between its pre-call and post-call
-hooks (proxy/held_turns.py): the record that crosses the model call stays small, whatever the
+hooks (engine/held_turns.py): the record that crosses the model call stays small, whatever the
 history; the bounds drop the oldest, and a write whose turns were dropped stores nothing."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 import redis.asyncio as aioredis
 
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.proxy.held_turns import HeldTurns
-from litellm_memory_hook.proxy.hook import METADATA_KEY
+from litellm_memory_hook.engine.held_turns import HeldTurns
+from litellm_memory_hook.proxy.request_data import METADATA_KEY
 
 from .conftest import Auth, chat_request, make_hook, model_response
 
@@ -59,7 +59,7 @@ async def test_turns_no_longer_held_are_not_stored(fake_redis: aioredis.Redis, p
     hook = make_hook(fake_redis, prefix)
     data = await hook.async_pre_call_hook(Auth(), None, chat_request(), "acompletion")
     assert data is not None
-    hook._held = HeldTurns()  # what a bound does: the entry is gone
+    hook.engine.held = HeldTurns()  # what a bound does: the entry is gone
     await hook.async_post_call_success_hook(data, Auth(), model_response("hi"))
     assert hook.counters["held_lost"] == 1
     from litellm_memory_hook.store.keys import ConversationKeys

@@ -20,7 +20,8 @@ from litellm.types.utils import (
 from litellm_memory_hook.core.assemble import with_rules
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn, stored_text
-from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.proxy.request_data import METADATA_KEY
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
 from litellm_memory_hook.store.redis_store import MemoryStore
 
@@ -814,13 +815,14 @@ async def test_the_alias_rules_hold_when_outage_planning_fails(
     alias's ``system_prompt`` (a review finding: the rules were added after planning)."""
     import time as time_module
 
-    from litellm_memory_hook.proxy import hook as hook_module
+    from litellm_memory_hook.engine import rebuild as rebuild_module
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("planning failed")
 
-    monkeypatch.setattr(hook_module, "plan_with_buffered", broken)
-    hook._redis_down_until = hook._next_probe = time_module.monotonic() + 60  # the breaker is open
+    monkeypatch.setattr(rebuild_module, "plan_with_buffered", broken)
+    health = hook.engine.health
+    health.down_until = health.next_probe = time_module.monotonic() + 60  # the breaker is open
     data = await hook.async_pre_call_hook(
         Auth(), None, chat_request("hi", call_id="o1"), "acompletion"
     )
@@ -1181,7 +1183,7 @@ async def test_a_background_write_that_fails_is_counted(hook: MemoryHook) -> Non
     async def failing() -> None:
         raise RuntimeError("boom")
 
-    hook._spawn(failing())
+    hook.engine.spawn(failing())
     await hook.drain()
     assert hook.counters["postcall_errors"] == 1
 

@@ -18,7 +18,9 @@ from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.models import Turn, copy_json, stored_text
 from litellm_memory_hook.core.recall import scheme
 from litellm_memory_hook.core.stored_messages import message_to_turn
-from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook, _turn_dict
+from litellm_memory_hook.engine.record import RECORD_VERSION, RecordError, TurnRecord
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.proxy.request_data import METADATA_KEY
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
 
 from .conftest import Auth, chat_request, make_hook, model_response
@@ -146,16 +148,6 @@ def _scribble(value: Any) -> None:
         value.append("scribbled")
 
 
-@pytest.mark.parametrize("index", range(len(MESSAGES) + 1))
-def test_turn_dict_is_asdict(index: int) -> None:
-    turn = _turns()[index]
-    fast, slow = _turn_dict(turn), asdict(turn)
-    assert fast == slow and list(fast) == list(slow)
-    assert {k: type(v) for k, v in fast.items()} == {k: type(v) for k, v in slow.items()}
-    if turn.msg:
-        assert fast["msg"] is not turn.msg
-
-
 @given(st.text(max_size=4))
 def test_term_kind_equals_the_unicode_rule(term: str) -> None:
     """The ASCII shortcut of term_kind gives what the regex rule gives, for any string."""
@@ -172,20 +164,40 @@ def test_term_kind_examples(term: str) -> None:
 
 
 def test_signature_checks_the_whole_record(fake_redis: aioredis.Redis) -> None:
-    hook = make_hook(fake_redis, "tsig")
+    signer = make_hook(fake_redis, "tsig").engine.signer
     record: dict[str, Any] = {
         "v": 1,
-        "pending": [_turn_dict(t) for t in _turns()],
+        "pending": [asdict(t) for t in _turns()],
         "layers": {"window": 10},
         "hook_ms": 1.25,
         "big": 2**70,  # orjson refuses it: the json fallback signs it, the same each time
     }
-    sig = hook._sign(record)
-    assert sig == hook._sign(copy.deepcopy(record)) == hook._sign({**record, "sig": "x"})
+    sig = signer.sign(record)
+    assert sig == signer.sign(copy.deepcopy(record)) == signer.sign({**record, "sig": "x"})
     changed = copy.deepcopy(record)
     changed["pending"][0]["text"] = "forged"
-    assert hook._sign(changed) != sig
-    assert hook._sign({**record, "big": 2**70 + 1}) != sig
+    assert signer.sign(changed) != sig
+    assert signer.sign({**record, "big": 2**70 + 1}) != sig
+
+
+async def test_the_record_crosses_the_call_typed_signed_and_versioned(
+    fake_redis: aioredis.Redis,
+) -> None:
+    """The record in the request's metadata is the signed wire form of a TurnRecord: it reads
+    back as the same record, a changed field is not genuine, and a signed record of another
+    version is refused."""
+    hook = make_hook(fake_redis, "trec")
+    out = await hook.async_pre_call_hook(Auth(), None, chat_request(), "acompletion")
+    assert out is not None
+    wire = out["metadata"][METADATA_KEY]
+    record = TurnRecord.from_wire(wire)
+    assert hook.engine.signer.seal(record) == wire and hook.engine.opened(wire) == record
+    assert (record.protocol, record.ref, record.write) == ("chat", "master:u-A:demo", True)
+    assert not hook.engine.signer.genuine({**wire, "cursor": 7})
+    other = {**wire, "v": RECORD_VERSION + 1}
+    other["sig"] = hook.engine.signer.sign(other)
+    with pytest.raises(RecordError):
+        hook.engine.opened(other)
 
 
 async def _exchange(hook: MemoryHook, n: int, **extra: Any) -> dict[str, Any]:

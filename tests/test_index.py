@@ -508,7 +508,7 @@ async def test_recall_benchmark_budget_and_curve(tmp_path: Path, prefix: str) ->
     """The budgeted mode labels its figures ``@budget``; the curve has tuned and plain-idf at
     each point, with medians of recalled and sent characters, and more lines give more cover."""
     from benchmarks.recall import curve_points
-    from litellm_memory_hook.proxy.recall_step import RecallOptions
+    from litellm_memory_hook.engine.recall_step import RecallOptions
 
     histories = load_histories(_tiny_locomo(tmp_path))
     points = curve_points((1, 2), (100, 2000))

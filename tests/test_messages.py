@@ -123,7 +123,7 @@ def test_a_user_part_the_proxy_rejects_makes_the_request_invalid() -> None:
     without a list any part type is valid. The hook reads LiteLLM's own list."""
     from litellm.types.llms.openai import ValidUserMessageContentTypes
 
-    from litellm_memory_hook.proxy.hook import USER_PART_TYPES
+    from litellm_memory_hook.proxy.request_data import USER_PART_TYPES
 
     assert frozenset(ValidUserMessageContentTypes) == USER_PART_TYPES
     types = frozenset({"text", "image_url"})

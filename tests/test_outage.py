@@ -20,7 +20,8 @@ import redis
 import redis.asyncio as aioredis
 
 from litellm_memory_hook.core.models import stored_text
-from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.proxy.request_data import METADATA_KEY
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.keys import ConversationKeys
 

@@ -31,8 +31,8 @@ from redis.exceptions import (
 )
 
 from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.engine.breakers import NodeBreakers
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.proxy.breaker import NodeBreakers
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.errors import RateLimitedLog, RedisFault, classify, detail, explain

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from litellm_memory_hook.proxy.hook import METADATA_KEY, MemoryHook
+from litellm_memory_hook.engine.record import TurnRecord
+from litellm_memory_hook.proxy.hook import MemoryHook
+from litellm_memory_hook.proxy.request_data import METADATA_KEY
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.client import node_of
 from litellm_memory_hook.store.keys import ConversationKeys
@@ -62,18 +64,18 @@ async def test_a_probe_waits_one_timeout_not_two(server: RedisServer, prefix: st
             Auth(), None, chat_request(f"turn {i}", user=user, call_id=f"c{i}"), "acompletion"
         )
         assert data is not None
-        records.append(data["metadata"][METADATA_KEY])
+        records.append(TurnRecord.from_wire(data["metadata"][METADATA_KEY]))
     assert server.process is not None
     os.kill(server.process.pid, signal.SIGSTOP)
     started = time.monotonic()
-    await hook._commit(records[0], {"role": "assistant", "content": "re 0"}, "c0")
+    await hook.engine.commit(records[0], {"role": "assistant", "content": "re 0"}, "c0")
     first = time.monotonic() - started
     assert hook.counters["breaker_trips"] == 1
     await asyncio.sleep(0.55)  # the breaker's next probe is due
     keys = ConversationKeys.for_ids(prefix, "master", "u-B", "demo")
-    assert hook._probing(keys)
+    assert hook.engine.health.probing(keys)
     started = time.monotonic()
-    await hook._commit(records[1], {"role": "assistant", "content": "re 1"}, "c1")
+    await hook.engine.commit(records[1], {"role": "assistant", "content": "re 1"}, "c1")
     probe = time.monotonic() - started
     assert first >= 2 * TIMEOUT_S * 0.9
     assert TIMEOUT_S * 0.9 <= probe < 1.5 * TIMEOUT_S, probe
@@ -130,20 +132,22 @@ async def test_a_failed_primary_turns_memory_off_for_its_users_only(
     assert data is not None
     cluster.servers[1].kill()
     # the write path (the pre-call still trips the whole client: it names no keys yet)
-    await hook._commit(
-        data["metadata"][METADATA_KEY], {"role": "assistant", "content": "ok"}, "dead-1"
-    )
+    record = TurnRecord.from_wire(data["metadata"][METADATA_KEY])
+    await hook.engine.commit(record, {"role": "assistant", "content": "ok"}, "dead-1")
     for user in healthy:
         data = await hook.async_pre_call_hook(
             Auth(), None, chat_request("again", user=user, call_id=f"{user}-1"), "acompletion"
         )
         assert data is not None
         await hook.async_post_call_success_hook(data, Auth(), model_response("ok"))
-    assert dead in hook._breakers.open_nodes() and hook._breakers.open_nodes() == [dead]
-    assert hook._redis_down_until == 0.0  # the whole client's breaker stays closed
+    assert (
+        dead in hook.engine.health.nodes.open_nodes()
+        and hook.engine.health.nodes.open_nodes() == [dead]
+    )
+    assert hook.engine.health.down_until == 0.0  # the whole client's breaker stays closed
     for user in healthy:
         keys = ConversationKeys.for_ids(prefix, "master", user, "demo")
-        assert not hook._breaker_open(keys)
+        assert not hook.engine.health.open(keys)
         assert await hook.store.count_turns(keys) == 4, user
     assert hook.counters["breaker_passthrough"] == 0 and hook.counters["precall_errors"] == 0
     writes = [item for item in hook.buffer._items if item.schedule_at is None]
@@ -195,9 +199,9 @@ async def test_the_due_sets_node_failing_leaves_other_users_memory_and_turns(
         await hook.async_post_call_success_hook(data, Auth(), model_response("ok"))
     for user in healthy:  # stored at once, memory on
         keys = ConversationKeys.for_ids(prefix, "master", user, "demo")
-        assert not hook._breaker_open(keys)
+        assert not hook.engine.health.open(keys)
         assert await hook.store.count_turns(keys) == 4, user
-    assert hook._breakers.open_nodes() == [dead]
+    assert hook.engine.health.nodes.open_nodes() == [dead]
     assert hook.counters["breaker_passthrough"] == 0 and hook.counters["writes_lost"] == 0
     waiting = list(hook.buffer._items)
     assert all(item.schedule_at is not None for item in waiting)

@@ -19,8 +19,9 @@ import redis
 import yaml
 
 from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.engine.memory_engine import RECONNECT_OPTIONS
 from litellm_memory_hook.errors import ConfigError
-from litellm_memory_hook.proxy.hook import RECONNECT_OPTIONS, MemoryHook
+from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import MemorySettings, load_settings
 from litellm_memory_hook.store.client import client_for_settings, master_address
 from litellm_memory_hook.store.keys import ConversationKeys

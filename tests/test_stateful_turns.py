@@ -6,7 +6,7 @@ sequences of client actions, and after every request compares the turns read bac
 (``ZRANGE`` of the conversation's turns key) with a reference model, and what the model received
 with what the client sent.
 
-Time is a fake clock (``time.time`` as read by :mod:`litellm_memory_hook.proxy.context`, the
+Time is a fake clock (``time.time`` as read by :mod:`litellm_memory_hook.engine.rebuild`, the
 request time, and by :func:`litellm_memory_hook.store.writes.now_ms`, the reply's time):
 a request starts at the clock's time and its reply is stored ``STEP_MS`` later; the ``wait``
 and ``pause`` actions move the clock (1, 4, 6, 10, 60 or 400 s), so the 5 s grace and the 300 s
@@ -106,7 +106,7 @@ from hypothesis.stateful import (
 from litellm.types.utils import ModelResponse
 
 from litellm_memory_hook.core.models import stored_text
-from litellm_memory_hook.proxy import context as context_module
+from litellm_memory_hook.engine import rebuild as rebuild_module
 from litellm_memory_hook.store import writes as store_writes_module
 from litellm_memory_hook.store.keys import ConversationKeys
 
@@ -266,8 +266,8 @@ class TurnsMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.clock = FakeClock(1_760_000_000_000)
-        self._saved = (context_module.time, store_writes_module.time)
-        context_module.time = self.clock  # type: ignore[assignment]
+        self._saved = (rebuild_module.time, store_writes_module.time)
+        rebuild_module.time = self.clock  # type: ignore[assignment]
         store_writes_module.time = self.clock  # type: ignore[assignment]
         self.redis = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
         self.prefix = "st" + uuid.uuid4().hex[:8]
@@ -288,7 +288,7 @@ class TurnsMachine(RuleBasedStateMachine):
             self.loop.run_until_complete(self.redis.aclose())
             self.loop.close()
         finally:
-            context_module.time, store_writes_module.time = self._saved  # type: ignore[assignment]
+            rebuild_module.time, store_writes_module.time = self._saved  # type: ignore[assignment]
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -156,12 +156,12 @@ async def test_preview_shows_the_turns_waiting_in_the_outage_buffer(
         await write(item)
 
     hook.buffer._write = held
-    hook._trip_breaker()  # the write goes to the buffer, as when Redis is down
+    hook.engine.health.trip()  # the write goes to the buffer, as when Redis is down
     data = chat_request("I moved to Goa.", user="alice", call_id="b1")
     data = await hook.async_pre_call_hook(Auth(), None, data, "acompletion") or data
     await hook.async_post_call_success_hook(data, Auth(), model_response("Goa is lovely."))
     assert len(hook.buffer) == 1
-    hook._redis_ok()
+    hook.engine.health.ok()
     params = {**Q, "message": "Where do I live?"}
     body = (await http.get("/memory/v1/preview", params=params)).json()
     window = [m["text"] for m in body["messages"] if m["role"] != "system"]

@@ -7,18 +7,26 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
-from litellm_memory_hook.proxy.write_buffer import PendingWrite, WriteBuffer
+from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.engine.record import TurnRecord
+from litellm_memory_hook.engine.write_buffer import PendingWrite, WriteBuffer
 
 
 def _write(ref: str, first_role: str, name: str) -> PendingWrite:
-    record: dict[str, Any] = {
-        "prefix": "mem",
-        "ref": ref,
-        "pending": [{"role": first_role, "text": name}],
-    }
-    return PendingWrite(record, {"role": "assistant", "content": name}, call_id=name)
+    record = TurnRecord(
+        protocol="chat",
+        prefix="mem",
+        ref=ref,
+        meta={},
+        memory_scope="",
+        flush=False,
+        extract=True,
+        write=True,
+        held="",
+    )
+    pending = (Turn(role=first_role, text=name, ts_ms=0),)
+    return PendingWrite(record, {"role": "assistant", "content": name}, name, pending=pending)
 
 
 def _buffer(

@@ -20,7 +20,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from litellm_memory_hook.core.models import stored_text
-from litellm_memory_hook.proxy import hook as hook_module
+from litellm_memory_hook.engine import commit as commit_module
 from litellm_memory_hook.slices import PAUSE_YIELDS, SLICE_S, Slicer, map_sliced, pause
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
@@ -117,8 +117,7 @@ async def test_a_whole_history_write_never_holds_the_loop_for_long(
     }
     out = await hook.async_pre_call_hook(Auth(), None, data, "acompletion")
     assert out is not None
-    monkeypatch.setattr(hook_module, "_turn_from_dict", _costing(hook_module._turn_from_dict, 1e-3))
-    monkeypatch.setattr(hook_module, "indexed", _costing(hook_module.indexed, 1e-3))
+    monkeypatch.setattr(commit_module, "indexed", _costing(commit_module.indexed, 1e-3))
     monkeypatch.setattr(MemoryStore, "_bounded", _costing(MemoryStore._bounded, 1e-3))
     chunks: list[float] = []
     done = False

@@ -29,12 +29,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from litellm_memory_hook.engine.turn import Identity
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
-    MemoryKeys,
     conversation_scope,
     is_usable_user_id,
     normalize_user_id,
@@ -54,31 +53,6 @@ _CLAUDE_CODE_ID = re.compile(
     r"_session_(?P<session>[0-9a-zA-Z-]+)"
 )
 _CLAUDE_CODE_KEYS = frozenset({"device_id", "account_uuid", "session_id"})
-
-
-@dataclass(frozen=True)
-class Identity:
-    """The raw ids of a request, its conversation's keys and its memory set's keys."""
-
-    tenant: str
-    user: str
-    conversation: str
-    namespace: str
-    keys: ConversationKeys
-    memory: MemoryKeys
-    alias: str = ""
-
-    def meta_fields(self) -> dict[str, str]:
-        """Raw ids kept in the conversation's meta hash (set once, on the first write): the
-        extraction worker reads the alias and the memory scope from there."""
-        return {
-            "tenant": self.tenant,
-            "user": self.user,
-            "conversation": self.conversation,
-            "namespace": self.namespace,
-            "alias": self.alias,
-            "mscope": self.memory.scope,
-        }
 
 
 #: the forms :func:`tenant_from_auth` gives: no other tenant can own a key.

@@ -39,7 +39,7 @@ sends it as ``Authorization: Bearer``. Everything users or the model wrote is pu
 as text (``textContent``), never as HTML, and the page's Content-Security-Policy allows only its
 own script and style (no inline script, no other origin).
 
-The preview runs :func:`litellm_memory_hook.proxy.context.prepare`, the function the hook runs
+The preview runs :func:`litellm_memory_hook.engine.rebuild.prepare`, the function the hook runs
 for every request, with the alias's options: its reads are the hook's reads and it writes
 nothing (no turn, no TTL refresh, no due time).
 
@@ -69,9 +69,10 @@ from redis.exceptions import RedisError
 
 from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.engine.options import ContextOptions
+from litellm_memory_hook.engine.rebuild import prepare
 from litellm_memory_hook.errors import ConfigError, StoreError
 from litellm_memory_hook.memory_api import MemoryInputError, MemoryTarget
-from litellm_memory_hook.proxy.context import ContextOptions, prepare
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.proxy.identity import MASTER_KEY_TOKEN
 from litellm_memory_hook.proxy.metrics import HookMetrics
@@ -358,7 +359,7 @@ async def preview(
         store = hook.store
         options = ContextOptions.for_alias(hook.settings, alias)
         # the turns this proxy holds for it while Redis refuses writes: the next request has them
-        buffered, superseded = hook.buffered_turns(target.conversation)
+        buffered, superseded = hook.engine.buffered_turns(target.conversation)
         prepared = await prepare(
             store,
             target.conversation,

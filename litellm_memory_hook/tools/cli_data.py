@@ -68,7 +68,8 @@ def show_command(
     data_dir: DataDirOption = Path(".litellm-memory"),
 ) -> None:
     """Show what the model would receive next, layer by layer."""
-    from litellm_memory_hook.proxy.context import ContextOptions, prepare
+    from litellm_memory_hook.engine.options import ContextOptions
+    from litellm_memory_hook.engine.rebuild import prepare
     from litellm_memory_hook.store.redis_store import MemoryStore
 
     proxy_config = command_config(config, data_dir)

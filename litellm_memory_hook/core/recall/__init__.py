@@ -32,7 +32,7 @@ Terms:
     inflections (paint / painting). Weight 0.5. In English the skeleton also joins different
     words (parrot / party, team / time): :func:`sound_alike` tells a spelling or form of one
     word from another word, and recall (:class:`SoundAlikes`, used by
-    :mod:`litellm_memory_hook.proxy.recall_step`) and :func:`rank_texts` take the weight of such
+    :mod:`litellm_memory_hook.engine.recall_step`) and :func:`rank_texts` take the weight of such
     a false key off again. In romanised Hindi (a query or line holding a Hinglish marker word)
     two words that are neither English words nor names meet on the key alone (rehti / rahti);
     English words are checked there too (party / parrot in "Kal raat dost ki party thi").
@@ -56,7 +56,7 @@ Terms:
     first, then the day's other lines, those with more content words first
     (:func:`date_led_order`, :func:`content_words`; lines under ``MIN_CONTENT_WORDS`` that no
     word matched, greetings and one-word replies, left out while others remain), at most
-    ``DATE_LED_K_MAX`` of them (:mod:`litellm_memory_hook.proxy.recall_step`).
+    ``DATE_LED_K_MAX`` of them (:mod:`litellm_memory_hook.engine.recall_step`).
 
 Every key and weight was kept because it raised evidence cover in ``bench/recall_quality.py`` or
 ``litellm-memory bench recall`` (LoCoMo, Maharana et al., ACL 2024, and the project's

@@ -1,4 +1,4 @@
-"""The outage buffer: turns that could not be written wait in the proxy, per conversation.
+"""The outage buffer: turns that could not be written wait in the process, per conversation.
 
 When a write fails (Redis down, a timeout, the breaker open, or Redis refusing it), the turn goes
 into a bounded in-process queue; one background task writes the queue out, oldest first, as soon
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.engine.record import TurnRecord
 from litellm_memory_hook.store.errors import (
     RateLimitedLog,
     RedisFault,
@@ -60,13 +61,13 @@ REFUSED_RETRY_S = 30.0
 
 @dataclass
 class PendingWrite:
-    """One turn waiting to be written: the signed record, the reply, the call id.
+    """One turn waiting to be written: its record, the reply, the call id, the turns.
 
     ``answered_ms`` (epoch ms) is when the reply came, the time its turn is stored with however
     late the buffer writes it; ``queued_at`` (monotonic seconds) ages the item.
     """
 
-    record: dict[str, Any]
+    record: TurnRecord
     reply: dict[str, Any] | None
     call_id: str
     partial: bool = False
@@ -74,10 +75,10 @@ class PendingWrite:
     answered_ms: int = field(default_factory=now_ms)
     #: the kind of the write's last failure (``None``: it has not failed in the buffer yet)
     failure: RedisFault | None = None
-    #: the turns to store and the stored ones they replace, held in this process
-    #: (:mod:`.held_turns`); ``None``: the record carries them as dicts
-    pending: tuple[Turn, ...] | None = None
-    replace: tuple[Turn, ...] | None = None
+    #: the turns to store and the stored ones they replace (held in the process until the
+    #: post-call step: :mod:`.held_turns`)
+    pending: tuple[Turn, ...] = ()
+    replace: tuple[Turn, ...] = ()
     #: set on a schedule-only item: the turns are stored, the conversation's extraction
     #: schedule (epoch ms it is due, never moved later) waits for the due set's Redis node
     schedule_at: int | None = None
@@ -85,7 +86,7 @@ class PendingWrite:
     @property
     def conversation(self) -> tuple[str, str]:
         """``(key prefix, conversation ref)`` of the write."""
-        return str(self.record.get("prefix")), str(self.record.get("ref"))
+        return self.record.conversation
 
     @property
     def lane(self) -> tuple[str, str, bool]:
@@ -97,11 +98,7 @@ class PendingWrite:
     def goes_on_exchange(self) -> bool:
         """True when the write starts with tool results: they answer a call that an earlier
         write of the conversation holds (or Redis does), so they mean nothing without it."""
-        if self.pending is not None:
-            return bool(self.pending) and self.pending[0].role == "tool"
-        pending = self.record.get("pending") or ()
-        first = pending[0] if pending else None
-        return isinstance(first, dict) and first.get("role") == "tool"
+        return bool(self.pending) and self.pending[0].role == "tool"
 
 
 class WriteBuffer:

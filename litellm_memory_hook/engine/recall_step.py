@@ -1,6 +1,6 @@
 """Recall of older lines for one request: the I/O around :mod:`litellm_memory_hook.core.recall`.
 
-:func:`prepare <litellm_memory_hook.proxy.context.prepare>` reads the conversation and the
+:func:`prepare <litellm_memory_hook.engine.rebuild.prepare>` reads the conversation and the
 postings of the new message's terms in one round trip (:meth:`MemoryStore.load`, given
 :func:`recall_query`); :func:`recall_lines` then ranks, fetches and chooses the lines:
 
