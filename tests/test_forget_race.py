@@ -200,7 +200,7 @@ async def test_turns_in_another_processs_buffer_are_refused_after_a_forget(
     client = aioredis.from_url(server.url)
     try:
         await _post(hook, await _pre(hook, "a secret said while Redis was full", "f1"), "ok")
-        assert len(hook.buffer) == 1
+        assert len(hook.engine.buffer) == 1
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             admin.hset("probe", "a", "b")  # full: writes are refused
         await client.ping()  # its connection's memory counted before the limit is set again
@@ -231,12 +231,12 @@ async def test_a_forget_that_fails_gives_the_buffered_turns_back(
     await _post(hook, await _pre(hook, "before", "g0"), "ok")
     server.stop()
     await _post(hook, await _pre(hook, "said while Redis was down", "g1"), "noted")
-    assert len(hook.buffer) == 1
+    assert len(hook.engine.buffer) == 1
     target = _target(hook)
     with pytest.raises(StoreError):
         async with hook.forgetting(target.conversation, whole_user=True):
             await MemoryAPI(hook.store.redis, hook.settings).forget(target, whole_user=True)
-    assert len(hook.buffer) == 1 and hook.counters["writes_forgotten"] == 0
+    assert len(hook.engine.buffer) == 1 and hook.counters["writes_forgotten"] == 0
     server.start()
     await hook.drain()
     client = aioredis.from_url(server.url)
@@ -267,7 +267,7 @@ async def test_a_forget_on_a_redis_too_full_for_its_token_still_refuses_the_buff
     admin.config_set("maxmemory", 1)
     try:
         await _post(hook, await _pre(hook, "my PIN is 4321", "h1"), "noted")
-        assert len(hook.buffer) == 1
+        assert len(hook.engine.buffer) == 1
         target = _target(hook, conversation=None if whole_user else "demo")
         await MemoryAPI(client, hook.settings).forget(target, whole_user=whole_user)
         if not whole_user:  # its field could not be set anew: it was deleted
@@ -383,7 +383,7 @@ async def test_a_conversation_forget_on_a_full_redis_refuses_a_new_conversations
     try:
         new = await _pre(hook, "my bank pin is 9876", "k1", metadata={"conversation_id": "c2"})
         await _post(hook, new, "noted")
-        assert len(hook.buffer) == 1
+        assert len(hook.engine.buffer) == 1
         target = _target(hook, conversation="c2")
         await MemoryAPI(client, hook.settings).forget(target, whole_user=False)
     finally:

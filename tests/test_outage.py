@@ -107,7 +107,7 @@ async def test_turns_answered_during_an_outage_are_written_when_redis_is_back(
         data = await _turn(hook, f"during {i}", f"d{i}")
         # the time the request spent in the hook, the failed try included (was 0.0 offline)
         assert data["metadata"][METADATA_KEY]["hook_ms"] > 0.0
-    assert len(hook.buffer) >= 1
+    assert len(hook.engine.buffer) >= 1
     server.start()
     back = time.monotonic()
     with_memory = None
@@ -212,7 +212,7 @@ async def test_the_buffer_is_bounded(prefix: str) -> None:
     )
     for i in range(5):
         await _turn(hook, f"lost {i}", f"l{i}")
-    assert len(hook.buffer) == 2 and hook.counters["writes_lost"] == 3
+    assert len(hook.engine.buffer) == 2 and hook.counters["writes_lost"] == 3
     redis_client: aioredis.Redis = hook.store.redis
     await redis_client.aclose()
 
@@ -326,7 +326,7 @@ async def test_tool_results_sent_alone_while_redis_refuses_writes(
             Auth(), None, chat_request("Weather in Pune and Goa?", call_id="q1"), "acompletion"
         )
         await hook.async_post_call_success_hook(data, Auth(), _tool_call_response("call_1"))
-        assert len(hook.buffer) == 1
+        assert len(hook.engine.buffer) == 1
         replies = [_tool_call_response("call_2"), model_response("Pune 31C, Goa 28C.")]
         for step, (result, reply) in enumerate(zip(("31C", "28C"), replies, strict=True), 1):
             body = chat_request("", call_id=f"r{step}")
@@ -465,7 +465,7 @@ async def test_a_forget_drops_the_users_turns_waiting_in_the_outage_buffer(
         await _turn(hook, "a secret said while Redis was full", "f1")
         data = await hook.async_pre_call_hook(Auth(), None, other, "acompletion")
         await hook.async_post_call_success_hook(data, Auth(), model_response("ok"))
-        assert len(hook.buffer) == 2
+        assert len(hook.engine.buffer) == 2
         keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
         async with hook.forgetting(keys, whole_user=True) as taken:
             assert len(taken) == 1

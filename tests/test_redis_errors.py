@@ -227,7 +227,7 @@ async def test_a_user_without_scripting_gets_one_clear_line_and_no_turn_is_lost(
     assert _lines(caplog, "Redis is unreachable") == []
     # each conversation's oldest write was tried and refused; the others wait behind it
     assert hook.counters["writes_set_aside"] == 4 == hook.counters["writes_set_aside_noperm"]
-    assert len(hook.buffer) == 8 and hook.buffer.set_aside == 4
+    assert len(hook.engine.buffer) == 8 and hook.engine.buffer.set_aside == 4
     assert hook.counters["writes_lost"] == 0 and hook.counters["breaker_trips"] == 0
     refusals = {
         sample.labels["kind"]: sample.value
@@ -240,7 +240,7 @@ async def test_a_user_without_scripting_gets_one_clear_line_and_no_turn_is_lost(
     assert refusals["oom"] == 0
 
     set_acl_rules(server, "memhook", "+@scripting")
-    await _until(lambda: len(hook.buffer) == 0, 5)
+    await _until(lambda: len(hook.engine.buffer) == 0, 5)
     for user in USERS:
         assert _texts(server, prefix, user) == [
             f"{user} says hello, round 0",
@@ -263,7 +263,7 @@ async def test_refused_writes_past_their_age_are_counted_and_said_by_kind(
     hook = _hook(url, prefix, refused_write_retry_s=0.1, write_buffer_max_age_s=0.6)
     for user in USERS[:2]:
         await _turn(hook, user, f"{user} wrote this", f"{user}-a")
-    await _until(lambda: len(hook.buffer) == 0, 5)
+    await _until(lambda: len(hook.engine.buffer) == 0, 5)
     assert hook.counters["writes_lost"] == 2 == hook.counters["writes_lost_noperm"]
     dropped = _lines(caplog, "last failure: noperm")
     assert len(dropped) == 2 and all("for Redis" in line for line in dropped)
@@ -286,7 +286,7 @@ async def test_a_user_without_the_due_set_stores_every_turn(
     for user in USERS:
         assert _texts(server, prefix, user) == [f"{user} likes tea", f"re: {user} likes tea"]
     assert hook.counters["followup_refused"] == 4 == hook.counters["redis_refused_noperm"]
-    assert len(hook.buffer) == 0 and hook.counters["write_failures"] == 0
+    assert len(hook.engine.buffer) == 0 and hook.counters["write_failures"] == 0
     said = _lines(caplog, "scheduling their extraction failed")
     assert len(said) == 1 and "no permissions" in said[0]
     await hook.store.redis.aclose()
@@ -312,7 +312,7 @@ async def test_readonly_after_a_failover_reconnects_and_keeps_the_turn(
         admin.replicaof("127.0.0.1", other.port)  # demoted: writes answer READONLY
         await hook.async_post_call_success_hook(data, Auth(), model_response("kept"))
         assert hook.counters["redis_readonly_reconnects"] >= 1
-        assert hook.counters["write_failures_readonly"] == 1 and len(hook.buffer) == 1
+        assert hook.counters["write_failures_readonly"] == 1 and len(hook.engine.buffer) == 1
         assert hook.counters["breaker_trips"] == 0 and hook.counters["writes_set_aside"] == 0
         admin.replicaof("NO", "ONE")  # promoted again
         await hook.drain()

@@ -79,7 +79,7 @@ async def test_a_probe_waits_one_timeout_not_two(server: RedisServer, prefix: st
     probe = time.monotonic() - started
     assert first >= 2 * TIMEOUT_S * 0.9
     assert TIMEOUT_S * 0.9 <= probe < 1.5 * TIMEOUT_S, probe
-    assert len(hook.buffer) == 2 and hook.counters["writes_lost"] == 0
+    assert len(hook.engine.buffer) == 2 and hook.counters["writes_lost"] == 0
     os.kill(server.process.pid, signal.SIGCONT)
     await hook.drain()
     for user in ("u-A", "u-B"):  # both kept and written
@@ -150,7 +150,7 @@ async def test_a_failed_primary_turns_memory_off_for_its_users_only(
         assert not hook.engine.health.open(keys)
         assert await hook.store.count_turns(keys) == 4, user
     assert hook.counters["breaker_passthrough"] == 0 and hook.counters["precall_errors"] == 0
-    writes = [item for item in hook.buffer._items if item.schedule_at is None]
+    writes = [item for item in hook.engine.buffer._items if item.schedule_at is None]
     assert len(writes) == 1 and hook.counters["writes_lost"] == 0
     await hook.store.redis.aclose()
 
@@ -203,14 +203,14 @@ async def test_the_due_sets_node_failing_leaves_other_users_memory_and_turns(
         assert await hook.store.count_turns(keys) == 4, user
     assert hook.engine.health.nodes.open_nodes() == [dead]
     assert hook.counters["breaker_passthrough"] == 0 and hook.counters["writes_lost"] == 0
-    waiting = list(hook.buffer._items)
+    waiting = list(hook.engine.buffer._items)
     assert all(item.schedule_at is not None for item in waiting)
     assert sorted(item.conversation[1] for item in waiting) == sorted(
         ConversationKeys.for_ids(prefix, "master", u, "demo").ref for u in healthy
     )
     cluster.servers[1].start()  # back on its folder: same node id, same slots
-    await hook.buffer.drain(timeout_s=60)
-    assert len(hook.buffer) == 0
+    await hook.engine.buffer.drain(timeout_s=60)
+    assert len(hook.engine.buffer) == 0
     for user in healthy:
         keys = ConversationKeys.for_ids(prefix, "master", user, "demo")
         assert await hook.queue.due_time(keys) is not None, user

@@ -140,7 +140,7 @@ async def test_a_killed_master_loses_no_acknowledged_turn(
     assert written > before_kill
     # the kill was felt: requests went on without memory and turns waited in the buffer
     assert hook.counters["breaker_trips"] >= 1 and hook.counters["write_retried_ok"] >= 1
-    assert hook.counters["writes_lost"] == 0 and len(hook.buffer) == 0
+    assert hook.counters["writes_lost"] == 0 and len(hook.engine.buffer) == 0
     for user in USERS:
         stored = _stored(new_port, prefix, user)
         seqs = [turn["seq"] for turn in stored]

@@ -149,18 +149,18 @@ async def test_preview_shows_the_turns_waiting_in_the_outage_buffer(
     it out, though the page promises the next request exactly as the model receives it)."""
     await chat(hook, "My cat is called Miso.")
     gate = asyncio.Event()
-    write = hook.buffer._write
+    write = hook.engine.buffer._write
 
     async def held(item: Any) -> None:  # Redis still refuses it
         await gate.wait()
         await write(item)
 
-    hook.buffer._write = held
+    hook.engine.buffer._write = held
     hook.engine.health.trip()  # the write goes to the buffer, as when Redis is down
     data = chat_request("I moved to Goa.", user="alice", call_id="b1")
     data = await hook.async_pre_call_hook(Auth(), None, data, "acompletion") or data
     await hook.async_post_call_success_hook(data, Auth(), model_response("Goa is lovely."))
-    assert len(hook.buffer) == 1
+    assert len(hook.engine.buffer) == 1
     hook.engine.health.ok()
     params = {**Q, "message": "Where do I live?"}
     body = (await http.get("/memory/v1/preview", params=params)).json()

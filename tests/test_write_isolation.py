@@ -54,7 +54,7 @@ async def test_one_poisoned_key_leaves_every_other_users_writes_stored(
     await hook.drain()  # returns with only set-aside writes left
     stored = [await _texts(real_redis, prefix, user) for user in others]
     assert stored == [[f"{user} here", f"re: {user} here"] for user in others]
-    assert len(hook.buffer) == 2 and hook.buffer.set_aside == 1
+    assert len(hook.engine.buffer) == 2 and hook.engine.buffer.set_aside == 1
     # refused: its two reads (the requests went on without memory) and its first write
     assert hook.counters["redis_refused_wrongtype"] == 3
     assert hook.counters["writes_set_aside_wrongtype"] == 1

@@ -1,11 +1,11 @@
-"""The turns a request will store, held in this process from its pre-call hook to its post-call
-hook. The signed record that crosses the model call (in the request's metadata) names them by
+"""The turns a request will store, held in this process from its pre-call step to its post-call
+step. The signed record that crosses the model call (in the request's metadata) names them by
 a token instead of carrying them: LiteLLM copies and logs request metadata, and a whole
 history's record was megabytes, serialised and signed twice on the event loop.
 
 Bounded: at most ``max_items`` entries and ``max_chars`` characters of turn text, each for at
 most ``max_age_s`` (a request whose post-call hook never runs, a model call that failed, ages
-out); the oldest go first, counted by the hook as ``held_dropped``.
+out); the oldest go first, counted as ``held_dropped``.
 """
 
 from __future__ import annotations

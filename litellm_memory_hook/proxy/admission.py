@@ -1,5 +1,6 @@
 """Whether a request to a memory-enabled alias gets memory, and the turn the engine rebuilds
-for it (:func:`admit`), decided before Redis is read.
+for it (:func:`admit`), decided before Redis is read. A request the hook cannot read, or an
+extraction job's own call, is not read at all (:func:`unread`).
 
 A request gets no memory when it asks for none (``metadata.memory_mode: off``), is a
 frontend's side request (a title, tags), or has no tenant or no usable user id; its messages
@@ -16,15 +17,17 @@ from collections import Counter
 from typing import Any
 
 from litellm_memory_hook.core.controls import effective_mode, read_controls
+from litellm_memory_hook.core.messages import is_valid_request
 from litellm_memory_hook.core.side_requests import side_request_pattern, temporary_pattern
 from litellm_memory_hook.engine.options import ContextOptions
 from litellm_memory_hook.engine.turn import TurnRequest
 from litellm_memory_hook.errors import MemoryHookError
+from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.protocols import ProtocolAdapter, responses
 from litellm_memory_hook.protocols.chat import CHAT
 from litellm_memory_hook.proxy.aliases import AliasInfo
 from litellm_memory_hook.proxy.identity import identify, tenant_from_auth
-from litellm_memory_hook.proxy.request_data import request_metadata
+from litellm_memory_hook.proxy.request_data import USER_PART_TYPES, request_metadata
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
 
 logger = logging.getLogger("litellm_memory_hook")
@@ -32,6 +35,19 @@ logger = logging.getLogger("litellm_memory_hook")
 
 class MemoryRequiredError(MemoryHookError):
     """An alias that requires memory got a request without a usable user id."""
+
+
+def unread(view: dict[str, Any] | None, counters: Counter[str]) -> str | None:
+    """The outcome of a request the hook does not read (counted), ``None`` for one it reads:
+    a shape it cannot read (``invalid_request``: the proxy judges it as the client sent it), an
+    extraction job's own call (``extraction``)."""
+    if view is not None and is_extraction_call(view.get("messages")):
+        counters["extraction_calls_passed"] += 1
+        return "extraction"
+    if view is None or not is_valid_request(view.get("messages"), USER_PART_TYPES):
+        counters["invalid_passthrough"] += 1
+        return "invalid_request"
+    return None
 
 
 def admit(

@@ -37,22 +37,19 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm_memory_hook.core import recall
 from litellm_memory_hook.core.assemble import with_rules
 from litellm_memory_hook.core.controls import ControlError
-from litellm_memory_hook.core.messages import is_valid_request
 from litellm_memory_hook.engine.memory_engine import RECONNECT_OPTIONS, MemoryEngine
 from litellm_memory_hook.engine.record import TurnRecord
-from litellm_memory_hook.engine.write_buffer import PendingWrite, WriteBuffer
+from litellm_memory_hook.engine.write_buffer import PendingWrite
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.extraction.client import ExtractionModel, RouterModel
-from litellm_memory_hook.extraction.prompt import is_extraction_call
 from litellm_memory_hook.extraction.worker import ExtractionWorker
 from litellm_memory_hook.protocols import ProtocolAdapter, adapter_for, adapter_named, responses
-from litellm_memory_hook.proxy.admission import MemoryRequiredError, admit
+from litellm_memory_hook.proxy.admission import MemoryRequiredError, admit, unread
 from litellm_memory_hook.proxy.aliases import AliasInfo
 from litellm_memory_hook.proxy.metrics import HookMetrics, MetricsPublisher, log_event
-from litellm_memory_hook.proxy.outcomes import OUTCOME_HEADER, read_outcome, set_outcome
+from litellm_memory_hook.proxy.outcomes import OUTCOME_HEADER, note_outcome, read_outcome
 from litellm_memory_hook.proxy.request_data import (
     METADATA_KEY,
-    USER_PART_TYPES,
     debug_requested,
     drop_client_record,
     raw_record,
@@ -129,11 +126,6 @@ class MemoryHook(CustomLogger):
         """The extraction schedule (due set, leases, counters) on the same Redis."""
         return self.engine.queue
 
-    @property
-    def buffer(self) -> WriteBuffer:
-        """The outage buffer of this process."""
-        return self.engine.buffer
-
     def forgetting(
         self, keys: ConversationKeys, *, whole_user: bool
     ) -> contextlib.AbstractAsyncContextManager[list[PendingWrite]]:
@@ -177,8 +169,8 @@ class MemoryHook(CustomLogger):
             self._worker.wake()
 
     def ensure_metrics_publisher(self) -> None:
-        """Start publishing this process's metric snapshot to Redis once, so that a scrape
-        answered by any process renders every process's series; :meth:`shutdown` stops it.
+        """Start publishing this process's metrics to Redis once (a scrape answered by any
+        process renders every process's series); :meth:`shutdown` stops it.
 
         Raises:
             ConfigError: the settings are invalid (there is no store to publish to).
@@ -235,9 +227,9 @@ class MemoryHook(CustomLogger):
             if alias is None:
                 return data
             view = adapter.view(data)
-            passed = self._not_rebuilt(view)
+            passed = unread(view, self.counters)
             if passed is not None:
-                self._outcome(data, field, passed)
+                note_outcome(self.counters, data, field, passed)
                 return data  # the proxy judges it as the client sent it
             assert view is not None
             self.ensure_worker()
@@ -250,30 +242,19 @@ class MemoryHook(CustomLogger):
 
             no_user = isinstance(exc, MemoryRequiredError)
             self.counters["rejected_no_user" if no_user else "rejected_controls"] += 1
-            self._outcome(data, field, "no_user" if no_user else "invalid_request")
+            note_outcome(self.counters, data, field, "no_user" if no_user else "invalid_request")
             raise HTTPException(status_code=400, detail=str(exc)) from exc
         except ConfigError as exc:
             self.counters["config_errors"] += 1
-            self._outcome(data, field, "config_error")
+            note_outcome(self.counters, data, field, "config_error")
             logger.error("memory hook: bad configuration for %r: %s", data.get("model"), exc)
             log_event("fail_open", logging.WARNING, reason="config", model=str(data.get("model")))
         except Exception:
             self.counters["precall_errors"] += 1
-            self._outcome(data, field, "error")
+            note_outcome(self.counters, data, field, "error")
             logger.exception("memory hook: pre-call failed; passing the request through")
             log_event("fail_open", logging.WARNING, reason="error", model=str(data.get("model")))
         return data
-
-    def _not_rebuilt(self, view: dict[str, Any] | None) -> str | None:
-        """The outcome of a request the hook does not read (counted), ``None`` for one it
-        rebuilds: a shape it cannot read, an extraction job's own call."""
-        if view is not None and is_extraction_call(view.get("messages")):
-            self.counters["extraction_calls_passed"] += 1
-            return "extraction"
-        if view is None or not is_valid_request(view.get("messages"), USER_PART_TYPES):
-            self.counters["invalid_passthrough"] += 1
-            return "invalid_request"
-        return None
 
     async def _rebuild(
         self,
@@ -297,7 +278,7 @@ class MemoryHook(CustomLogger):
             started=started,
         )
         if isinstance(turn, str):  # no memory for it: the alias's rules still apply
-            self._outcome(view, "metadata", turn)
+            note_outcome(self.counters, view, "metadata", turn)
             view["messages"] = with_rules(raw, rules)
             return
         try:
@@ -308,7 +289,7 @@ class MemoryHook(CustomLogger):
         view["messages"] = (
             rebuilt.messages if rebuilt.messages is not None else with_rules(raw, rules)
         )
-        self._outcome(view, "metadata", rebuilt.outcome)
+        note_outcome(self.counters, view, "metadata", rebuilt.outcome)
         if rebuilt.skipped:
             log_event("fail_open", logging.INFO, reason="breaker", model=turn.model)
         if rebuilt.reply_known is not None:
@@ -322,15 +303,6 @@ class MemoryHook(CustomLogger):
                 rebuilt.elapsed_ms,
                 recalled=len(rebuilt.prepared.recalled),
             )
-
-    def _outcome(self, data: dict[str, Any], field: str, outcome: str) -> None:
-        """Count ``outcome`` (:mod:`.outcomes`) and leave it in the request's metadata dict
-        ``data[field]`` (made when missing) for the ``x-memory-outcome`` header."""
-        self.counters[f"outcome_{outcome}"] += 1
-        metadata = data.get(field)
-        if not isinstance(metadata, dict):
-            metadata = data[field] = {}
-        set_outcome(metadata, outcome)
 
     # -- post-call -----------------------------------------------------------------------------
 

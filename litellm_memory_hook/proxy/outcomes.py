@@ -27,6 +27,7 @@ reads it. Values:
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Final
 
 from litellm_memory_hook.protocols.base import metadata_dicts
@@ -64,6 +65,16 @@ def set_outcome(metadata: Any, outcome: str) -> None:
         raise ValueError(f"unknown memory outcome {outcome!r}")
     if isinstance(metadata, dict):
         metadata[OUTCOME_KEY] = outcome
+
+
+def note_outcome(counters: Counter[str], data: dict[str, Any], field: str, outcome: str) -> None:
+    """Count ``outcome`` (``outcome_<value>``) and leave it in the request's metadata dict
+    ``data[field]`` (made when missing) for the ``x-memory-outcome`` header."""
+    counters[f"outcome_{outcome}"] += 1
+    metadata = data.get(field)
+    if not isinstance(metadata, dict):
+        metadata = data[field] = {}
+    set_outcome(metadata, outcome)
 
 
 def read_outcome(data: Any) -> str | None:
