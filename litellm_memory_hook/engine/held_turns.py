@@ -5,7 +5,8 @@ history's record was megabytes, serialised and signed twice on the event loop.
 
 Bounded: at most ``max_items`` entries and ``max_chars`` characters of turn text, each for at
 most ``max_age_s`` (a request whose post-call hook never runs, a model call that failed, ages
-out); the oldest go first, counted as ``held_dropped``.
+out); the oldest go first, counted as ``held_dropped``. Why the record is signed:
+docs/security.md#what-a-client-cannot-do.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Recall of older lines for one request: the I/O around :mod:`litellm_memory_hook.core.recall`.
+"""Recall of older lines for one request: the I/O around :mod:`litellm_memory_hook.core.recall`
+(the scoring and its figures: docs/recall.md).
 
 :func:`prepare <litellm_memory_hook.engine.rebuild.prepare>` reads the conversation and the
 postings of the new message's terms in one round trip (:meth:`MemoryStore.load`, given

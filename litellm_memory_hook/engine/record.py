@@ -6,7 +6,7 @@ only, a few hundred bytes), which clients can also write, so it is signed: HMAC-
 random key of the process (:class:`RecordSigner`). A record this process did not sign is never
 read. The turns to store do not travel in it: they stay in the process
 (:mod:`.held_turns`), named by the record's ``held`` token. Why it is signed:
-docs/security.md (what a client cannot do).
+docs/security.md#what-a-client-cannot-do.
 """
 
 from __future__ import annotations

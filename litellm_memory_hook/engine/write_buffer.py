@@ -25,7 +25,8 @@ written). A dropped write takes with it the later writes of its conversation tha
 exchange (tool results answering its call, and so on), which stored alone would leave tool
 results without their call. Drops are counted (``writes_lost``, and ``writes_lost_<kind>`` with
 the kind of the write's last failure) and logged with that kind; the buffer lives in one
-process, so a proxy killed during an outage loses what it held.
+process, so a proxy killed during an outage loses what it held
+(docs/operations.md#restarts-and-outages).
 """
 
 from __future__ import annotations
