@@ -73,10 +73,10 @@ from litellm_memory_hook.core.prompt import (
     build_system_message,
     earlier_line_chars,
 )
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.engine.options import ContextOptions
 from litellm_memory_hook.engine.rebuild import prepare
 from litellm_memory_hook.engine.recall_step import RecallOptions
-from litellm_memory_hook.engine.turn import Identity
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, user_scope
 from litellm_memory_hook.store.redis_store import POSTINGS_CAP, MemoryStore
 from litellm_memory_hook.tools.histories import History, list_locomo_samples, load_locomo

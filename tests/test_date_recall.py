@@ -12,10 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from litellm_memory_hook.core import dates, recall
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.engine.options import ContextOptions
 from litellm_memory_hook.engine.rebuild import prepare
 from litellm_memory_hook.engine.recall_step import RecallOptions
-from litellm_memory_hook.engine.turn import Identity
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from litellm.types.utils import ModelResponse
 
 from litellm_memory_hook.core.models import Turn, stored_text
-from litellm_memory_hook.engine.turn import Identity
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.tools.histories import HistoryLine

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from litellm_memory_hook.core.indexing import indexed_chain, stored_terms
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.engine.turn import Identity
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore
 from litellm_memory_hook.tools.histories import HistoryLine, load_jsonl

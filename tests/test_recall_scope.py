@@ -632,7 +632,7 @@ async def test_a_date_finds_lines_imported_after_newer_chat(
     order. The date is found through the time index (seq_spans.lua), not a binary search over the
     times (which walked into the newer chat and lifted nothing): the line said on the named day
     is recalled, not the newest line that shares the words."""
-    from litellm_memory_hook.engine.turn import Identity
+    from litellm_memory_hook.engine.identity import Identity
     from litellm_memory_hook.tools.histories import HistoryLine
     from litellm_memory_hook.tools.importer import import_lines
 
@@ -657,7 +657,7 @@ async def test_a_date_lifts_its_line_in_an_import_whose_times_are_out_of_order(
     or an undated first line before dated ones): the line said on the named day is recalled as
     it is when the same lines come in time order (the import sorts them, and the time index
     finds a date in any stored order)."""
-    from litellm_memory_hook.engine.turn import Identity
+    from litellm_memory_hook.engine.identity import Identity
     from litellm_memory_hook.tools.histories import HistoryLine
     from litellm_memory_hook.tools.importer import import_lines
 

@@ -18,8 +18,8 @@ from litellm_memory_hook.core.prompt import EarlierLine
 from litellm_memory_hook.core.script import has_hinglish_marker
 from litellm_memory_hook.core.selection import select_items
 from litellm_memory_hook.engine import recall_step
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.engine.recall_step import RecallOptions, recall_query
-from litellm_memory_hook.engine.turn import Identity
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import MemoryStore

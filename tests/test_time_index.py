@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 
 from litellm_memory_hook.core.indexing import stored_terms
 from litellm_memory_hook.core.models import IndexedTurn, Turn
-from litellm_memory_hook.engine.turn import Identity
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.store import transfer
 from litellm_memory_hook.store.keys import ConversationKeys, user_scope
 from litellm_memory_hook.store.redis_store import DateSeqs, MemoryStore

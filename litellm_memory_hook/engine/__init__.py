@@ -6,7 +6,7 @@ sized by :mod:`.options`), and leaves a signed record (:mod:`.record`) naming th
 holds (:mod:`.held_turns`); after the reply it writes the turn and schedules its extraction
 (:mod:`.commit`, with the outage buffer of :mod:`.write_buffer` and the breakers of
 :mod:`.breakers`). :class:`~.memory_engine.MemoryEngine` ties them together; :mod:`.turn` holds
-what it is asked and what it answers.
+what it is asked and what it answers, :mod:`.identity` whose turn it is.
 
 It speaks chat completions and imports nothing from :mod:`litellm_memory_hook.proxy`: the
 LiteLLM hook (:mod:`litellm_memory_hook.proxy.hook`) and the protocol adapters

@@ -1,11 +1,10 @@
-"""What the engine is asked to do for one request, and what it answers: who the turn belongs to
-(:class:`Identity`), the turn to rebuild (:class:`TurnRequest`) and the rebuilt request
-(:class:`Rebuilt`).
+"""What the engine is asked to do for one request, and what it answers: the turn to rebuild
+(:class:`TurnRequest`, whose :class:`~.identity.Identity` says whose it is) and the rebuilt
+request (:class:`Rebuilt`).
 
 The engine speaks chat completions: a request's ``messages`` are chat-completions messages
-(a protocol adapter makes them from another API: :mod:`litellm_memory_hook.protocols`). Who a
-request belongs to is read from LiteLLM's request by :func:`litellm_memory_hook.proxy.identity.
-identify` (docs/design.md, identity and isolation).
+(a protocol adapter makes them from another API: :mod:`litellm_memory_hook.protocols`).
+Budgets are characters and messages, times milliseconds (docs/design.md, request flow).
 """
 
 from __future__ import annotations
@@ -14,34 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from litellm_memory_hook.core.model_window import ModelLimit
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.engine.options import ContextOptions
 from litellm_memory_hook.engine.rebuild import PreparedRequest
-from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
-
-
-@dataclass(frozen=True)
-class Identity:
-    """The raw ids of a request, its conversation's keys and its memory set's keys."""
-
-    tenant: str
-    user: str
-    conversation: str
-    namespace: str
-    keys: ConversationKeys
-    memory: MemoryKeys
-    alias: str = ""
-
-    def meta_fields(self) -> dict[str, str]:
-        """Raw ids kept in the conversation's meta hash (set once, on the first write): the
-        extraction worker reads the alias and the memory scope from there."""
-        return {
-            "tenant": self.tenant,
-            "user": self.user,
-            "conversation": self.conversation,
-            "namespace": self.namespace,
-            "alias": self.alias,
-            "mscope": self.memory.scope,
-        }
 
 
 @dataclass(frozen=True)

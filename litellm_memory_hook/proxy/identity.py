@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from litellm_memory_hook.engine.turn import Identity
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.store.keys import (
     ConversationKeys,
     conversation_scope,

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 from typer._click import core as click_core
 from typer._click.globals import get_current_context
 
-from litellm_memory_hook.engine.turn import Identity
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.errors import MemoryHookError, StoreError
 from litellm_memory_hook.memory_api import MemoryTarget, resolve_target
 from litellm_memory_hook.settings import (

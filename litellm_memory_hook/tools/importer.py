@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.engine.turn import Identity
+from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.settings import MemorySettings
 from litellm_memory_hook.store.forgets import forget_token_ttl_s, refuse_earlier_writes
