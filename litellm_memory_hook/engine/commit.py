@@ -21,8 +21,9 @@ from dataclasses import replace
 from typing import Any
 
 from litellm_memory_hook.core.indexing import indexed, stored_terms
-from litellm_memory_hook.core.messages import message_to_turn, without_surrogates
+from litellm_memory_hook.core.message_text import without_surrogates
 from litellm_memory_hook.core.models import IndexedTurn, Turn
+from litellm_memory_hook.core.stored_messages import message_to_turn
 from litellm_memory_hook.engine.breakers import Health
 from litellm_memory_hook.engine.write_buffer import PendingWrite, WriteBuffer
 from litellm_memory_hook.settings import MemorySettings

@@ -17,13 +17,8 @@ from typing import Any
 from litellm_memory_hook.core.budgets import cut_start, fit_items
 from litellm_memory_hook.core.days import day_marks
 from litellm_memory_hook.core.excerpt import ANALYSED_CHARS
-from litellm_memory_hook.core.messages import (
-    clean_messages,
-    content_text,
-    message_to_turn,
-    typed_text,
-    without_surrogates,
-)
+from litellm_memory_hook.core.message_text import content_text, typed_text, without_surrogates
+from litellm_memory_hook.core.messages import clean_messages
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import TurnPlan, passed_over
 from litellm_memory_hook.core.prompt import (
@@ -31,10 +26,11 @@ from litellm_memory_hook.core.prompt import (
     TAIL_SECTIONS,
     PromptLayers,
     build_system_message,
-    now_label,
 )
 from litellm_memory_hook.core.script import EARLIER_MESSAGES
 from litellm_memory_hook.core.selection import related_items, select_items
+from litellm_memory_hook.core.stored_messages import message_to_turn
+from litellm_memory_hook.core.time_labels import now_label
 from litellm_memory_hook.core.window import Window
 from litellm_memory_hook.engine.options import (
     HEAD_MEMORY_FACTOR,
