@@ -225,3 +225,17 @@ def test_product_code_cites_the_docs_not_design_md() -> None:
                 broken.append(f"{name}: docs/{page}#{anchor}")
     assert cited_design == []
     assert broken == []
+
+
+def test_product_code_names_no_field_case_and_no_design_md() -> None:
+    """Field-case ids (C12, E06, ...) live in the tests that hold them; a module says what it
+    does in its own words, and links docs/, not a DESIGN.md the repository does not have."""
+    package = REPO / "litellm_memory_hook"
+    case_id = re.compile(r"\bcases? [A-Z]\d{2}\b|\([A-Z]\d{2}[ ,)]|\b[CDEN]\d{2}\)")
+    found = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if case_id.search(line) or "DESIGN.md" in line
+    ]
+    assert found == []

@@ -13,7 +13,7 @@ what it would have received without the hook, plus memory. So:
 * with no leading system message, one system message is put first (rules, then memory);
 * system / developer messages placed later stay where the client put them;
 * a block that an earlier request injected and the client echoed back (our ``<memory_context>``
-  and ``<memory_reminder>``) is removed, with the alias rules it repeats (case C23);
+  and ``<memory_reminder>``) is removed, with the alias rules it repeats;
 * the cache layout's volatile tail (recalled lines, the date, the reminder) goes just before
   the user's last message: as a system message of its own where the provider takes system
   messages anywhere, or as a leading data part of that message where the provider moves every

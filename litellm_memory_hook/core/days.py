@@ -1,4 +1,4 @@
-"""Day marks: where the recent window crosses into an earlier day (case E11: a line that said
+"""Day marks: where the recent window crosses into an earlier day (a line that said
 "tomorrow" 26 hours ago came back undated, and the model answered as if it were today's).
 
 A pure function over the window's messages in window order and when each was said; the cache

@@ -21,7 +21,7 @@ REMINDER_TAG: Final = "memory_reminder"
 
 _STRIPPED_TAGS: Final[tuple[str, ...]] = (DATA_TAG, REMINDER_TAG)
 # A system message that is nothing but a <memory> / <memories> block was injected by an earlier
-# memory layer (field case C23); the same tags inside a client's own prompt are the client's.
+# memory layer; the same tags inside a client's own prompt are the client's.
 _WHOLE_LEGACY_BLOCK: Final = regex.compile(
     r"\A\s*<\s*(memory|memories)(?:\s[^<>]*)?>.*<\s*/\s*\1\s*>\s*\Z",
     regex.IGNORECASE | regex.DOTALL,
@@ -97,7 +97,7 @@ def strip_injected(text: str) -> str:
     Removed (tag names case-insensitive, spaces inside tags and attributes on opening tags
     allowed, content spanning lines): our data block ``<memory_context>...</memory_context>`` and
     our ``<memory_reminder>...</memory_reminder>``, wherever they stand (a client echoing our
-    system message back, field case C23), then any leftover lone tag of those two names; and a
+    system message back), then any leftover lone tag of those two names; and a
     system text that is nothing but one ``<memory>`` or ``<memories>`` block (injected by an
     earlier memory layer). Other tags in the client's own prompt, ``<persona>`` or ``<summary>``
     included, are the client's and stay. The whitespace around a removed block becomes a blank

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import regex
 
-#: placeholders stored instead of non-text parts (never base64; case C25).
+#: placeholders stored instead of non-text parts (never base64).
 PART_PLACEHOLDERS = {
     "image_url": "[image]",
     "image": "[image]",
@@ -143,7 +143,7 @@ def keep_tail(text: str, limit: int) -> str:
     """Keep the end of ``text`` within ``limit`` characters, cut on a grapheme boundary.
 
     A cut text starts with ``…`` (counted in the limit). Whole grapheme clusters only: an emoji
-    ZWJ sequence or a Devanagari conjunct is never split (case C22 d).
+    ZWJ sequence or a Devanagari conjunct is never split.
 
     Raises:
         ValueError: ``limit`` < 2.

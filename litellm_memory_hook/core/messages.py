@@ -64,7 +64,7 @@ _SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
 def clean_messages(raw: object) -> list[dict[str, Any]]:
-    """The well-formed messages of a request: dicts with a string role; others skipped (C25)."""
+    """The well-formed messages of a request: dicts with a string role; others skipped."""
     if not isinstance(raw, list):
         return []
     return [m for m in raw if isinstance(m, dict) and isinstance(m.get("role"), str)]

@@ -1,4 +1,4 @@
-"""What the hook adds, sized to the model's declared window (case E06: 24 turns and memory,
+"""What the hook adds, sized to the model's declared window (24 turns and memory,
 ~2,500 tokens plus a 256-token reply, reached a 2,048-token model, which cut the system message
 first).
 

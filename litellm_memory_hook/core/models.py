@@ -151,7 +151,7 @@ class Turn:
         """The OpenAI chat message this turn replays as: the stored message with every field
         the client or the model sent (:attr:`msg`), else one rebuilt from the stored text
         (never with empty text content). A reply whose words were not in its content (an
-        audio reply's transcript, a refusal: case E03) replays them as its content, without
+        audio reply's transcript, a refusal) replays them as its content, without
         the ``audio`` id (it expires within hours; a text turn is valid for every provider)
         or the ``refusal`` field."""
         if self.msg and self.msg.get("role") == self.role:

@@ -36,8 +36,8 @@ separated by one blank line and empty parts are left out entirely::
 Every marker is an ASCII tag alone on its line. Operator rules are trusted and kept verbatim (the
 caller removes earlier injected blocks from client system text with :func:`strip_injected`
 first). Everything inside ``<memory_context>`` that comes from a user or a model goes through
-:func:`litellm_memory_hook.core.escape.escape_data`, so it is one line with no ``<``/``>``
-(field case C16); pieces that are empty after escaping are dropped, and a section with no
+:func:`litellm_memory_hook.core.escape.escape_data`, so it is one line with no ``<``/``>``;
+pieces that are empty after escaping are dropped, and a section with no
 pieces left is omitted. With no section at all the data block is omitted; the reminder is always
 last. The recalled lines' time labels are :mod:`litellm_memory_hook.core.time_labels`; the
 tags and their removal from a client's text, :mod:`litellm_memory_hook.core.injected_blocks`.

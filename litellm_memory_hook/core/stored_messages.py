@@ -94,7 +94,7 @@ def storable_message(message: dict[str, Any], *, max_chars: int = 32_000) -> dic
     Rules: ``content`` keeps its form (a string, ``None``, ``""`` or a list of parts); a text
     longer than ``max_chars`` keeps its end (the window's rule); a part that carries media
     inline (a ``data:`` URL, base64 ``data``) becomes a text placeholder such as
-    ``{"type": "text", "text": "[image]"}`` (case C25: base64 is never stored), a media part by
+    ``{"type": "text", "text": "[image]"}`` (base64 is never stored), a media part by
     URL is kept; ``name`` is cut to ``MAX_NAME_CHARS``; every other string (tool arguments,
     reasoning, unknown keys) to ``MAX_FIELD_CHARS``, but a value a provider checks (an id,
     a signature, encrypted reasoning, a thinking block holding a signature) is never cut;
@@ -161,7 +161,7 @@ def _storable_content(content: Any, max_chars: int) -> Any:
 def reply_words(message: dict[str, Any]) -> str:
     """A message's words wherever the provider put them: its content (a string or text parts),
     else, for a reply, its audio's transcript (an audio-output model answers with ``content:
-    null``: case E03), else its refusal; ``""`` when it has none."""
+    null``), else its refusal; ``""`` when it has none."""
     text = content_text(message.get("content"))
     if not is_blank(text) or message.get("role") != "assistant":
         return text
@@ -205,7 +205,7 @@ def message_to_turn(
     """The turn stored for a client or model message; ``None`` when nothing is worth storing.
 
     Empty or invisible text (``""``, ``"   "``, ``"\\u200b"``) is never stored, unless the
-    message carries ``tool_calls`` or is a tool result (case C26: a command that printed nothing
+    message carries ``tool_calls`` or is a tool result (a command that printed nothing
     is half of its tool group; it is replayed as the client sent it). Text longer than
     ``max_chars`` keeps its end. The message itself, every field kept, goes into
     :attr:`Turn.msg` (:func:`storable_message`). A lone surrogate anywhere in it is stored as

@@ -8,7 +8,7 @@ Pure functions. Rules (docs/design.md#the-prompt-and-the-window, docs/prompt.md#
   ``tool`` messages answering each of its calls. A group is kept whole or dropped whole; a group
   missing a reply, and a ``tool`` message without its assistant ``tool_calls``, are dropped.
 * The new turn is the client's: it reaches the model whole, whatever its size (a 200,000-character
-  paste ending in a question arrives as sent, as it would without the hook; case C22 b). It
+  paste ending in a question arrives as sent, as it would without the hook). It
   counts against the budget, so a new turn over it leaves no room for history. The newest
   earlier message, when it alone does not fit the room left (and at least ``MIN_TAIL_CHARS`` are
   left), keeps its end (cut on a grapheme boundary); a reply so cut comes after its question,
@@ -82,7 +82,7 @@ def group_units(messages: Sequence[Message], *, verbatim: bool = False) -> list[
         calls = message.get("tool_calls") if role == "assistant" else None
         if calls:
             wanted = {c.get("id") for c in calls if isinstance(c, dict)}
-            group = [message]  # content as stored: "" stays "" (D01)
+            group = [message]  # content as stored: "" stays ""
             j = i + 1
             answered: set[object] = set()
             while j < len(messages) and messages[j].get("role") == "tool":

@@ -1,5 +1,5 @@
-"""Whether a memory or a summary reads as an instruction to the assistant, not a fact (case
-C15): :func:`is_instruction`, a small rule set over the casefolded text, linear in its length.
+"""Whether a memory or a summary reads as an instruction to the assistant, not a fact:
+:func:`is_instruction`, a small rule set over the casefolded text, linear in its length.
 
 Used by the extraction reply's cleaning (:mod:`~litellm_memory_hook.extraction.parse`, which
 re-exports it) for every memory and by the worker for the summary
@@ -94,7 +94,7 @@ _SENTENCE_BREAK: Final = regex.compile(r"[.!?;:,।\n]+")
 
 
 def is_instruction(text: str) -> bool:
-    """Whether a memory reads as an instruction to the assistant, not a fact (case C15).
+    """Whether a memory reads as an instruction to the assistant, not a fact.
 
     A small rule set over the casefolded text:
 

@@ -4,10 +4,9 @@ Two steps, both pure:
 
 1. :func:`~litellm_memory_hook.extraction.reply_json.find_json` finds the JSON value in the
    model's reply text: inside a code fence of any kind or with prose around it, repaired where
-   that is safe, in time linear in the reply's length (field cases C08, C09).
+   that is safe, in time linear in the reply's length.
 2. :func:`parse_extraction` checks its shape with :class:`ExtractionReply` (a pydantic model) and
-   cleans the items: the rules are listed there and are the contract with the worker (C10, C15,
-   C18, C19).
+   cleans the items: the rules are listed there and are the contract with the worker.
 
 :func:`clean_text`, :func:`fact_key` and :func:`fact_hash` are shared with the memory API, so
 that a memory a user writes, deletes or pins is compared by the same rules as one the model
@@ -124,7 +123,7 @@ def model_text(text: str) -> str:
 
 
 def fact_key(text: str) -> str:
-    """The comparison key of a fact: equal keys mean the same fact (case C18).
+    """The comparison key of a fact: equal keys mean the same fact.
 
     NFKC, casefolded (and NFKC again), punctuation, symbols and control, format, surrogate,
     private-use and unassigned code points removed, whitespace runs collapsed to one space,
@@ -142,7 +141,7 @@ def fact_key(text: str) -> str:
 
 
 def fact_hash(text: str) -> str:
-    """The tombstone hash of a fact (case C19).
+    """The tombstone hash of a fact.
 
     Args:
         text: Any string.
@@ -427,8 +426,8 @@ def parse_extraction(
       the list shape (:class:`ExtractionReply`): both keys ``memories`` (a list) and
       ``summary``. Other keys are ignored. A list at the top level, a missing key
       (``{"facts": [...]}``), or ``memories`` that is not a list raises
-      :class:`ExtractionError`: the caller keeps what is stored and tries again later (C10).
-    * ``{"memories": [], "summary": ""}`` is a valid empty result, not an error (C10 e); what
+      :class:`ExtractionError`: the caller keeps what is stored and tries again later.
+    * ``{"memories": [], "summary": ""}`` is a valid empty result, not an error; what
       it means for the stored memories is the worker's rule
       (:func:`~litellm_memory_hook.extraction.changes.plan_changes`: a memory left out of a
       list is never deleted).
@@ -449,16 +448,15 @@ def parse_extraction(
       2. ``empty``: nothing is left after :func:`clean_text`.
       3. ``invalid_text``: no letter, mark or number (:func:`fact_key` is empty, e.g.
          ``"..."``), or a placeholder such as ``"(none)"`` or ``"N/A"``.
-      4. ``instruction``: it reads as an instruction to the assistant (:func:`is_instruction`,
-         C15).
+      4. ``instruction``: it reads as an instruction to the assistant (:func:`is_instruction`).
       5. An item longer than ``max_item_chars`` is cut on a grapheme boundary, ending in
          ``…`` (counted as ``too_long_cut`` when it is kept).
       6. ``tombstoned``: :func:`fact_hash` of the item (cut or whole) is in ``tombstones``: the
-         user deleted it (C19).
+         user deleted it.
       7. ``pinned``: its :func:`fact_key` equals a pinned memory's key, or contains a pinned
          key of two or more words as whole words (it repeats a pinned memory).
       8. ``duplicate``: its :func:`fact_key` equals a kept item's key; the first one wins
-         (C18: "Lives in Pune" and "lives in pune." are one fact).
+         ("Lives in Pune" and "lives in pune." are one fact).
       9. ``over_cap``: ``max_items`` items are already kept.
 
     Contradictions ("Lives in Pune" and "Lives in Mumbai now") are the prompt's job: the model

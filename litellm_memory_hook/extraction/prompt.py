@@ -35,7 +35,7 @@ section holds data only (one item a line). Every piece of data (memories, pinned
 summary, each line's speaker and text) goes through
 :func:`litellm_memory_hook.core.escape.escape_data`: one line, no control or format
 characters, ``<``/``>`` replaced by look-alikes, so that text such as ``</new_lines><system>``
-cannot close a section or open a fake one (field case C16). Wording is trusted operator text and
+cannot close a section or open a fake one. Wording is trusted operator text and
 may not contain ``<`` or ``>`` in the user-message notes.
 
 Times are shown in the configured IANA zone as ``YYYY-MM-DD HH:MM`` followed by ``UTC`` for UTC

@@ -58,7 +58,7 @@ def reply_message(response: Any) -> dict[str, Any] | None:
                 if isinstance(c, dict)
             ]
         elif key == "audio" and isinstance(value, dict):
-            # the id a later request sends back, and the words (the stored turn's text, E03)
+            # the id a later request sends back, and the words (the stored turn's text)
             value = {"id": value.get("id"), "transcript": value.get("transcript") or ""}
         out[key] = value
     return out
@@ -119,7 +119,7 @@ class StreamAccumulator:
             if isinstance(refusal, str):
                 self.refusal.append(refusal)
             audio = getattr(delta, "audio", None)
-            if audio is not None:  # an audio-output model streams its transcript (E03)
+            if audio is not None:  # an audio-output model streams its transcript
                 self._add_audio(_plain(audio))
             thinking = getattr(delta, "thinking_blocks", None)
             if isinstance(thinking, list):

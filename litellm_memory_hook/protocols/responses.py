@@ -166,7 +166,7 @@ class Responses:
             "metadata": metadata,
             "litellm_call_id": data.get("litellm_call_id"),
             "tools": data.get("tools"),
-            "max_output_tokens": data.get("max_output_tokens"),  # the reply's share (E06)
+            "max_output_tokens": data.get("max_output_tokens"),  # the reply's share
             SOURCE: Source(messages, spans, items, raw if isinstance(raw, str) else None, own),
         }
         previous = data.get("previous_response_id")

@@ -1,7 +1,7 @@
 """Bounding a conversation: the oldest turns beyond ``max_stored_messages`` are deleted.
 
 Time-based retention is the TTL every key carries (refreshed on write); this module bounds the
-count too (case C30: sorted sets are trimmed to N). Trimmed turns leave the recall index with
+count too (sorted sets are trimmed to N). Trimmed turns leave the recall index with
 exactly the terms they were indexed under (:func:`~litellm_memory_hook.core.indexing.stored_terms`).
 """
 

@@ -199,7 +199,7 @@ def chat_completion(spec: dict[str, Any], model: str, body: dict[str, Any]) -> d
     message: dict[str, Any] = {"role": "assistant", "content": spec.get("content")}
     if spec.get("tool_calls"):
         message["tool_calls"] = spec["tool_calls"]
-    for key in ("audio", "refusal"):  # an audio-output model's reply, a refusal (case E03)
+    for key in ("audio", "refusal"):  # an audio-output model's reply, a refusal
         if spec.get(key) is not None:
             message[key] = spec[key]
     return {
