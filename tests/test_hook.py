@@ -530,6 +530,21 @@ async def test_a_tampered_record_is_ignored(
     assert await _turns(any_redis, prefix) == [] and await _turns(any_redis, prefix, "victim") == []
 
 
+async def test_a_record_signed_with_non_ascii_is_counted_forged(
+    hook: MemoryHook, any_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A genuine record whose signature was swapped for text with non-ASCII characters: the
+    check compared str to str, which hmac.compare_digest refuses (TypeError), so the forgery
+    was counted as a post-call error. It is a forged record, not written."""
+    out = await hook.async_pre_call_hook(Auth(), None, chat_request("hello"), "acompletion")
+    assert out is not None
+    out["metadata"][METADATA_KEY]["sig"] = "подпись-\ud800-é"
+    await hook.async_post_call_success_hook(out, Auth(), model_response("x"))
+    await hook.drain()
+    assert await _turns(any_redis, prefix) == []
+    assert hook.counters["forged_records"] == 1 and hook.counters["postcall_errors"] == 0
+
+
 @pytest.mark.parametrize(
     ("asked", "alias_mode", "expected"),
     [

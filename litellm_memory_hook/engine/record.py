@@ -179,4 +179,6 @@ class RecordSigner:
         """True when ``raw`` is a wire form this signer signed, unchanged."""
         if not isinstance(raw, dict):
             return False
-        return hmac.compare_digest(str(raw.get("sig", "")), self.sign(raw))
+        # as bytes: compare_digest refuses a str with non-ASCII characters (a forged "sig")
+        given = str(raw.get("sig", "")).encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(given, self.sign(raw).encode())
