@@ -55,6 +55,7 @@ from litellm_memory_hook.core.plan import speaker_label
 from litellm_memory_hook.core.prompt import EarlierLine, earlier_line_chars
 from litellm_memory_hook.errors import InvalidIdError
 from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.store.chats import ChatPostings
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, key_id
 from litellm_memory_hook.store.redis_store import MemoryStore, Postings
 
@@ -310,17 +311,7 @@ async def recall_lines(
     """
     if not query.terms:
         return Recalled()
-    chats = []
-    if query.user_scope and postings.chats:
-        others = [m for m in postings.chats if m != keys.index_member]
-        chats = await store.load_chats(
-            keys.user_keys,
-            others,
-            query_terms=query.terms,
-            date_spans=query.spans,
-            max_chats=options.user_chats,
-            accept=_namespace_filter(state, memory),
-        )
+    chats = await _other_chats(store, keys, memory, state, postings, query, options)
     # This conversation last: ties between chats go to it (then to its lines not stored yet).
     collections = [_collection(c.postings, query, None) for c in reversed(chats)]
     labels = [c.meta.get("conversation") or c.keys.conversation for c in reversed(chats)]
@@ -345,6 +336,56 @@ async def recall_lines(
     own = len(collections) - 1
     sources = {i: c.keys for i, c in enumerate(reversed(chats))}
     sources[own] = keys
+    fetched = await _fetch_ranked(store, ranked, sources, own, local, unstored)
+    found, turns = _found_lines(fetched, own, labels, in_window)
+    present = _without_false_sound_alikes(
+        [(key, value) for key, value in ranked if key in found], found, collections, query
+    )
+    if led:
+        present = _date_led(present, found, collections, query)
+    present = recall.distinct_texts(present, lambda key: found[key].text)
+    chosen = _choose(present, found, options, timezone=timezone, date_led=led)
+    by_time = sorted(chosen, key=lambda key: (found[key].ts_ms, key[0], key[1]))
+    return Recalled(
+        turns=tuple(turns[key] for key in by_time if key[0] == own),
+        lines=tuple(found[key] for key in by_time),
+    )
+
+
+async def _other_chats(
+    store: MemoryStore,
+    keys: ConversationKeys,
+    memory: MemoryKeys,
+    state: ConversationState,
+    postings: Postings,
+    query: RecallQuery,
+    options: RecallOptions,
+) -> list[ChatPostings]:
+    """The user's other conversations read for recall (``recall_scope: user``), else none."""
+    if not (query.user_scope and postings.chats):
+        return []
+    others = [m for m in postings.chats if m != keys.index_member]
+    return await store.load_chats(
+        keys.user_keys,
+        others,
+        query_terms=query.terms,
+        date_spans=query.spans,
+        max_chats=options.user_chats,
+        accept=_namespace_filter(state, memory),
+    )
+
+
+async def _fetch_ranked(
+    store: MemoryStore,
+    ranked: Sequence[tuple[Key, float]],
+    sources: Mapping[int, ConversationKeys],
+    own: int,
+    local: int,
+    unstored: Sequence[Turn],
+) -> dict[int, list[Turn]]:
+    """The ranked lines' turns by collection: this conversation's in one read, other chats' in
+    one batched read, the client's unstored messages (collection ``local``) from ``unstored``
+    (seq ``n`` is its ``n``-th message)."""
     wanted: dict[int, list[int]] = {}
     for (index, seq), _ in ranked:
         wanted.setdefault(index, []).append(seq)
@@ -352,13 +393,25 @@ async def recall_lines(
     if local in wanted:
         fetched[local] = [replace(unstored[seq - 1], seq=seq) for seq in sorted(wanted.pop(local))]
     if list(wanted) == [own]:
-        fetched[own] = await store.fetch_turns(keys, wanted[own])
+        fetched[own] = await store.fetch_turns(sources[own], wanted[own])
     elif wanted:
         order = sorted(wanted)
         groups = await store.fetch_many([(sources[i], wanted[i]) for i in order])
         fetched.update(zip(order, groups, strict=True))
-    found: dict[tuple[int, int], EarlierLine] = {}
-    turns: dict[tuple[int, int], Turn] = {}
+    return fetched
+
+
+def _found_lines(
+    fetched: Mapping[int, Sequence[Turn]],
+    own: int,
+    labels: Sequence[str],
+    in_window: frozenset[tuple[str, str]],
+) -> tuple[dict[Key, EarlierLine], dict[Key, Turn]]:
+    """The fetched turns as recalled lines (labelled with their chat when not this one), by
+    ``(collection, seq)``; this conversation's lines that say what a window message says are
+    left out."""
+    found: dict[Key, EarlierLine] = {}
+    turns: dict[Key, Turn] = {}
     for index, group in fetched.items():
         for turn in group:
             if index == own and (turn.role, turn.text.strip()) in in_window:
@@ -368,25 +421,25 @@ async def recall_lines(
                 ts_ms=turn.ts_ms, speaker=speaker_label(turn), text=turn.text, chat=chat
             )
             turns[(index, turn.seq)] = turn
-    present = _without_false_sound_alikes(
-        [(key, value) for key, value in ranked if key in found], found, collections, query
-    )
-    if led:
-        matched = {
-            index: recall.matched_seqs(query.terms, collections[index].postings, seqs)
-            for index, seqs in _seqs_by_collection(present).items()
-        }
-        present = recall.date_led_order(
-            present,
-            lambda key: recall.content_words(found[key].text),
-            lambda key: key[1] in matched[key[0]],
-        )
-    present = recall.distinct_texts(present, lambda key: found[key].text)
-    chosen = _choose(present, found, options, timezone=timezone, date_led=led)
-    by_time = sorted(chosen, key=lambda key: (found[key].ts_ms, key[0], key[1]))
-    return Recalled(
-        turns=tuple(turns[key] for key in by_time if key[0] == own),
-        lines=tuple(found[key] for key in by_time),
+    return found, turns
+
+
+def _date_led(
+    present: list[tuple[Key, float]],
+    found: Mapping[Key, EarlierLine],
+    collections: Sequence[recall.Collection],
+    query: RecallQuery,
+) -> list[tuple[Key, float]]:
+    """A question led by its dates: the lines in date order of relevance
+    (:func:`recall.date_led_order`), those that also match a word of the question first."""
+    matched = {
+        index: recall.matched_seqs(query.terms, collections[index].postings, seqs)
+        for index, seqs in _seqs_by_collection(present).items()
+    }
+    return recall.date_led_order(
+        present,
+        lambda key: recall.content_words(found[key].text),
+        lambda key: key[1] in matched[key[0]],
     )
 
 
