@@ -370,6 +370,18 @@ def _bound_extra(turn: Turn, limits: TurnLimits) -> dict[str, Any]:
 _EXTRA_FIELDS: dict[str, tuple[str, ...]] = {}
 
 
+_FIELDS: dict[type, tuple[dataclasses.Field[Any], ...]] = {}
+
+
+def _fields_of(kind: type[Turn]) -> tuple[dataclasses.Field[Any], ...]:
+    """``dataclasses.fields`` of a turn class, once per class (it walks them on every call:
+    a third of planning a 500-message history)."""
+    found = _FIELDS.get(kind)
+    if found is None:
+        found = _FIELDS[kind] = dataclasses.fields(kind)
+    return found
+
+
 def _extra_fields(kind: type[Turn]) -> tuple[str, ...]:
     """The fields of a turn class other than the ones this module knows by name (read once
     per class: :func:`dataclasses.fields` was a seventh of storing a message)."""
@@ -378,7 +390,7 @@ def _extra_fields(kind: type[Turn]) -> tuple[str, ...]:
     if found is None:
         found = tuple(
             item.name
-            for item in dataclasses.fields(kind)
+            for item in _fields_of(kind)
             if item.name not in _OWN_FIELDS and not item.metadata.get("derived")
         )
         _EXTRA_FIELDS[name] = found
@@ -390,18 +402,6 @@ def bound_tool_calls(calls: Sequence[Any], limits: TurnLimits | None = None) -> 
     other keys whole or dropped, at most ``limits.tool_calls`` calls), for a stored message's
     own copy of its calls. The same calls in, the same calls out (deterministic)."""
     return _bound_calls(tuple(calls), limits or DEFAULT_LIMITS)
-
-
-_FIELDS: dict[type, tuple[dataclasses.Field[Any], ...]] = {}
-
-
-def _fields_of(kind: type[Turn]) -> tuple[dataclasses.Field[Any], ...]:
-    """``dataclasses.fields`` of a turn class, once per class (it walks them on every call:
-    a third of planning a 500-message history)."""
-    found = _FIELDS.get(kind)
-    if found is None:
-        found = _FIELDS[kind] = dataclasses.fields(kind)
-    return found
 
 
 def bound_turn(turn: Turn, limits: TurnLimits | None = None) -> Turn:

@@ -288,27 +288,26 @@ class TurnWriter:
         the one tripped; never moved later than ``due_ms``). On one server a failure raises
         as before (the whole write is retried: the append finds its call id stored)."""
         due_node = self.due_node
-        if due_node == "" or due_node == self.node(keys):
+        apart = due_node not in ("", self.node(keys))
+        if apart and self.health.nodes.is_open(due_node):
+            self.counters["schedules_held"] += 1
+            self.buffer.add(_schedule_item(item, due_ms))
+            return
+        try:
             await self.queue.schedule(keys, due_ms, earlier_only=earlier_only)
+        except Exception as exc:
+            kind = classify(exc)
+            if not apart or not kind.transient:
+                raise
+            if kind is RedisFault.UNREACHABLE:
+                self.health.trip_node(
+                    due_node, "extraction schedules wait for it", " (the extraction due set)"
+                )
+            self.counters["schedules_held"] += 1
+            self.buffer.add_failed(_schedule_item(item, due_ms), exc)
             return
-        if not self.health.nodes.is_open(due_node):
-            try:
-                await self.queue.schedule(keys, due_ms, earlier_only=earlier_only)
-            except Exception as exc:
-                kind = classify(exc)
-                if not kind.transient:
-                    raise
-                if kind is RedisFault.UNREACHABLE:
-                    self.health.trip_node(
-                        due_node, "extraction schedules wait for it", " (the extraction due set)"
-                    )
-                self.counters["schedules_held"] += 1
-                self.buffer.add_failed(_schedule_item(item, due_ms), exc)
-                return
+        if apart:
             self.health.nodes.ok(due_node)
-            return
-        self.counters["schedules_held"] += 1
-        self.buffer.add(_schedule_item(item, due_ms))
 
     async def _retry_schedule(self, item: PendingWrite, keys: ConversationKeys) -> None:
         """A schedule-only buffer item: make the conversation due, never later than it is. A
