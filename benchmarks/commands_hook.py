@@ -284,14 +284,16 @@ def bench_stall(
         raise fail(f"bad --sizes: {sizes} (each at least 1 character)")
     rows = run_stall(url, kinds=kind_list, sizes=size_list, proxy=proxy)
     table = Table(title=f"one large message and another user's small one, on {mask_url(url)}")
-    columns = ["kind", "chars", "client", "pre-call ms", "write ms", "added wait ms"]
+    columns = ["kind", "chars", "client", "pre-call ms", "post-call ms", "write ms"]
+    columns += ["added wait ms"]
     columns += ["quiet wait ms (baseline)", "small"]
     if proxy:
         columns += ["proxy: memory alias added wait ms", "plain alias (baseline) ms"]
     for column in columns:
         table.add_column(column, justify="right")
     for r in rows:
-        cells = [r.kind, str(r.chars), r.client, f"{r.hook_ms:.1f}", f"{r.write_ms:.1f}"]
+        cells = [r.kind, str(r.chars), r.client, f"{r.hook_ms:.1f}", f"{r.post_call_ms:.1f}"]
+        cells += [f"{r.write_ms:.1f}"]
         cells += [f"{r.added_wait_ms:.1f}", f"{r.quiet_wait_ms:.1f}", str(r.small_requests)]
         if proxy:
             cells += [
@@ -304,7 +306,8 @@ def bench_stall(
     out.print(
         f"targets: pre-call <= 50 ms at 1 MB, added wait <= 20 ms; worst pre-call "
         f"{worst.hook_ms:.1f} ms "
-        f"({worst.kind} {worst.chars} {worst.client}), worst added wait "
+        f"({worst.kind} {worst.chars} {worst.client}), worst post-call "
+        f"{max(r.post_call_ms for r in rows):.1f} ms, worst added wait "
         f"{max(r.added_wait_ms for r in rows):.1f} ms (quiet: "
         f"{max(r.quiet_wait_ms for r in rows):.1f} ms)"
     )

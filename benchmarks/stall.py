@@ -13,8 +13,9 @@ Two measures, side by side:
 
 1. **In-process, on a real Redis** (the hook as the proxy makes it, extraction off): the hook's
    time for the large request before the model is called (the pre-call: what delays its
-   reply), the post-call write after the reply (off the reply's path: the whole history of a
-   whole-history client's first request is stored and indexed then), and the *added wait* of
+   reply), its post-call hook (which LiteLLM awaits before it answers: the reply waits for
+   it too), the write to its end (the whole history of a whole-history client's first request
+   is stored and indexed then, behind the reply), and the *added wait* of
    another user: small requests sent one after another while the large one runs (pre-call and
    write), the largest of their latencies less their median latency alone. Beside it, the
    *quiet wait*: as many small requests with nothing else running, the largest less the same
@@ -126,12 +127,14 @@ class StallRow:
     chars: int
     client: str
     hook_ms: float  # the large request's pre-call, in-process
-    write_ms: float  # its post-call write (after the reply), in-process
+    write_ms: float  # its post-call hook and write to their end (after the reply), in-process
     added_wait_ms: float  # the slowest small request during it, less their median alone
     small_requests: int  # small requests sent during it
     #: the same statistic with nothing else running: as many small requests alone, their
     #: largest latency less their median (the machine's own noise; the baseline beside it)
     quiet_wait_ms: float = 0.0
+    #: its post-call hook alone (the reply waits for it: LiteLLM awaits the hook)
+    post_call_ms: float = 0.0
     proxy_added_wait_ms: float | None = None  # through the proxy, memory alias
     plain_added_wait_ms: float | None = None  # through the proxy, plain alias (baseline)
 
@@ -157,9 +160,11 @@ def _reply(text: str) -> ModelResponse:
     )
 
 
-async def _turn(hook: MemoryHook, user: str, messages: list[dict[str, Any]]) -> tuple[float, float]:
-    """One request through the hook: its pre-call time and its write's time (the post-call
-    hook and the background write to their end), ms."""
+async def _turn(
+    hook: MemoryHook, user: str, messages: list[dict[str, Any]]
+) -> tuple[float, float, float]:
+    """One request through the hook: its pre-call time, its write's time (the post-call hook
+    and the write behind the reply to their end) and the post-call hook's alone, ms."""
     data: dict[str, Any] = {
         "model": "bench",
         "user": user,
@@ -171,8 +176,10 @@ async def _turn(hook: MemoryHook, user: str, messages: list[dict[str, Any]]) -> 
     await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
     called = time.perf_counter()
     await hook.async_post_call_success_hook(data, _Auth(), _reply("Noted."))
+    answered = time.perf_counter()
     await hook.drain()
-    return (called - started) * 1000, (time.perf_counter() - called) * 1000
+    ended = time.perf_counter()
+    return (called - started) * 1000, (ended - called) * 1000, (answered - called) * 1000
 
 
 async def _small(hook: MemoryHook, user: str) -> float:
@@ -223,7 +230,7 @@ async def _in_process(
                     waits = [await _small(hook, "small")]
                     while not large.done():
                         waits.append(await _small(hook, "small"))
-                    pre_ms, write_ms = await large
+                    pre_ms, write_ms, post_ms = await large
                     quiet = [await _small(hook, "small") for _ in waits]
                     rows.append(
                         StallRow(
@@ -235,6 +242,7 @@ async def _in_process(
                             round(max(waits) - alone, 1),
                             len(waits),
                             quiet_wait_ms=round(max(quiet) - alone, 1),
+                            post_call_ms=round(post_ms, 1),
                         )
                     )
     finally:

@@ -40,7 +40,10 @@ def test_empty_store_is_seeded_from_the_clients_history() -> None:
     plan = plan_turn([_user("a"), _assistant("b"), _user("c")], _state(), now_ms=NOW)
     assert plan is not None
     assert [m["content"] for m in plan.history] == ["a", "b"]
-    assert [t.text for t in plan.pending] == ["a", "b", "c"]
+    assert [t.text for t in plan.turns_to_store()] == ["a", "b", "c"]
+    # only the new turn is made into turns on the request's path; the seed waits for the write
+    assert [t.text for t in plan.pending] == ["c"] and plan.seeded == 2
+    assert plan.seed is not None and [m["content"] for m in plan.seed.messages] == ["a", "b"]
 
 
 def test_the_clients_edit_wins_over_the_stored_copy() -> None:

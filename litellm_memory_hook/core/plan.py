@@ -50,6 +50,7 @@ from litellm_memory_hook.core.messages import (
     is_blank,
     is_stored,
     lone_surrogate,
+    message_to_turn,
     messages_to_turns,
     split_request,
     without_surrogates,
@@ -58,6 +59,37 @@ from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.prompt import strip_injected
 
 Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A whole-history client's older messages that seed an empty store, kept as messages
+    until the write: making 500 turns of a 1 MB history cost ~10 ms of the request's path,
+    for turns needed only after the reply.
+
+    Attributes:
+        messages: the messages to store (each one :func:`~litellm_memory_hook.core.messages.
+            is_stored`), in their stored form (:func:`storable_forms`), oldest first.
+        ts_ms: their timestamp, the request time (epoch ms).
+        call_id: the request's ``litellm_call_id``.
+        max_chars: longest text stored for one message (characters).
+    """
+
+    messages: tuple[Message, ...]
+    ts_ms: int
+    call_id: str
+    max_chars: int
+
+    def turn(self, index: int) -> Turn | None:
+        """The turn of ``messages[index]`` (``None`` only for a message not worth storing,
+        which planning leaves out)."""
+        return message_to_turn(
+            self.messages[index], ts_ms=self.ts_ms, call_id=self.call_id, max_chars=self.max_chars
+        )
+
+    def turns(self) -> list[Turn]:
+        """Every message's turn, oldest first."""
+        return [t for t in map(self.turn, range(len(self.messages))) if t is not None]
 
 
 @dataclass(frozen=True)
@@ -73,13 +105,15 @@ class TurnPlan:
             not hold).
         new: the new turn as the client sent it (parts intact, a prefill and trailing system
             messages included).
-        pending: turns to store after the reply (the new turn; plus the client's history when
-            seeding an empty store, or the client's version of turns it edited).
+        pending: turns to store after the reply (the new turn; plus the client's version of
+            turns it edited).
         replace: stored turns the reply replaces (a regenerate, an edit, a branch, a deletion).
         previous_text: text of the stored turn just before the first turn to store (the recall
             index keys a reply by the question before it); "" when seeding.
-        seeded: how many of ``pending`` come from the client's history (an empty store); they
-            are written only if the conversation is still empty then.
+        seed: the client's history that seeds an empty store (a whole-history client's first
+            request), stored before ``pending`` and written only if the conversation is still
+            empty then; ``None`` otherwise. Its messages become turns after the reply
+            (:meth:`Seed.turn`), not on the request's path.
         verbatim: ``history`` is the client's own and reaches the model as sent.
         prefill: the assistant prefill the client ended with ("" without one); the stored reply
             is the prefill followed by the model's continuation.
@@ -99,7 +133,7 @@ class TurnPlan:
     pending: tuple[Turn, ...]
     replace: tuple[Turn, ...] = ()
     previous_text: str = ""
-    seeded: int = 0
+    seed: Seed | None = None
     lead: tuple[Message, ...] = ()
     verbatim: bool = False
     prefill: str = ""
@@ -111,6 +145,18 @@ class TurnPlan:
     def regenerate(self) -> bool:
         """True when the reply replaces stored turns."""
         return bool(self.replace)
+
+    @property
+    def seeded(self) -> int:
+        """How many turns the seed stores (0 without one)."""
+        return len(self.seed.messages) if self.seed is not None else 0
+
+    def turns_to_store(self) -> tuple[Turn, ...]:
+        """Every turn the plan stores after the reply, oldest first: the seed's, then
+        ``pending`` (the write makes the seed's turns itself, in slices)."""
+        if self.seed is None:
+            return self.pending
+        return (*self.seed.turns(), *self.pending)
 
 
 def plan_turn(
@@ -271,16 +317,14 @@ def _plan_turn(
     }
 
     if state.last_seq == 0:
-        seed = messages_to_turns(
-            client_history, ts_ms=now_ms, call_id=call_id, max_chars=max_stored_chars
-        )
+        seed = Seed(tuple(client_history), now_ms, call_id, max_stored_chars)
         return TurnPlan(
             system_texts,
             split.earlier,
             (0,) * len(split.earlier),
             new,
-            (*seed, *new_turns),
-            seeded=len(seed),
+            tuple(new_turns),
+            seed=seed if client_history else None,
             verbatim=True,
             **common,
         )
@@ -443,7 +487,7 @@ def plan_with_buffered(
     )
     plan = plan_turn(raw_messages, merged, **options)
     if plan is not None and any(t.seq > last for t in plan.replace):
-        return dc_replace(plan, pending=(), replace=(), store=False)
+        return dc_replace(plan, pending=(), replace=(), seed=None, store=False)
     return plan
 
 

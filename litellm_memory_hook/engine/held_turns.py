@@ -14,20 +14,65 @@ from __future__ import annotations
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from litellm_memory_hook.core.messages import message_chars
 from litellm_memory_hook.core.models import Turn
+from litellm_memory_hook.core.plan import Seed
+from litellm_memory_hook.slices import Slicer
 
 
 @dataclass(frozen=True)
 class Held:
-    """One request's turns: ``pending`` to store, ``replace`` the stored ones they replace."""
+    """One request's turns: ``pending`` to store, ``replace`` the stored ones they replace,
+    and the ``seed`` stored before ``pending`` (a whole-history client's first request; its
+    messages become turns at the write, :meth:`seed_turns`), with ``made``: the turns of the
+    seed's messages the request sent, made before the model call (by index in the seed), so
+    that what LiteLLM does to a message it sends never reaches the store."""
 
     pending: tuple[Turn, ...]
     replace: tuple[Turn, ...]
     chars: int
     at: float
+    seed: Seed | None = None
+    made: Mapping[int, Turn] = field(default_factory=dict)
+
+    async def seed_turns(self) -> list[Turn]:
+        """The seed's turns, oldest first, made in slices of the event loop
+        (:class:`~litellm_memory_hook.slices.Slicer`): ~20 us a message."""
+        if self.seed is None:
+            return []
+        turns: list[Turn] = []
+        slicer = Slicer()
+        for index in range(len(self.seed.messages)):
+            turn = self.made.get(index) or self.seed.turn(index)
+            if turn is not None:
+                turns.append(turn)
+            await slicer.step()
+        return turns
+
+
+def sent_now(seed: Seed, sent: Sequence[Mapping[str, Any]]) -> dict[int, Turn]:
+    """The turns of the seed's messages that go upstream in ``sent`` (the rebuilt request's
+    messages), by index in the seed. A message counts as sent when it, its ``content`` or its
+    ``tool_calls`` is an object of a sent message (a copy that marks it for the cache shares
+    its parts): LiteLLM may change what it sends, and the store keeps what the client sent.
+    Linear in both; the window holds few messages."""
+    shared = {id(m) for m in sent}
+    for message in sent:
+        for part in (message.get("content"), message.get("tool_calls")):
+            if isinstance(part, (list, dict)):
+                shared.add(id(part))
+    made: dict[int, Turn] = {}
+    for index, message in enumerate(seed.messages):
+        parts = (message, message.get("content"), message.get("tool_calls"))
+        if any(id(p) in shared for p in parts if isinstance(p, (list, dict))):
+            turn = seed.turn(index)
+            if turn is not None:
+                made[index] = turn
+    return made
 
 
 class HeldTurns:
@@ -62,11 +107,21 @@ class HeldTurns:
     def __len__(self) -> int:
         return len(self._items)
 
-    def hold(self, pending: Sequence[Turn], replace: Sequence[Turn]) -> str:
-        """Hold the turns; returns their token (32 hex digits)."""
+    def hold(
+        self,
+        pending: Sequence[Turn],
+        replace: Sequence[Turn],
+        seed: Seed | None = None,
+        made: Mapping[int, Turn] | None = None,
+    ) -> str:
+        """Hold the turns (and a seed, with the turns made of its sent messages: :class:`Held`);
+        returns their token (32 hex digits)."""
         token = secrets.token_hex(16)
         chars = sum(len(t.text) for t in pending) + sum(len(t.text) for t in replace)
-        self._items[token] = Held(tuple(pending), tuple(replace), chars, self._clock())
+        if seed is not None:
+            chars += sum(message_chars(m) for m in seed.messages)
+        held = Held(tuple(pending), tuple(replace), chars, self._clock(), seed, dict(made or {}))
+        self._items[token] = held
         self._chars += chars
         self._trim()
         return token

@@ -29,7 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.engine.breakers import Health
 from litellm_memory_hook.engine.commit import TurnWriter
-from litellm_memory_hook.engine.held_turns import HeldTurns
+from litellm_memory_hook.engine.held_turns import HeldTurns, sent_now
 from litellm_memory_hook.engine.layers import EpochUpdate
 from litellm_memory_hook.engine.options import refitted, sized
 from litellm_memory_hook.engine.rebuild import PreparedRequest, prepare, prepare_offline
@@ -246,7 +246,7 @@ class MemoryEngine:
             flush=turn.flush,
             extract=turn.extract,
             write=turn.mode == "read_write" and plan.store,
-            held=self.held.hold(plan.pending, plan.replace),
+            held=self._hold(prepared),
             previous=plan.previous_text,
             seeded=plan.seeded,
             prefill=plan.prefill,
@@ -257,6 +257,13 @@ class MemoryEngine:
             layers=prepared.layer_chars,
         )
         return self.signer.seal(record)
+
+    def _hold(self, prepared: PreparedRequest) -> str:
+        """Hold the plan's turns until the reply (:mod:`.held_turns`); of a seed, only the
+        messages the request sends become turns now."""
+        plan = prepared.plan
+        made = sent_now(plan.seed, prepared.messages) if plan.seed is not None else None
+        return self.held.hold(plan.pending, plan.replace, plan.seed, made)
 
     async def _record_epoch(self, keys: ConversationKeys, update: EpochUpdate) -> None:
         """Record the cache layout's window start and head snapshot (a hint: a failure costs
@@ -323,10 +330,12 @@ class MemoryEngine:
                 call_id,
             )
             return
+        pending = held.pending
+        if held.seed is not None:
+            seed = await held.seed_turns()
+            pending, record = (*seed, *pending), replace(record, seeded=len(seed))
         await self.writer.commit(
-            PendingWrite(
-                record, reply, call_id, partial, pending=held.pending, replace=held.replace
-            )
+            PendingWrite(record, reply, call_id, partial, pending=pending, replace=held.replace)
         )
 
     async def remember_reply(self, record: TurnRecord, field: str, call_id: str) -> None:
