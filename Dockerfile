@@ -1,7 +1,7 @@
 # The LiteLLM proxy with the memory hook: the official LiteLLM image of the validated version plus
 # this package, run as a non-root user.
 #   docker build -t litellm-memory .
-#   docker run -p 4000:4000 -e LITELLM_MEMORY_REDIS_URL=redis://your-redis:6379/0 litellm-memory
+#   docker run -p 4000:4000 -e LITELLM_MEMORY_REDIS__URL=redis://your-redis:6379/0 litellm-memory
 #   docker compose up          (Redis with AOF, the proxy and one extraction worker)
 # Without a Redis URL the container runs the embedded Redis (data in /app/.litellm-memory: mount
 # a volume there to keep it). Mount your own config.yaml over /app/config.yaml for real models.

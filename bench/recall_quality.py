@@ -49,7 +49,7 @@ Evidence ids that name no line of the conversation (3 malformed LoCoMo labels) c
 found.
 
 This tool measures term schemes at a fixed 4 lines, in memory (no dates: they need the store's
-lookup by time). The product's default, budgeted recall (``recall_chars``), the dates in
+lookup by time). The product's default, budgeted recall (``recall.max_chars``), the dates in
 questions and the cover curve against recalled characters are measured on Redis by
 ``litellm-memory bench recall ../shared/data/locomo/locomo-dev.json
 ../shared/data/multiling/multiling-dev.json``. Scripts without spaces (now segmented with ICU)

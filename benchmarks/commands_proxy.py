@@ -54,7 +54,7 @@ def bench_extraction(
     redis_url: Annotated[
         str | None,
         typer.Option(
-            help="A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else the "
+            help="A real Redis (default: LITELLM_MEMORY_REDIS__URL, else REDIS_URL, else the "
             "embedded Redis of the serve running on --data-dir, else redis://127.0.0.1:6379/0); "
             "keys under membench-ext-<hex>: are written and deleted."
         ),
@@ -167,7 +167,7 @@ def bench_proxy(
     redis_url: Annotated[
         str | None,
         typer.Option(
-            help="A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else the "
+            help="A real Redis (default: LITELLM_MEMORY_REDIS__URL, else REDIS_URL, else the "
             "embedded Redis of the serve running on --data-dir, else redis://127.0.0.1:6379/0); "
             "keys under membench-proxy-<hex>: are written and deleted."
         ),

@@ -11,8 +11,8 @@ One run per sample, through real processes (``litellm-memory bench extraction``)
    data file: an extraction call is answered with the current memories plus LoCoMo's own
    observations of the lines in the job's prompt; the summary stays as it was) and a LiteLLM
    proxy with the memory hook (the given ``config.yaml`` with the stand-in's port, a fresh key
-   prefix ``membench-ext-<hex>``, ``extraction_quiet_s: 3600`` so that only the 12-message trigger
-   and the final flush start jobs, ``extraction_poll_s: 0.2``) on free ports, against the given
+   prefix ``membench-ext-<hex>``, ``extraction.quiet_s: 3600`` so that only the 12-message trigger
+   and the final flush start jobs, ``extraction.poll_s: 0.2``) on free ports, against the given
    Redis, with one user id per sample (``bench-<sample_id>``, default conversation);
 2. the conversation is replayed message by message with the ``openai`` client as a client that
    sends only the new message: each ``speaker_a`` line is the user message (with the speaker in
@@ -137,10 +137,9 @@ def run_config(
     """The run's proxy config: ``source`` with every alias on the stand-in, the key prefix,
     the Redis URL and the quiet / poll times of the module docstring."""
     memory = {
-        "key_prefix": prefix,
-        "redis_url": redis_url,
-        "extraction_quiet_s": EXTRACTION_QUIET_S,
-        "extraction_poll_s": EXTRACTION_POLL_S,
+        "storage": {"key_prefix": prefix},
+        "redis": {"url": redis_url},
+        "extraction": {"quiet_s": EXTRACTION_QUIET_S, "poll_s": EXTRACTION_POLL_S},
     }
     return stack_config(source, standin_port=standin_port, memory=memory)
 
@@ -185,7 +184,7 @@ def _stack(
         folder,
         lambda port: run_config(source, standin_port=port, prefix=prefix, redis_url=redis_url),
         prefix=prefix,
-        redis_env={"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS_URL": redis_url},
+        redis_env={"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS__URL": redis_url},
         keys=client,
         env=base_env,
         standin_env={"STANDIN_MODE": "oracle", "STANDIN_ORACLE": str(data.resolve())},

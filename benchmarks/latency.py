@@ -41,7 +41,12 @@ from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.messages import content_text, message_to_turn
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.proxy.hook import MemoryHook
-from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.settings import (
+    ExtractionSettings,
+    MemorySettings,
+    RedisSettings,
+    StorageSettings,
+)
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
 from litellm_memory_hook.tools.histories import History
@@ -217,7 +222,11 @@ async def _run_latency(
 ) -> list[LatencyRow]:
     # No extraction worker: the benchmark times the pre-call hook alone, and writes nothing.
     # The hook makes its Redis client as in the proxy (timeouts and reconnect retry included).
-    settings = MemorySettings(redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False)
+    settings = MemorySettings(
+        redis=RedisSettings(url=redis_url),
+        storage=StorageSettings(key_prefix=prefix),
+        extraction=ExtractionSettings(worker_in_proxy=False),
+    )
     hook = MemoryHook(
         settings=settings,
         alias_lookup=lambda model: {"memory": {"enabled": True, "system_prompt": "Be kind."}},
@@ -277,7 +286,7 @@ async def _run_latency(
                 for i in range(naive_runs):
                     t0 = time.perf_counter()
                     await _naive(
-                        store, keys, questions[i % len(questions)], settings.recent_messages
+                        store, keys, questions[i % len(questions)], settings.window.max_messages
                     )
                     naive_times.append((time.perf_counter() - t0) * 1000)
             build_s, memory, text_bytes = built[size]

@@ -6,8 +6,8 @@ they run, and how they print.
   4.0) is not copied into the repository: ``litellm-memory bench fetch-locomo`` downloads it into
   ``benchmarks/data/locomo/locomo10.json`` (ignored by git), checks that it reads as LoCoMo and
   says its licence.
-* Redis (:func:`bench_redis`): ``--redis-url``, else ``LITELLM_MEMORY_REDIS_URL`` / ``REDIS_URL``,
-  else the embedded Redis of the ``serve`` running on ``--data-dir``, else
+* Redis (:func:`bench_redis`): ``--redis-url``, else ``LITELLM_MEMORY_REDIS__URL`` /
+  ``REDIS_URL``, else the embedded Redis of the ``serve`` running on ``--data-dir``, else
   ``redis://127.0.0.1:6379/0``.
 * Samples (:func:`pick_samples`): ``--sample-id ID`` applies to every file, ``--sample-id
   FILE:ID`` to that file only (naming FILE is enough).
@@ -18,7 +18,6 @@ they run, and how they print.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -101,25 +100,22 @@ class BenchRedis:
 def bench_redis(explicit: str | None, data_dir: Path) -> BenchRedis:
     """The Redis a benchmark writes its throwaway keys to.
 
-    ``explicit`` (``--redis-url``), else the environment's (``LITELLM_MEMORY_REDIS_URL``, else
-    ``REDIS_URL``), else the embedded Redis of the ``serve`` running on ``data_dir`` (its unix
-    socket, when it answers), else ``redis://127.0.0.1:6379/0``.
+    ``explicit`` (``--redis-url``), else the environment's (``LITELLM_MEMORY_REDIS__URL``, the
+    flat ``LITELLM_MEMORY_REDIS_URL``, else ``REDIS_URL``), else the embedded Redis of the
+    ``serve`` running on ``data_dir`` (its unix socket, when it answers), else
+    ``redis://127.0.0.1:6379/0``.
 
     Raises:
         ConfigError: a ``LITELLM_MEMORY_*`` variable is unknown or invalid.
     """
-    from litellm_memory_hook.settings import load_settings
+    from litellm_memory_hook.settings import load_settings, setting_origin
 
     if explicit:
         return BenchRedis(explicit, "--redis-url")
     settings = load_settings()
-    if "redis_url" in settings.model_fields_set:
-        name = (
-            "LITELLM_MEMORY_REDIS_URL"
-            if os.environ.get("LITELLM_MEMORY_REDIS_URL")
-            else ("REDIS_URL")
-        )
-        return BenchRedis(settings.redis_url, name)
+    if "url" in settings.redis.model_fields_set:
+        name = setting_origin(None, "redis.url") or "REDIS_URL"
+        return BenchRedis(settings.redis.url, name)
     from litellm_memory_hook.store.embedded import answers, socket_path
     from litellm_memory_hook.tools.processes import running_serve
 
@@ -127,13 +123,13 @@ def bench_redis(explicit: str | None, data_dir: Path) -> BenchRedis:
     socket = socket_path(data_dir)
     if record is not None and answers(socket):
         return BenchRedis(f"unix://{socket}", f"embedded Redis of serve pid {record.pid}")
-    return BenchRedis(settings.redis_url, f"default: no REDIS_URL, no serve runs on {data_dir}")
+    return BenchRedis(settings.redis.url, f"default: no REDIS_URL, no serve runs on {data_dir}")
 
 
 # -- the options and lines every bench command shares ---------------------------------------------
 
 BENCH_REDIS_HELP = (
-    "A real Redis (default: LITELLM_MEMORY_REDIS_URL, else REDIS_URL, else the embedded Redis "
+    "A real Redis (default: LITELLM_MEMORY_REDIS__URL, else REDIS_URL, else the embedded Redis "
     "of the serve running on --data-dir, else redis://127.0.0.1:6379/0); the keys the run "
     "writes (under membench...) are deleted after."
 )

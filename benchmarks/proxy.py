@@ -36,10 +36,10 @@ post-call: the append and the schedule).
 Extraction (``--extraction``): ``proxy`` (the default deployment) runs the worker inside the
 proxy: every 12 stored messages a conversation is due and the worker calls the stand-in through
 the proxy's router, a cost of memory that the hook-on side pays in the proxy's own CPU.
-``worker`` runs it as a separate ``litellm-memory worker`` process (``worker_in_proxy: false``)
-calling the stand-in directly (``extraction_base_url``), as a deployment under load does
-(docker-compose.yml): the proxy then pays only the hook. ``off`` writes no extraction job at
-all.
+``worker`` runs it as a separate ``litellm-memory worker`` process
+(``extraction.worker_in_proxy: false``) calling the stand-in directly (``extraction.base_url``),
+as a deployment under load does (docker-compose.yml): the proxy then pays only the hook. ``off``
+writes no extraction job at all.
 
 Profile (``profile_requests``): after the timed rounds at the largest number of clients, one
 more phase per side, the memory alias then the context side, each of that many requests, while
@@ -124,12 +124,14 @@ def bench_config(
         "litellm_settings": {"callbacks": "litellm_memory_hook.proxy_callback.memory_hook"},
         "callback_settings": {
             "memory": {
-                "key_prefix": prefix,
-                "redis_url": redis_url,
-                "extraction_enabled": extraction != "off",
-                "worker_in_proxy": extraction == "proxy",
-                "extraction_base_url": f"http://127.0.0.1:{standin_port}/v1",
-                "extraction_api_key": "not-needed",
+                "storage": {"key_prefix": prefix},
+                "redis": {"url": redis_url},
+                "extraction": {
+                    "enabled": extraction != "off",
+                    "worker_in_proxy": extraction == "proxy",
+                    "base_url": f"http://127.0.0.1:{standin_port}/v1",
+                    "api_key": "not-needed",
+                },
                 "gc_freeze": True,  # as the shipped config.yaml
             }
         },
@@ -207,7 +209,7 @@ def bench_stack(
     standalone worker; stopped (and the keys deleted) after."""
     master_key = f"sk-bench-{secrets.token_hex(8)}"
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_MEMORY_")}
-    redis_env = {"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS_URL": redis_url}
+    redis_env = {"REDIS_URL": redis_url, "LITELLM_MEMORY_REDIS__URL": redis_url}
 
     def config(standin_port: int) -> dict[str, Any]:
         return bench_config(

@@ -18,7 +18,12 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
 
     from litellm_memory_hook.proxy.hook import MemoryHook
     from litellm_memory_hook.proxy.request_data import METADATA_KEY
-    from litellm_memory_hook.settings import MemorySettings
+    from litellm_memory_hook.settings import (
+        ExtractionSettings,
+        MemorySettings,
+        RedisSettings,
+        StorageSettings,
+    )
     from litellm_memory_hook.store.client import redis_client
 
     class _Auth:
@@ -27,7 +32,11 @@ async def write_cost(redis_url: str, prefix: str, samples: int) -> WriteCost:
         user_id = "default_user_id"
 
     client = redis_client(redis_url)  # the client the hook makes in the proxy
-    settings = MemorySettings(redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False)
+    settings = MemorySettings(
+        redis=RedisSettings(url=redis_url),
+        storage=StorageSettings(key_prefix=prefix),
+        extraction=ExtractionSettings(worker_in_proxy=False),
+    )
     hook = MemoryHook(
         settings=settings,
         redis=client,

@@ -48,7 +48,12 @@ from redis.exceptions import RedisError
 
 from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.proxy.hook import MemoryHook
-from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.settings import (
+    ExtractionSettings,
+    MemorySettings,
+    RedisSettings,
+    StorageSettings,
+)
 
 PREFIX_STEM = "memstall"
 """Keys of a run go under ``memstall-<8 hex>:``; every one is deleted after the run."""
@@ -208,7 +213,9 @@ async def _in_process(
     redis_url: str, prefix: str, kinds: Sequence[str], sizes: Sequence[int], clients: Sequence[str]
 ) -> list[StallRow]:
     settings = MemorySettings(
-        redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False, extraction_enabled=False
+        redis=RedisSettings(url=redis_url),
+        storage=StorageSettings(key_prefix=prefix),
+        extraction=ExtractionSettings(worker_in_proxy=False, enabled=False),
     )
     hook = MemoryHook(settings=settings, alias_lookup=lambda _: {"memory": {"enabled": True}})
     rows: list[StallRow] = []

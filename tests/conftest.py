@@ -60,12 +60,13 @@ def real_redis_url() -> str:
 
 def cli_key_prefix(monkeypatch: pytest.MonkeyPatch, stem: str) -> Iterator[str]:
     """For a fixture: a key prefix of one test, given to CLI commands by
-    LITELLM_MEMORY_KEY_PREFIX (and the test Redis by REDIS_URL); its keys are deleted after the
-    test (SCAN). Use as ``yield from cli_key_prefix(monkeypatch, "tcm")``."""
+    LITELLM_MEMORY_STORAGE__KEY_PREFIX (and the test Redis by REDIS_URL); its keys are deleted
+    after the test (SCAN). Use as ``yield from cli_key_prefix(monkeypatch, "tcm")``."""
     prefix = stem + uuid.uuid4().hex[:10]
-    monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", prefix)
+    monkeypatch.setenv("LITELLM_MEMORY_STORAGE__KEY_PREFIX", prefix)
     monkeypatch.setenv("REDIS_URL", real_redis_url())
-    monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL", raising=False)
+    for name in ("LITELLM_MEMORY_REDIS__URL", "LITELLM_MEMORY_REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
     yield prefix
     client = redis.Redis.from_url(real_redis_url())
     for key in client.scan_iter(match=f"{prefix}:*", count=1000):
@@ -177,9 +178,13 @@ def store(any_redis: aioredis.Redis) -> MemoryStore:
 ALIASES: dict[str, dict[str, Any]] = {
     "demo": {"memory": {"enabled": True, "system_prompt": "You are Mira."}},
     "strict": {"memory": {"enabled": True, "required": True}},
-    "tiny": {"memory": {"enabled": True, "recent_chars": 300, "recent_messages": 4}},
+    "tiny": {"memory": {"enabled": True, "window": {"max_chars": 300, "max_messages": 4}}},
     "tiny-window": {
-        "memory": {"enabled": True, "recent_chars": 300, "recent_messages": 4, "history": "window"}
+        "memory": {
+            "enabled": True,
+            "window": {"max_chars": 300, "max_messages": 4},
+            "history": "window",
+        }
     },
     "plain": {},
 }

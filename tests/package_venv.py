@@ -189,7 +189,7 @@ def write_config(path: Path, standin_port: int, prefix: str) -> Path:
             }
         ],
         "litellm_settings": {"callbacks": "litellm_memory_hook.proxy_callback.memory_hook"},
-        "callback_settings": {"memory": {"key_prefix": prefix}},
+        "callback_settings": {"memory": {"storage": {"key_prefix": prefix}}},
         "general_settings": {"master_key": MASTER_KEY},
     }
     path.write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -381,7 +381,9 @@ async def test_an_agent_loop_is_stored_once_and_sent_as_sent(hook: MemoryHook) -
         history.append({"role": "assistant", "content": reply["content"]})
         result = {"type": "tool_result", "tool_use_id": "toolu_7", "content": "a.txt\nb.txt"}
         history.append({"role": "user", "content": [result]})
-    keys = ConversationKeys.for_ids(hook.settings.key_prefix, "master", "alice", "claude.anthropic")
+    keys = ConversationKeys.for_ids(
+        hook.settings.storage.key_prefix, "master", "alice", "claude.anthropic"
+    )
     stored = [json.loads(t) for t in await hook.store.redis.zrange(keys.turns, 0, -1)]
     assert [t["role"] for t in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[1]["msg"]["thinking_blocks"] == [thinking]

@@ -35,7 +35,7 @@ from litellm_memory_hook.tools.processes import ServeRecord
 from .conftest import real_redis_url
 
 REPO = Path(__file__).resolve().parents[1]
-REDIS_VARS = ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL")
+REDIS_VARS = ("REDIS_URL", "LITELLM_MEMORY_REDIS__URL", "LITELLM_MEMORY_REDIS_URL")
 
 
 @pytest.fixture

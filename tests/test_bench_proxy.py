@@ -149,7 +149,7 @@ def test_bench_proxy_with_a_worker_process(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["config"]["extraction"] == "worker"
     config = yaml.safe_load((tmp_path / "logs" / "config.yaml").read_text())
-    assert config["callback_settings"]["memory"]["worker_in_proxy"] is False
+    assert config["callback_settings"]["memory"]["extraction"]["worker_in_proxy"] is False
     # 4 users x (12 + 1 warm-up) messages each: every user reached the 12-message trigger
     assert report["extraction_stats"].get("jobs_committed", 0) >= 4, report["extraction_stats"]
     assert report["extraction_stats"].get("jobs_failed", 0) == 0

@@ -146,13 +146,19 @@ async def _send(hook: MemoryHook, text: str, call_id: str, **extra: Any) -> list
 
 
 ALIASES: dict[str, dict[str, Any]] = {
-    "demo": {"memory": {"enabled": True, "system_prompt": "You are Mira.", "recent_messages": 10}},
+    "demo": {
+        "memory": {
+            "enabled": True,
+            "system_prompt": "You are Mira.",
+            "window": {"max_messages": 10},
+        }
+    },
     "seed": {"memory": {"enabled": True, "system_prompt": "You are Mira.", "layout": "seed"}},
     "anthropic-like": {
         "memory": {
             "enabled": True,
             "system_prompt": "You are Mira.",
-            "recent_messages": 10,
+            "window": {"max_messages": 10},
             "tail_placement": "user",
         }
     },

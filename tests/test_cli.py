@@ -98,9 +98,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         pytest.fail(f"port {STANDIN_PORT} (the demo stand-in in config.yaml) is taken")
     folder = tmp_path_factory.mktemp("serve")
     port = free_port()
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL")
-    }
+    drop = ("REDIS_URL", "LITELLM_MEMORY_REDIS__URL", "LITELLM_MEMORY_REDIS_URL")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     log = folder / "serve.log"
     process = subprocess.Popen(
         [*CLI, "serve", "--config", str(REPO / "config.yaml"), "--port", str(port)],

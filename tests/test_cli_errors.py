@@ -27,7 +27,12 @@ register(cli.app)
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No LITELLM_MEMORY_* setting from the outside."""
-    for name in ("LITELLM_MEMORY_RECALL_K", "LITELLM_MEMORY_RECENT_CHARS"):
+    for name in (
+        "LITELLM_MEMORY_RECALL__K",
+        "LITELLM_MEMORY_RECALL_K",
+        "LITELLM_MEMORY_WINDOW__MAX_CHARS",
+        "LITELLM_MEMORY_RECENT_CHARS",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -35,8 +40,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def config(tmp_path: Path) -> Path:
     """The checkout's config.yaml without its key prefix (the test's, when it sets one)."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
-    raw["callback_settings"]["memory"].pop("key_prefix", None)
-    raw["callback_settings"]["memory"].pop("redis_url", None)
+    raw["callback_settings"]["memory"].get("storage", {}).pop("key_prefix", None)
+    raw["callback_settings"]["memory"].pop("redis", None)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
@@ -238,28 +243,29 @@ def test_a_config_that_is_not_utf8_or_not_yaml_is_one_line(tmp_path: Path) -> No
 
 
 def test_a_bad_setting_is_one_line_naming_it(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """LITELLM_MEMORY_RECALL_K=abc printed pydantic's 4-line dump: one line naming the variable,
+    """LITELLM_MEMORY_RECALL__K=abc printed pydantic's 4-line dump: one line naming the variable,
     its value and what is expected."""
-    monkeypatch.setenv("LITELLM_MEMORY_RECALL_K", "abc")
+    monkeypatch.setenv("LITELLM_MEMORY_RECALL__K", "abc")
     line = one_error_line(invoke("stats", "--config", str(config)))
     assert line == (
-        "error: invalid setting LITELLM_MEMORY_RECALL_K ('abc'): Input should be a valid "
+        "error: invalid setting LITELLM_MEMORY_RECALL__K ('abc'): Input should be a valid "
         "integer, unable to parse string as an integer"
     )
     # the benchmarks read the environment's settings too (a ValidationError, rc 1, before)
     line = one_error_line(invoke("bench", "recall", str(config), "--no-curve"))
-    assert "LITELLM_MEMORY_RECALL_K ('abc')" in line
+    assert "LITELLM_MEMORY_RECALL__K ('abc')" in line
 
 
 def test_a_bad_setting_in_the_file_names_its_key(config: Path) -> None:
     """A value in callback_settings.memory is named by its key there; two problems, one line."""
     raw = yaml.safe_load(config.read_text(encoding="utf-8"))
-    raw["callback_settings"]["memory"].update(recent_chars=5, recall_mode="best")
+    raw["callback_settings"]["memory"]["window"]["max_chars"] = 5
+    raw["callback_settings"]["memory"]["recall"] = {"mode": "best"}
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
     line = one_error_line(invoke("stats", "--config", str(config)))
     assert line == (
-        "error: invalid settings: callback_settings.memory.recent_chars (5): Input should be "
-        "greater than or equal to 200; callback_settings.memory.recall_mode ('best'): Input "
+        "error: invalid settings: callback_settings.memory.window.max_chars (5): Input should be "
+        "greater than or equal to 200; callback_settings.memory.recall.mode ('best'): Input "
         "should be 'budget' or 'fixed'"
     )
 
@@ -277,9 +283,9 @@ def test_a_redis_url_with_an_impossible_port_is_a_bad_setting(
     """A port outside 1-65535 is refused as a setting (it passed, then every command failed
     with "ValueError: Port out of range"); the URL itself is not repeated (it may hold a
     password)."""
-    monkeypatch.setenv("LITELLM_MEMORY_REDIS_URL", url)
+    monkeypatch.setenv("LITELLM_MEMORY_REDIS__URL", url)
     line = one_error_line(invoke("stats", "--config", str(config)))
-    assert "LITELLM_MEMORY_REDIS_URL" in line and expected in line
+    assert "LITELLM_MEMORY_REDIS__URL" in line and expected in line
     assert "127.0.0.1" not in line
 
 
@@ -291,12 +297,12 @@ def test_the_worker_names_where_extraction_was_turned_off(
     file's key (it always named the file's key)."""
     if from_file:
         raw = yaml.safe_load(config.read_text(encoding="utf-8"))
-        raw["callback_settings"]["memory"]["Extraction_Enabled"] = False
+        raw["callback_settings"]["memory"]["Extraction"] = {"enabled": False}
         config.write_text(yaml.safe_dump(raw), encoding="utf-8")
-        source = "callback_settings.memory.Extraction_Enabled"
+        source = "callback_settings.memory.Extraction.enabled"
     else:
-        monkeypatch.setenv("LITELLM_MEMORY_EXTRACTION_ENABLED", "false")
-        source = "(LITELLM_MEMORY_EXTRACTION_ENABLED)"
+        monkeypatch.setenv("LITELLM_MEMORY_EXTRACTION__ENABLED", "false")
+        source = "(LITELLM_MEMORY_EXTRACTION__ENABLED)"
     line = one_error_line(invoke("worker", "--once", "--config", str(config)))
     assert "extraction is off" in line and source in line
 
@@ -350,7 +356,7 @@ def unreachable_redis(config: Path) -> Path:
     """``config`` pointed at a Redis that is not there: a test whose file is refused before
     Redis is touched passes, one that gets as far as Redis fails."""
     raw = yaml.safe_load(config.read_text(encoding="utf-8"))
-    raw["callback_settings"]["memory"]["redis_url"] = "redis://127.0.0.1:1/0"
+    raw["callback_settings"]["memory"]["redis"] = {"url": "redis://127.0.0.1:1/0"}
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
     return config
 

@@ -1,6 +1,6 @@
 """`litellm-memory memories list|pin|edit|delete|flush`, `stats` and `worker` through typer's
-CliRunner on a real Redis (REDIS_URL), with a test key prefix (LITELLM_MEMORY_KEY_PREFIX) and a
-copy of the checkout's config.yaml; the worker also against the package's stand-in model."""
+CliRunner on a real Redis (REDIS_URL), with a test key prefix (LITELLM_MEMORY_STORAGE__KEY_PREFIX)
+and a copy of the checkout's config.yaml; the worker also against the package's stand-in model."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def config(tmp_path: Path, key_prefix: str) -> Path:
     (``plain``)."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
     memory = raw["callback_settings"]["memory"]
-    memory.pop("key_prefix", None)
-    memory.pop("redis_url", None)
+    memory.get("storage", {}).pop("key_prefix", None)
+    memory.pop("redis", None)
     raw["model_list"].append({"model_name": "plain", "litellm_params": {"model": "openai/x"}})
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
@@ -110,7 +110,7 @@ def test_delete_extracted_memory(config: Path, key_prefix: str, sync_redis: redi
     from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
     loaded = ProxyConfig.load(config)
-    assert loaded.settings.key_prefix == key_prefix
+    assert loaded.settings.storage.key_prefix == key_prefix
     target = resolve_target(
         loaded.settings,
         lambda name: loaded.alias(name),
@@ -236,7 +236,9 @@ def test_worker_once_extracts_with_the_standin(
     standin = start_standin(port, tmp_path / "standin.log")
     try:
         raw = yaml.safe_load(config.read_text(encoding="utf-8"))
-        raw["callback_settings"]["memory"]["extraction_base_url"] = f"http://127.0.0.1:{port}/v1"
+        raw["callback_settings"]["memory"]["extraction"] = {
+            "base_url": f"http://127.0.0.1:{port}/v1"
+        }
         config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
         history = tmp_path / "chat.jsonl"
         lines = [

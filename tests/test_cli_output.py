@@ -45,8 +45,8 @@ def config(tmp_path: Path, key_prefix: str) -> Path:
     """The checkout's config.yaml without its own key prefix or Redis URL."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
     memory = raw["callback_settings"]["memory"]
-    memory.pop("key_prefix", None)
-    memory.pop("redis_url", None)
+    memory.get("storage", {}).pop("key_prefix", None)
+    memory.pop("redis", None)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path

@@ -194,15 +194,15 @@ async def test_export_and_forget_through_the_memory_api(
 def cluster_proxy(
     redis_cluster: RedisCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, httpx.Client, SyncCluster, str, Path]]:
-    """Stand-in + a LiteLLM proxy whose memory Redis is the cluster (``redis_cluster: true``
-    through ``LITELLM_MEMORY_REDIS_CLUSTER``), with a 1 s extraction quiet time."""
+    """Stand-in + a LiteLLM proxy whose memory Redis is the cluster (``redis.cluster: true``
+    through ``LITELLM_MEMORY_REDIS__CLUSTER``), with a 1 s extraction quiet time."""
     with harness.stack(
         tmp_path_factory.mktemp("e2e-cluster"),
         stem="e2c",
-        memory={"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2},
+        memory={"extraction": {"quiet_s": 1.0, "poll_s": 0.2}},
         redis_env={
-            "LITELLM_MEMORY_REDIS_URL": redis_cluster.url,
-            "LITELLM_MEMORY_REDIS_CLUSTER": "true",
+            "LITELLM_MEMORY_REDIS__URL": redis_cluster.url,
+            "LITELLM_MEMORY_REDIS__CLUSTER": "true",
         },
         keys=SyncCluster.from_url(redis_cluster.url, decode_responses=True),
     ) as running:

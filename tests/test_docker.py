@@ -131,14 +131,14 @@ def test_compose_services_volumes_and_commands() -> None:
     proxy = services["proxy"]
     assert proxy["build"] == "." and proxy["image"] == services["worker"]["image"]
     assert ["litellm-memory", *proxy["command"]] == image_command()
-    assert proxy["environment"]["LITELLM_MEMORY_REDIS_URL"] == "redis://redis:6379/0"
-    assert proxy["environment"]["LITELLM_MEMORY_WORKER_IN_PROXY"] == "false"
+    assert proxy["environment"]["LITELLM_MEMORY_REDIS__URL"] == "redis://redis:6379/0"
+    assert proxy["environment"]["LITELLM_MEMORY_EXTRACTION__WORKER_IN_PROXY"] == "false"
     assert "4000:4000" in proxy["ports"]
     assert proxy["depends_on"]["redis"]["condition"] == "service_healthy"
     worker = services["worker"]
     assert worker["command"] == ["worker", "--config", "/app/config.yaml"]
-    assert worker["environment"]["LITELLM_MEMORY_REDIS_URL"] == "redis://redis:6379/0"
-    assert worker["environment"]["LITELLM_MEMORY_EXTRACTION_BASE_URL"] == "http://proxy:4000/v1"
+    assert worker["environment"]["LITELLM_MEMORY_REDIS__URL"] == "redis://redis:6379/0"
+    assert worker["environment"]["LITELLM_MEMORY_EXTRACTION__BASE_URL"] == "http://proxy:4000/v1"
     assert worker["depends_on"]["proxy"]["condition"] == "service_healthy"
     for name in ("proxy", "worker"):
         assert "./config.yaml:/app/config.yaml:ro" in services[name]["volumes"]
@@ -155,14 +155,14 @@ def test_compose_environment_is_accepted_by_the_settings(
     for name, value in compose()["services"][service]["environment"].items():
         monkeypatch.setenv(name, str(value))
     try:
-        settings = load_settings({"memory": {"key_prefix": "mem"}})
+        settings = load_settings({"memory": {"storage": {"key_prefix": "mem"}}})
     except ConfigError as exc:  # pragma: no cover - the failure message is the point
         pytest.fail(f"{service}: {exc}")
-    assert settings.redis_url == "redis://redis:6379/0"
+    assert settings.redis.url == "redis://redis:6379/0"
     if service == "proxy":
-        assert settings.worker_in_proxy is False
+        assert settings.extraction.worker_in_proxy is False
     else:
-        assert settings.extraction_base_url == "http://proxy:4000/v1"
+        assert settings.extraction.base_url == "http://proxy:4000/v1"
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -196,8 +196,8 @@ def test_worker_service_command_runs(tmp_path: Path) -> None:
     config.write_text((REPO / "config.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     worker = compose()["services"]["worker"]
     env = {name: str(value) for name, value in worker["environment"].items()}
-    env["LITELLM_MEMORY_REDIS_URL"] = REDIS_URL
-    env["LITELLM_MEMORY_KEY_PREFIX"] = "tdk" + uuid.uuid4().hex[:10]
+    env["LITELLM_MEMORY_REDIS__URL"] = REDIS_URL
+    env["LITELLM_MEMORY_STORAGE__KEY_PREFIX"] = "tdk" + uuid.uuid4().hex[:10]
     command = [a if a != "/app/config.yaml" else str(config) for a in worker["command"]]
     done = _cli(*command, "--once", env=env)
     assert done.returncode == 0, done.stdout + done.stderr

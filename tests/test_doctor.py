@@ -42,6 +42,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No Redis URL or cluster flag from the outside; each test sets what it needs."""
     for name in ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL", "LITELLM_MEMORY_REDIS_CLUSTER"):
         monkeypatch.delenv(name, raising=False)
+    for name in ("LITELLM_MEMORY_REDIS__URL", "LITELLM_MEMORY_REDIS__CLUSTER"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def doctor(*args: str) -> tuple[int, dict[str, dict[str, str]], list[dict[str, str]]]:
@@ -171,14 +173,14 @@ def test_doctor_recommends_aof_and_noeviction(
 def test_doctor_flags_a_cluster_setting_on_a_standalone_redis(
     throwaway_redis: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """redis_cluster: true against a standalone server fails, naming both: the cluster client
+    """redis.cluster: true against a standalone server fails, naming both: the cluster client
     cannot use it, so every request would go without memory (fresh-operator run: doctor said
     "ready" with a warning)."""
     monkeypatch.setenv("REDIS_URL", throwaway_redis())
-    monkeypatch.setenv("LITELLM_MEMORY_REDIS_CLUSTER", "true")
+    monkeypatch.setenv("LITELLM_MEMORY_REDIS__CLUSTER", "true")
     code, checks, _ = doctor()
     assert checks["redis mode"]["status"] == "fail"
-    assert "redis_cluster is true" in checks["redis mode"]["detail"]
+    assert "redis.cluster is true" in checks["redis mode"]["detail"]
     assert code == 1
 
 
@@ -384,21 +386,21 @@ def test_doctor_fails_a_memory_block_that_would_be_ignored(tmp_path: Path) -> No
 def test_doctor_names_environment_variables_the_file_overrides(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A LITELLM_MEMORY_<NAME> variable for a key config.yaml also sets does nothing (the file
+    """A LITELLM_MEMORY_* variable for a key config.yaml also sets does nothing (the file
     wins): doctor warns and names it (a fresh-user test set LITELLM_MEMORY_KEY_PREFIX and saw no
     effect); a variable for a key the file leaves out is used and not named."""
     from litellm_memory_hook.settings import load_settings, shadowed_env
 
-    monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", "zzmine")
-    monkeypatch.setenv("LITELLM_MEMORY_RECALL_K", "6")
+    monkeypatch.setenv("LITELLM_MEMORY_STORAGE__KEY_PREFIX", "zzmine")
+    monkeypatch.setenv("LITELLM_MEMORY_RECALL__K", "6")
     _, by_name, _ = doctor()
     assert by_name["environment"]["status"] == "warn"
-    assert "LITELLM_MEMORY_KEY_PREFIX ignored" in by_name["environment"]["detail"]
-    assert "RECALL_K" not in by_name["environment"]["detail"]
-    section = {"memory": {"key_prefix": "mem"}}
-    assert shadowed_env(section) == ["LITELLM_MEMORY_KEY_PREFIX"]
+    assert "LITELLM_MEMORY_STORAGE__KEY_PREFIX ignored" in by_name["environment"]["detail"]
+    assert "RECALL__K" not in by_name["environment"]["detail"]
+    section = {"memory": {"storage": {"key_prefix": "mem"}}}
+    assert shadowed_env(section) == ["LITELLM_MEMORY_STORAGE__KEY_PREFIX"]
     settings = load_settings(section)
-    assert (settings.key_prefix, settings.recall_k) == ("mem", 6)
+    assert (settings.storage.key_prefix, settings.recall.k) == ("mem", 6)
 
 
 def test_doctor_checks_the_ports_serve_would_take(tmp_path: Path) -> None:

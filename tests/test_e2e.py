@@ -65,7 +65,7 @@ EXTRA_MODELS = [
     {
         "model_name": "claude",
         "litellm_params": {"model": "anthropic/claude-standin", "api_base": "BASE", "api_key": "x"},
-        "model_info": {"memory": {"enabled": True, "recent_messages": 4}},
+        "model_info": {"memory": {"enabled": True, "window": {"max_messages": 4}}},
     },
     {
         "model_name": "big",
@@ -75,7 +75,9 @@ EXTRA_MODELS = [
     {
         "model_name": "small",
         "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
-        "model_info": {"memory": {"enabled": True, "namespace": "shared", "recent_chars": 1000}},
+        "model_info": {
+            "memory": {"enabled": True, "namespace": "shared", "window": {"max_chars": 1000}}
+        },
     },
 ]
 
@@ -460,7 +462,7 @@ def proxy_without_redis(
     with harness.stack(
         tmp_path_factory.mktemp("noredis"),
         stem="dead",
-        redis_env={"LITELLM_MEMORY_REDIS_URL": f"redis://127.0.0.1:{dead_port}/0"},
+        redis_env={"LITELLM_MEMORY_REDIS__URL": f"redis://127.0.0.1:{dead_port}/0"},
     ) as running:
         yield f"{running.proxy}/v1", running.standin
     dead.close()

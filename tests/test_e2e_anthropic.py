@@ -109,7 +109,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stem="e2ea",
         kind=Stack,
         extra_models=MODELS,
-        memory={"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2},
+        memory={"extraction": {"quiet_s": 1.0, "poll_s": 0.2}},
     ) as running:
         yield running
 

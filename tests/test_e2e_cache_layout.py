@@ -27,14 +27,22 @@ MODELS: list[dict[str, Any]] = [
         "model_name": "small",
         "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
         "model_info": {
-            "memory": {"enabled": True, "system_prompt": "You are Mira.", "recent_messages": 10}
+            "memory": {
+                "enabled": True,
+                "system_prompt": "You are Mira.",
+                "window": {"max_messages": 10},
+            }
         },
     },
     {
         "model_name": "claude-small",
         "litellm_params": {"model": "anthropic/claude-standin", "api_base": "BASE", "api_key": "x"},
         "model_info": {
-            "memory": {"enabled": True, "system_prompt": "You are Mira.", "recent_messages": 10}
+            "memory": {
+                "enabled": True,
+                "system_prompt": "You are Mira.",
+                "window": {"max_messages": 10},
+            }
         },
     },
 ]

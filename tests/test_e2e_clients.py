@@ -71,7 +71,12 @@ def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clients]:
         stem="e2c",
         kind=Clients,
         extra_models=[plain],
-        memory={"user_header": "x-openwebui-user-id", "conversation_header": "x-openwebui-chat-id"},
+        memory={
+            "identity": {
+                "user_header": "x-openwebui-user-id",
+                "conversation_header": "x-openwebui-chat-id",
+            }
+        },
         # fuzzed bodies must not put the deployments in cooldown or be retried
         extra={"router_settings": {"num_retries": 0, "disable_cooldowns": True}},
     ) as running:

@@ -73,10 +73,10 @@ def load_stack(
     client: redis.Redis | SyncCluster
     if request.param == "cluster":
         cluster = request.getfixturevalue("redis_cluster")
-        env = {"LITELLM_MEMORY_REDIS_URL": cluster.url, "LITELLM_MEMORY_REDIS_CLUSTER": "true"}
+        env = {"LITELLM_MEMORY_REDIS__URL": cluster.url, "LITELLM_MEMORY_REDIS__CLUSTER": "true"}
         client = SyncCluster.from_url(cluster.url, decode_responses=True)
     else:
-        env = {"LITELLM_MEMORY_REDIS_URL": real_redis_url()}
+        env = {"LITELLM_MEMORY_REDIS__URL": real_redis_url()}
         client = redis.Redis.from_url(real_redis_url(), decode_responses=True)
     with harness.stack(folder, stem="ld", redis_env=env, keys=client) as running:
         yield LoadStack(f"{running.proxy}/v1", client, running.prefix, running.log)

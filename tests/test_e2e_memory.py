@@ -91,7 +91,7 @@ def mstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryStack]:
         folder,
         stem="e2m",
         kind=MemoryStack,
-        memory={"extraction_quiet_s": 1.0, "extraction_poll_s": 0.2},
+        memory={"extraction": {"quiet_s": 1.0, "poll_s": 0.2}},
         general={"custom_auth": "custom_auth_two_tenants.user_api_key_auth"},
     ) as running:
         yield running

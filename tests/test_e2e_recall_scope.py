@@ -26,7 +26,7 @@ MODELS = [
     {
         "model_name": "across",
         "litellm_params": {"model": "openai/standin", "api_base": "BASE", "api_key": "x"},
-        "model_info": {"memory": {"enabled": True, "recall_scope": "user"}},
+        "model_info": {"memory": {"enabled": True, "recall": {"scope": "user"}}},
     },
     {
         "model_name": "within",

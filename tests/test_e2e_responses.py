@@ -96,10 +96,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         # Codex's recipe (docs/protocols/responses.md): the user in a header the provider
         # table sends, the conversation in the session_id header Codex sends
         memory={
-            "extraction_quiet_s": 1.0,
-            "extraction_poll_s": 0.2,
-            "user_header": "x-memory-user",
-            "conversation_header": "session_id",
+            "extraction": {"quiet_s": 1.0, "poll_s": 0.2},
+            "identity": {"user_header": "x-memory-user", "conversation_header": "session_id"},
         },
         extra={"router_settings": {"num_retries": 0, "disable_cooldowns": True}},
     ) as running:

@@ -58,7 +58,7 @@ def round3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Round3]:
         stem="e3r",
         kind=Round3,
         extra_models=[plain, small],
-        memory={"user_header": USER_HEADER, "conversation_header": CHAT_HEADER},
+        memory={"identity": {"user_header": USER_HEADER, "conversation_header": CHAT_HEADER}},
         extra={"router_settings": {"num_retries": 0, "disable_cooldowns": True}},
     ) as running:
         yield running

@@ -223,11 +223,13 @@ def fstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FailStack]:
         stem="e2f",
         kind=FailStack,
         memory={
-            "extraction_quiet_s": 0.3,
-            "extraction_poll_s": 0.1,
-            "extraction_every": 2,
-            "extraction_backoff_s": 0.4,
-            "extraction_max_attempts": 3,
+            "extraction": {
+                "quiet_s": 0.3,
+                "poll_s": 0.1,
+                "every_messages": 2,
+                "backoff_s": 0.4,
+                "max_attempts": 3,
+            }
         },
     ) as running:
         yield running

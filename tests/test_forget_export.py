@@ -251,7 +251,7 @@ async def test_forget_user_leaves_nothing(
     assert await user_keys_left(client, key_prefix, user.hash_tag) == [user.forgets.encode()]
     tokens = await client.hgetall(user.forgets)
     assert sorted(tokens) == [b"n", b"u"] and re.fullmatch(rb"f:\d{13}-[0-9a-f]{16}", tokens[b"u"])
-    ttl = forget_token_ttl_s(hook.settings.write_buffer_max_age_s)
+    ttl = forget_token_ttl_s(hook.settings.write_buffer.max_age_s)
     assert ttl - 5 < await client.ttl(user.forgets) <= ttl == 600 + 3600
     due = [m.decode() for m in await client.zrange(due_key(key_prefix), 0, -1)]
     assert due == ["master:bob:demo"]
@@ -478,7 +478,7 @@ async def test_a_malformed_document_writes_nothing(
     bad = ExportDocument.parse(raw)
     with pytest.raises(MemoryInputError, match="positive integer 'seq'"):
         await api.import_export(bad, tenant="team-z", user="zz")
-    assert not [k async for k in client.scan_iter(match=f"{hook.settings.key_prefix}:*zz*")]
+    assert not [k async for k in client.scan_iter(match=f"{hook.settings.storage.key_prefix}:*zz*")]
     await api.import_export(good, tenant="team-z", user="zz")
     copy = await api.export(target(hook, "zz", tenant="team-z"), whole_user=True)
     assert [len(c.turns) for c in copy.conversations] == [len(c.turns) for c in good.conversations]
@@ -611,13 +611,14 @@ async def test_openapi_documents_forget_and_export(http: httpx.AsyncClient) -> N
 @pytest.fixture
 def cli_env(monkeypatch: pytest.MonkeyPatch, key_prefix: str, tmp_path: Path) -> Iterator[Path]:
     """The checkout's config.yaml with the private alias, the test Redis and key prefix."""
-    monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", key_prefix)
+    monkeypatch.setenv("LITELLM_MEMORY_STORAGE__KEY_PREFIX", key_prefix)
     monkeypatch.setenv("REDIS_URL", REDIS_URL)
-    monkeypatch.delenv("LITELLM_MEMORY_REDIS_URL", raising=False)
+    for name in ("LITELLM_MEMORY_REDIS__URL", "LITELLM_MEMORY_REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
     memory = raw["callback_settings"]["memory"]
-    memory.pop("key_prefix", None)
-    memory.pop("redis_url", None)
+    memory.get("storage", {}).pop("key_prefix", None)
+    memory.pop("redis", None)
     raw["model_list"].append(
         {
             "model_name": "private",
@@ -817,7 +818,7 @@ def test_help_texts_have_examples_and_plain_usage() -> None:
 
 
 def test_sync_client_sees_export_keys_prefix(cli_env: Path, key_prefix: str) -> None:
-    """The CLI writes under the configured key prefix (LITELLM_MEMORY_KEY_PREFIX here)."""
+    """The CLI writes under the configured key prefix (LITELLM_MEMORY_STORAGE__KEY_PREFIX here)."""
     result = run(cli_env, "memories", "pin", "I like tea.", "--user", "dora")
     assert result.exit_code == 0, result.output
     sync = redis.Redis.from_url(REDIS_URL)

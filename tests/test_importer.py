@@ -210,8 +210,8 @@ def cli_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def cli_config(tmp_path: Path, cli_prefix: str) -> Path:
     """The checkout's config.yaml without its own key prefix and Redis (the test's are used)."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
-    raw["callback_settings"]["memory"].pop("key_prefix", None)
-    raw["callback_settings"]["memory"].pop("redis_url", None)
+    raw["callback_settings"]["memory"].get("storage", {}).pop("key_prefix", None)
+    raw["callback_settings"]["memory"].pop("redis", None)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
@@ -408,7 +408,7 @@ def test_cli_import_keeps_max_stored_messages(
     imported conversation stays over the bound until its next chat request."""
     from litellm_memory_hook.tools import cli
 
-    monkeypatch.setenv("LITELLM_MEMORY_MAX_STORED_MESSAGES", "50")
+    monkeypatch.setenv("LITELLM_MEMORY_STORAGE__MAX_MESSAGES", "50")
     path = tmp_path / "long.jsonl"
     _write_jsonl(
         path, [_msg("user" if i % 2 == 0 else "assistant", f"line {i}") for i in range(120)]

@@ -130,7 +130,7 @@ async def test_a_planted_reply_deletes_nothing_beyond_the_bound(
     assert first is not None and first.memory_id == min(removed)
     assert (first.reason, first.by, first.conversation) == ("delete", "The user said so", "demo")
     assert (first.from_seq, first.through_seq) == (1, 2)
-    assert 0 < await any_redis.ttl(memory.history) <= MemorySettings().retention_s
+    assert 0 < await any_redis.ttl(memory.history) <= MemorySettings().storage.retention_s
     assert (await _stats(any_redis, prefix))["deletes_refused"] == 59 + 48
 
 
@@ -319,7 +319,8 @@ def test_the_guard_counters_are_named_as_counted() -> None:
 
 @pytest.fixture
 def cli_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A key prefix the CLI reads (LITELLM_MEMORY_KEY_PREFIX), its keys deleted afterwards."""
+    """A key prefix the CLI reads (LITELLM_MEMORY_STORAGE__KEY_PREFIX), its keys deleted
+    afterwards."""
     yield from cli_key_prefix(monkeypatch, "tmh")
 
 
@@ -327,8 +328,8 @@ def cli_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def config(tmp_path: Path, cli_prefix: str) -> Path:
     """The checkout's config.yaml without its own key prefix and Redis URL."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
-    raw["callback_settings"]["memory"].pop("key_prefix", None)
-    raw["callback_settings"]["memory"].pop("redis_url", None)
+    raw["callback_settings"]["memory"].get("storage", {}).pop("key_prefix", None)
+    raw["callback_settings"]["memory"].pop("redis", None)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path

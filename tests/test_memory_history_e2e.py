@@ -78,7 +78,7 @@ def hstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HistoryStack]:
         folder,
         stem="e2h",
         kind=HistoryStack,
-        memory={"extraction_quiet_s": 60.0, "extraction_poll_s": 0.2},
+        memory={"extraction": {"quiet_s": 60.0, "poll_s": 0.2}},
     ) as running:
         yield running
 

@@ -133,7 +133,7 @@ async def test_a_user_scope_read_keeps_a_conversation_scoped_pinned_set_in_the_i
     await api.pin(target, "My bank PIN is 4321.")
     user = target.conversation.user_keys
     assert target.memory.scope == "c:private"
-    store = MemoryStore(any_redis, ttl_s=settings.retention_s)
+    store = MemoryStore(any_redis, ttl_s=settings.storage.retention_s)
     await store.load_chats(user, ["c:private"], query_terms=["pin"], max_chats=20)
     await api.forget(target, whole_user=True)
     assert await any_redis.exists(*target.memory.all()) == 0

@@ -579,12 +579,12 @@ def test_scrape_through_a_real_proxy(proxy: tuple[str, str]) -> None:
 
 
 async def test_scrape_with_a_bad_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A bad setting (here LITELLM_MEMORY_RECALL_K=abc) makes every memory request fail open
+    """A bad setting (here LITELLM_MEMORY_RECALL__K=abc) makes every memory request fail open
     with reason ``config``; the scrape must still answer, so that counter can be seen (it
     answered 500 Internal Server Error, ConfigError raised from hook.settings via hook.queue)."""
     from .conftest import ALIASES, Auth
 
-    monkeypatch.setenv("LITELLM_MEMORY_RECALL_K", "abc")
+    monkeypatch.setenv("LITELLM_MEMORY_RECALL__K", "abc")
     hook = MemoryHook(alias_lookup=lambda model: ALIASES.get(model))
     data = chat_request("My cat is called Miso.", user="u-cfg", call_id="cfg1")
     await hook.async_pre_call_hook(Auth(), None, data, "acompletion")

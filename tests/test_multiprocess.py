@@ -40,6 +40,7 @@ class TwoWorkers:
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``litellm-memory ARGS --config <the proxy's config>`` on the same Redis."""
         env = {**os.environ, "REDIS_URL": real_redis_url()}
+        env.pop("LITELLM_MEMORY_REDIS__URL", None)
         env.pop("LITELLM_MEMORY_REDIS_URL", None)
         return subprocess.run(
             [sys.executable, "-m", "litellm_memory_hook", *args, "--config", str(self.config)],
@@ -56,11 +57,12 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoWorkers
     """The stand-in and one proxy with ``--num_workers 2``. The tests of this module run in file
     order: the first needs a proxy that has served no chat request yet."""
     folder = tmp_path_factory.mktemp("e2e-workers")
-    env = {k: v for k, v in os.environ.items() if k != "LITELLM_MEMORY_REDIS_URL"}
+    drop = ("LITELLM_MEMORY_REDIS__URL", "LITELLM_MEMORY_REDIS_URL")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     with harness.stack(
         folder,
         stem="e2w",
-        memory={"extraction_quiet_s": 1},
+        memory={"extraction": {"quiet_s": 1}},
         env=env,
         proxy_args=["--num_workers", str(WORKERS)],
     ) as running:

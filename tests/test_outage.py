@@ -244,7 +244,7 @@ def test_an_agent_through_the_proxy_keeps_working_during_an_outage(tmp_path: Pat
             tmp_path / "stack",
             stem="outage",
             extra_models=[claude],
-            redis_env={"LITELLM_MEMORY_REDIS_URL": server.url},
+            redis_env={"LITELLM_MEMORY_REDIS__URL": server.url},
             keys=redis.Redis.from_url(server.url, decode_responses=True),
         ) as running:
             client = running.openai()

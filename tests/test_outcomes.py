@@ -57,7 +57,7 @@ async def test_redis_down_config_error_and_our_failure(prefix: str) -> None:
 
     bad = MemoryHook(
         settings=MemorySettings(key_prefix=prefix, worker_in_proxy=False),
-        alias_lookup=lambda model: {"memory": {"enabled": True, "recent_chars": "lots"}},
+        alias_lookup=lambda model: {"memory": {"enabled": True, "window": {"max_chars": "lots"}}},
     )
     assert await _outcome(bad, chat_request()) == "config_error"
 

@@ -540,8 +540,8 @@ async def test_fetch_many_reads_several_chats(any_redis: aioredis.Redis, prefix:
 # -- through the hook ---------------------------------------------------------------------------
 
 ALIASES: dict[str, dict[str, Any]] = {
-    "chat": {"memory": {"enabled": True, "recall_scope": "user"}},
-    "solo": {"memory": {"enabled": True, "recall_chars": 400}},
+    "chat": {"memory": {"enabled": True, "recall": {"scope": "user"}}},
+    "solo": {"memory": {"enabled": True, "recall": {"max_chars": 400}}},
 }
 
 

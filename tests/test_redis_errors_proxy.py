@@ -46,7 +46,7 @@ def test_a_user_without_scripting_chats_and_loses_nothing_through_the_proxy(
         stem="e7",
         redis_env={"REDIS_URL": url},
         keys=admin,
-        memory={"refused_write_retry_s": 0.5},
+        memory={"write_buffer": {"refused_retry_s": 0.5}},
     ) as running:
         client = running.openai()
         for user in USERS:

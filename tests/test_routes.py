@@ -155,7 +155,7 @@ async def test_over_limit_text_is_400_with_the_limit(
     client: httpx.AsyncClient, hook: MemoryHook
 ) -> None:
     """A text longer than ``pinned_item_chars`` is a 400 that states the limit."""
-    limit = hook.settings.pinned_item_chars
+    limit = hook.settings.memories.max_pinned_item_chars
     answer = await client.post("/memory/v1/pinned", json={**Q, "text": "a" * (limit + 1)})
     assert answer.status_code == 400
     detail = answer.json()["detail"]
@@ -288,7 +288,7 @@ async def test_flush_makes_conversation_due(
     assert (
         missing.json()["detail"] == "no conversation 'chat-7' for user 'alice': nothing to extract"
     )
-    assert await redis_client.zcard(due_key(hook.settings.key_prefix)) == 0
+    assert await redis_client.zcard(due_key(hook.settings.storage.key_prefix)) == 0
     keys = resolve_target(
         hook.settings,
         hook.alias_config,
@@ -302,7 +302,7 @@ async def test_flush_makes_conversation_due(
     assert answer.status_code == 202, answer.text
     due_ms = answer.json()["due_ms"]
     ref = keys.ref
-    assert await redis_client.zscore(due_key(hook.settings.key_prefix), ref) == due_ms
+    assert await redis_client.zscore(due_key(hook.settings.storage.key_prefix), ref) == due_ms
     assert Worker.woken == 1
     summary = await client.get("/memory/v1/summary", params={**Q, "conversation": "chat-7"})
     assert summary.json()["due_ms"] == due_ms
@@ -543,6 +543,6 @@ async def test_a_forget_also_drops_this_proxys_buffered_writes(
     one = {"model": "demo", "conversation": "trip"}
     assert (await client.delete("/memory/v1/users/alice", params=one)).status_code == 200
     user_ref = target(hook).conversation.ref.rsplit(":", 1)[0]  # tenant:user
-    assert calls[0][0] == hook.settings.key_prefix and calls[0][2] is True
+    assert calls[0][0] == hook.settings.storage.key_prefix and calls[0][2] is True
     assert calls[0][1].rsplit(":", 1)[0] == user_ref
     assert calls[1][2] is False and calls[1][1].endswith(":trip")

@@ -166,7 +166,7 @@ async def test_a_demoted_master_answering_readonly_sends_the_write_to_the_new_on
     Sentinel connection drops itself, and the hook's retry asks the Sentinels again and writes
     to the new master, in the same call. ``doctor`` reports the master the Sentinels name, before
     and after, and the CLI's client (as ``worker`` and every command open it) reaches it."""
-    for name in ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL"):
+    for name in ("REDIS_URL", "LITELLM_MEMORY_REDIS__URL", "LITELLM_MEMORY_REDIS_URL"):
         monkeypatch.delenv(name, raising=False)
     client = client_for_settings(_settings(sentinels, prefix), **RECONNECT_OPTIONS)
     old, new = (server.port for server in sentinels.servers)
@@ -213,18 +213,18 @@ def test_litellm_s_sentinel_variables_and_the_setting_forms(
     monkeypatch.setenv("REDIS_SERVICE_NAME", "mymaster")
     monkeypatch.setenv("REDIS_SENTINEL_PASSWORD", "s3")
     settings = load_settings()
-    assert settings.redis_sentinel_nodes == ["10.0.0.5:26379", "10.0.0.6:26380"]
-    assert (settings.redis_service_name, settings.redis_sentinel_password) == ("mymaster", "s3")
-    monkeypatch.setenv("LITELLM_MEMORY_REDIS_SENTINEL_NODES", "a:1, b:2")
-    assert load_settings().redis_sentinel_nodes == ["a:1", "b:2"]
-    file = load_settings({"memory": {"redis_sentinel_nodes": ["c:3"]}})
-    assert file.redis_sentinel_nodes == ["c:3"]  # the file wins
-    with pytest.raises(ConfigError, match=r"redis_sentinel_nodes .*'c' is not host:port"):
-        load_settings({"memory": {"redis_sentinel_nodes": ["c"]}})
+    assert settings.redis.sentinel_nodes == ["10.0.0.5:26379", "10.0.0.6:26380"]
+    assert (settings.redis.service_name, settings.redis.sentinel_password) == ("mymaster", "s3")
+    monkeypatch.setenv("LITELLM_MEMORY_REDIS__SENTINEL_NODES", "a:1, b:2")
+    assert load_settings().redis.sentinel_nodes == ["a:1", "b:2"]
+    file = load_settings({"memory": {"redis": {"sentinel_nodes": ["c:3"]}}})
+    assert file.redis.sentinel_nodes == ["c:3"]  # the file wins
+    with pytest.raises(ConfigError, match=r"redis\.sentinel_nodes .*'c' is not host:port"):
+        load_settings({"memory": {"redis": {"sentinel_nodes": ["c"]}}})
 
 
 async def test_sentinel_settings_that_cannot_work_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match="needs redis_service_name"):
+    with pytest.raises(ConfigError, match=r"needs redis\.service_name"):
         client_for_settings(MemorySettings(redis_sentinel_nodes=["a:1"]))
     with pytest.raises(ConfigError, match="cannot both be set"):
         client_for_settings(

@@ -40,7 +40,13 @@ CLI = [sys.executable, "-m", "litellm_memory_hook"]
 
 def _env() -> dict[str, str]:
     """The environment without any Redis URL, so serve and the commands use the embedded one."""
-    drop = ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL", "LITELLM_MEMORY_KEY_PREFIX")
+    drop = (
+        "REDIS_URL",
+        "LITELLM_MEMORY_REDIS__URL",
+        "LITELLM_MEMORY_REDIS_URL",
+        "LITELLM_MEMORY_STORAGE__KEY_PREFIX",
+        "LITELLM_MEMORY_KEY_PREFIX",
+    )
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 

@@ -3,7 +3,7 @@
 * `worker` on a serve's `--data-dir` called http://127.0.0.1:4000/v1 whatever port that serve's
   proxy listened on (another proxy there would get users' conversations): it now calls the
   serve's own proxy, which `serve` records in its data folder (`serve.json`), unless
-  `extraction_base_url` is set; a failed call names the URL.
+  `extraction.base_url` is set; a failed call names the URL.
 * `--data-dir` alone did not let `stats`, `show`, `memories` run from another folder (no
   config.yaml there): they now read the config of the serve on that data folder; `stats` needs
   none at all.
@@ -55,7 +55,13 @@ register(cli.app)
 
 def _env(**extra: str) -> dict[str, str]:
     """No Redis URL from outside (the embedded Redis), plus ``extra``."""
-    drop = ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL", "LITELLM_MEMORY_KEY_PREFIX")
+    drop = (
+        "REDIS_URL",
+        "LITELLM_MEMORY_REDIS__URL",
+        "LITELLM_MEMORY_REDIS_URL",
+        "LITELLM_MEMORY_STORAGE__KEY_PREFIX",
+        "LITELLM_MEMORY_KEY_PREFIX",
+    )
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(extra)
     return env
@@ -131,10 +137,11 @@ def test_a_child_ends_when_its_parent_is_killed(code: str) -> None:
 def test_the_worker_calls_the_proxy_of_the_serve_on_its_data_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No extraction_base_url set: the default while no serve holds the folder (a stale record
+    """No extraction.base_url set: the default while no serve holds the folder (a stale record
     of a serve that is gone does not count), the serve's proxy (its host and port) while one
-    holds it; a set LITELLM_MEMORY_EXTRACTION_BASE_URL wins over both."""
-    monkeypatch.delenv("LITELLM_MEMORY_EXTRACTION_BASE_URL", raising=False)
+    holds it; a set LITELLM_MEMORY_EXTRACTION__BASE_URL wins over both."""
+    for name in ("LITELLM_MEMORY_EXTRACTION__BASE_URL", "LITELLM_MEMORY_EXTRACTION_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
     settings = load_settings()
     assert extraction_url(settings, tmp_path) == "http://127.0.0.1:4000/v1"
     ServeRecord(os.getpid(), "0.0.0.0", 4321, 4331, str(tmp_path / "c.yaml")).write(tmp_path)
@@ -143,7 +150,7 @@ def test_the_worker_calls_the_proxy_of_the_serve_on_its_data_dir(
     lock = ServeLock.acquire(tmp_path)
     try:
         assert extraction_url(settings, tmp_path) == "http://127.0.0.1:4321/v1"
-        monkeypatch.setenv("LITELLM_MEMORY_EXTRACTION_BASE_URL", "http://10.0.0.5:9000/v1")
+        monkeypatch.setenv("LITELLM_MEMORY_EXTRACTION__BASE_URL", "http://10.0.0.5:9000/v1")
         assert extraction_url(load_settings(), tmp_path) == "http://10.0.0.5:9000/v1"
     finally:
         lock.release()
@@ -309,7 +316,7 @@ def test_serve_on_other_ports_the_worker_the_commands_and_kill_9(tmp_path: Path)
             "data-w",
         ],
         cwd=app,
-        env=_env(LITELLM_MEMORY_WORKER_IN_PROXY="false"),
+        env=_env(LITELLM_MEMORY_EXTRACTION__WORKER_IN_PROXY="false"),
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )

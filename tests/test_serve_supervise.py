@@ -282,7 +282,13 @@ def test_the_ready_and_stopped_lines() -> None:
 
 
 def _env() -> dict[str, str]:
-    drop = ("REDIS_URL", "LITELLM_MEMORY_REDIS_URL", "LITELLM_MEMORY_KEY_PREFIX")
+    drop = (
+        "REDIS_URL",
+        "LITELLM_MEMORY_REDIS__URL",
+        "LITELLM_MEMORY_REDIS_URL",
+        "LITELLM_MEMORY_STORAGE__KEY_PREFIX",
+        "LITELLM_MEMORY_KEY_PREFIX",
+    )
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 

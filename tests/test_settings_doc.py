@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.settings import FLAT_KEYS, GROUPS, AliasMemoryConfig, MemorySettings
 from litellm_memory_hook.tools.settings_doc import attribute_docs, missing_docs, render
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
@@ -23,9 +23,18 @@ def test_the_page_is_the_generated_one() -> None:
         "docs/configuration.md is stale: python -m litellm_memory_hook.tools.settings_doc "
         "> docs/configuration.md"
     )
-    for model in (MemorySettings, AliasMemoryConfig):
-        for name in model.model_fields:
-            assert f"| `{name}` |" in render()
+    page = render()
+    for name in MemorySettings.model_fields:
+        group = GROUPS.get(name)
+        for key in group.model_fields if group else ("",):
+            assert f"| `{name}.{key}` |" in page if key else f"| `{name}` |" in page
+    for old, new in FLAT_KEYS.items():
+        assert f"| `{new}` |" in page and f"| `{old}` |" in page, old
+    for name, info in AliasMemoryConfig.model_fields.items():
+        group = info.annotation if name in ("window", "recall") else None
+        assert isinstance(group, type) or f"| `{name}` |" in page
+        for key in getattr(group, "model_fields", ()):
+            assert f"| `{name}.{key}` |" in page
 
 
 def test_the_parser_reads_continued_and_shared_descriptions() -> None:

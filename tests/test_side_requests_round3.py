@@ -96,7 +96,7 @@ def test_temporary_conversation_patterns(
         if patterns is None
         else MemorySettings(temporary_conversation_patterns=patterns)
     )
-    got = temporary_pattern(conversation, settings.temporary_conversation_patterns)
+    got = temporary_pattern(conversation, settings.requests.temporary_conversation_patterns)
     assert (got is not None) == temporary
 
 

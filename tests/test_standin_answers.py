@@ -129,7 +129,9 @@ def test_quick_start_second_request_names_the_cat(tmp_path: Path) -> None:
     """The README's quick start through a real proxy: two requests that each send only the new
     message; the second reply names the cat (from the window). A new conversation of the same
     user, once the extraction ran, gets it from the extracted memories."""
-    with harness.stack(tmp_path, stem="answers", memory={"extraction_quiet_s": 0.5}) as running:
+    with harness.stack(
+        tmp_path, stem="answers", memory={"extraction": {"quiet_s": 0.5}}
+    ) as running:
         client = running.openai()
         user = "alice-" + uuid.uuid4().hex[:6]
 

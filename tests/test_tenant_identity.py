@@ -91,7 +91,7 @@ def key_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 @pytest.fixture
 def config(tmp_path: Path, key_prefix: str) -> Path:
     raw = yaml.safe_load((harness.REPO / "config.yaml").read_text(encoding="utf-8"))
-    raw["callback_settings"]["memory"].pop("key_prefix", None)
+    raw["callback_settings"]["memory"].get("storage", {}).pop("key_prefix", None)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path

@@ -292,7 +292,7 @@ def test_the_doctor_warns_when_jobs_are_queued_and_no_worker_is_alive() -> None:
     assert in_proxy.status == "warn" and "start the proxy" in in_proxy.detail
     assert workers_check(_health([], 0), **on).status == "info"
     off = workers_check(_health([], 3), extraction_enabled=False, worker_in_proxy=True)
-    assert off.status == "info" and "extraction_enabled is false" in off.detail
+    assert off.status == "info" and "extraction.enabled is false" in off.detail
     alive = workers_check(_health([_beat(at_ms=_now_ms())], 3), **on)
     assert alive.status == "ok" and alive.detail.startswith("1 alive (1 standalone)")
 
@@ -312,10 +312,9 @@ def config(tmp_path: Path, key_prefix: str) -> Path:
     the in-proxy worker off and a 0.2 s heartbeat."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
     memory = raw["callback_settings"]["memory"]
-    memory.pop("key_prefix", None)
-    memory.pop("redis_url", None)
-    memory["worker_in_proxy"] = False
-    memory["extraction_heartbeat_s"] = BEAT_S
+    memory.get("storage", {}).pop("key_prefix", None)
+    memory.pop("redis", None)
+    memory["extraction"] = {"worker_in_proxy": False, "heartbeat_s": BEAT_S}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
@@ -362,7 +361,7 @@ def test_real_workers_stopped_and_killed(config: Path, key_prefix: str, tmp_path
         stranded = _doctor(config)
         assert stranded["status"] == "warn", stranded
         assert "none alive and 1 conversation(s) queued" in stranded["detail"]
-        assert "worker_in_proxy is false" in stranded["detail"]
+        assert "extraction.worker_in_proxy is false" in stranded["detail"]
 
         stopped = start_worker(config, tmp_path)[0]
         try:

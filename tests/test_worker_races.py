@@ -302,7 +302,7 @@ async def test_one_alias_with_a_bad_memory_block_does_not_stop_the_sweep(
     await real_redis.delete(due_key(prefix))  # the schedules were lost (an outage)
 
     def lookup(name: str) -> Any:
-        broken = {"memory": {"enabled": True, "recent_chars": 5}}  # invalid now
+        broken = {"memory": {"enabled": True, "window": {"max_chars": 5}}}  # invalid now
         return parse_alias_config(broken if name == "tiny" else ALIASES.get(name))
 
     worker = ExtractionWorker(

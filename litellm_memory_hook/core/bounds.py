@@ -13,7 +13,7 @@ The limits (:class:`TurnLimits`, characters = Unicode code points):
 field                     default    over the limit
 ========================  =========  =======================================================
 ``text``                  32,000     the end is kept, cut on a grapheme boundary, ``…`` first
-                                     (as the recent window cuts; ``stored_text_chars``)
+                                     (as the recent window cuts; ``storage.max_message_chars``)
 ``name``                  128        the start is kept, cut on a grapheme boundary
 ``call_id`` (LiteLLM's    128        the start plus ``_`` and 16 hex digits of the SHA-256 of
 call id, this package's)             the whole id
@@ -140,7 +140,7 @@ class TurnLimits:
     """The limits of :func:`bound_turn`, in characters (code points) unless named otherwise.
 
     Attributes:
-        text_chars: the turn's text (``stored_text_chars``); the end is kept.
+        text_chars: the turn's text (``storage.max_message_chars``); the end is kept.
         name_chars: the speaker ``name``.
         id_chars: ``call_id`` (LiteLLM's call id; tool call ids are never cut).
         checked_chars: the tool call ids of one turn together (calls past it are dropped

@@ -13,8 +13,8 @@ the reply, and whether the request regenerates the last reply. Clients of both k
 
 A regenerate is the last stored user message sent again as the new turn right after its reply:
 for a whole-history client, one whose history does not end with that reply; for a new-message-only
-client, within ``regenerate_window_s`` of the reply. The new reply then replaces the old one
-instead of storing a duplicate pair.
+client, within ``requests.regenerate_window_s`` of the reply. The new reply then replaces the old
+one instead of storing a duplicate pair.
 
 Lines imported into a conversation that already held chat were never sent by the chatting
 client: planning passes over them (:func:`chat_turns`), so a whole-history client's next request

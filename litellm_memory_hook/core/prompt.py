@@ -147,7 +147,7 @@ class EarlierLine:
         ts_ms: When it was said, epoch milliseconds (UTC).
         speaker: Who said it, e.g. ``"user"``, ``"assistant"`` or a name; escaped on output.
         text: What was said; escaped on output.
-        chat: The name of the user's other chat it comes from (``recall_scope: user``), shown
+        chat: The name of the user's other chat it comes from (``recall.scope: user``), shown
             in its label; ``""`` for a line of this chat. Escaped, and cut to
             ``CHAT_LABEL_CHARS``.
     """
@@ -346,7 +346,7 @@ def _earlier_item(line: EarlierLine, timezone: str | None) -> str:
 
 def earlier_line_chars(line: EarlierLine, timezone: str | None = None) -> int:
     """Characters one recalled line takes at most in the system message (bullet, label, chat,
-    speaker, text and line break): what budgeted recall counts against ``recall_chars``.
+    speaker, text and line break): what budgeted recall counts against ``recall.max_chars``.
 
     Computed without escaping (a request sizes every candidate line): escaping only removes or
     replaces one for one, so the line as shown is never longer; it is shorter only when the text

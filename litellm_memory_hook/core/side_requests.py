@@ -21,7 +21,7 @@ Two rules, checked in order:
   (max 40 characters)");
 * SillyTavern: quiet prompts ("[Pause your roleplay", the image-prompt and impersonation ones).
 
-Operators replace the list with ``side_request_patterns`` (an empty list turns this off); a
+Operators replace the list with ``requests.side_request_patterns`` (an empty list turns this off); a
 client can also say so itself with ``metadata.memory_mode: off``.
 """
 

@@ -98,7 +98,7 @@ class Health:
     """Whether a request may use Redis now, for the whole client and per Cluster node.
 
     Args:
-        open_s: how long a trip lasts (``redis_breaker_s``, seconds).
+        open_s: how long a trip lasts (``redis.breaker_s``, seconds).
         counters: the hook's counters (``breaker_trips``, ``redis_refused_<kind>``).
         node: the Redis node of a conversation (``""``: one server, every key on it).
         refusals: the rate-limited log of Redis failures, shared with the outage buffer.

@@ -120,11 +120,11 @@ class TurnWriter:
 
     async def _write_once(self, item: PendingWrite, *, probe: bool) -> None:
         """:meth:`write`; a probe (the node's breaker is half-open) gives up after one
-        ``redis_timeout_s``, not after the reconnect retry's second one."""
+        ``redis.timeout_s``, not after the reconnect retry's second one."""
         if not probe:
             await self.write(item)
             return
-        await asyncio.wait_for(self.write(item), timeout=self.settings.redis_timeout_s)
+        await asyncio.wait_for(self.write(item), timeout=self.settings.redis.timeout_s)
 
     def _write_failed(
         self, item: PendingWrite, keys: ConversationKeys, kind: RedisFault, exc: BaseException
@@ -157,7 +157,7 @@ class TurnWriter:
                 reply,
                 ts_ms=item.answered_ms,
                 call_id=item.call_id,
-                max_chars=self.settings.stored_text_chars,
+                max_chars=self.settings.storage.max_message_chars,
             )
             if reply_turn is not None:
                 if item.partial:
@@ -253,11 +253,11 @@ class TurnWriter:
     async def _after_append(
         self, item: PendingWrite, keys: ConversationKeys, result: AppendResult, at: int
     ) -> None:
-        """What follows an append: the trim past ``max_stored_messages`` and the extraction
+        """What follows an append: the trim past ``storage.max_messages`` and the extraction
         schedule (a retried write whose turns were stored only schedules)."""
         settings = self.settings
         record = item.record
-        quiet_ms = int(settings.extraction_quiet_s * 1000)
+        quiet_ms = int(settings.extraction.quiet_s * 1000)
         if not result.written:
             self.counters["duplicate_writes_skipped"] += 1
             if record.extract:
@@ -265,9 +265,9 @@ class TurnWriter:
                 # Redis filling up): the conversation is made due, never later than it is.
                 await self._schedule(item, keys, at + quiet_ms, earlier_only=True)
             return
-        if should_check(result.first_seq, result.last_seq, settings.max_stored_messages):
+        if should_check(result.first_seq, result.last_seq, settings.storage.max_messages):
             self.counters["turns_trimmed"] += await trim_oldest(
-                self.store, keys, settings.max_stored_messages
+                self.store, keys, settings.storage.max_messages
             )
         if not record.extract:
             return
@@ -275,12 +275,18 @@ class TurnWriter:
         # The append script returns the cursor as it is now (a job may have committed since the
         # pre-call). After a batched write it does not: the cursor this request's pre-call read
         # bounds the new messages from above (it only moves forward), so the cursor is read
-        # again only when even that count reaches extraction_every.
+        # again only when even that count reaches extraction.every_messages.
         if not now_due:
             cursor = result.cursor
-            if cursor is None and result.last_seq - record.cursor >= settings.extraction_every:
+            if (
+                cursor is None
+                and result.last_seq - record.cursor >= settings.extraction.every_messages
+            ):
                 cursor = await self.store.cursor(keys)
-            now_due = cursor is not None and result.last_seq - cursor >= settings.extraction_every
+            now_due = (
+                cursor is not None
+                and result.last_seq - cursor >= settings.extraction.every_messages
+            )
         await self._schedule(item, keys, at if now_due else at + quiet_ms)
         if now_due:
             self.wake()
@@ -353,11 +359,11 @@ class TurnWriter:
         if self._buffer is None:
             self._buffer = WriteBuffer(
                 self._write_pending,
-                max_items=self.settings.write_buffer_max,
-                max_age_s=self.settings.write_buffer_max_age_s,
+                max_items=self.settings.write_buffer.max_turns,
+                max_age_s=self.settings.write_buffer.max_age_s,
                 count=self._count,
                 group=self._item_node,
-                refused_retry_s=self.settings.refused_write_retry_s,
+                refused_retry_s=self.settings.write_buffer.refused_retry_s,
                 log=self.refusals,
             )
         return self._buffer
@@ -396,7 +402,7 @@ class TurnWriter:
     def buffered_turns(self, keys: ConversationKeys) -> tuple[list[Turn], set[int]]:
         """The turns this process holds for the conversation in its outage buffer, oldest
         first, and the seqs of stored turns those writes replace (one pass over at most
-        ``write_buffer_max`` writes while it holds any; at once when it is empty). Take them
+        ``write_buffer.max_turns`` writes while it holds any; at once when it is empty). Take them
         before reading the conversation: a write that lands meanwhile is in one of the two."""
         if self._buffer is None or not self._buffer.active:
             return [], set()
@@ -414,7 +420,7 @@ class TurnWriter:
         """Around a forget of a conversation, or of every conversation of its user
         (``whole_user``): its writes waiting in the outage buffer are taken out first, so that
         they are not written after the forget, and one being sent is waited for (at most twice
-        ``redis_timeout_s``), so that the forget deletes what it stored. When the forget fails
+        ``redis.timeout_s``), so that the forget deletes what it stored. When the forget fails
         (Redis down: nothing was forgotten) they go back into the buffer; when it succeeds
         they are counted as ``writes_forgotten``. Yields the writes taken.
 
@@ -434,7 +440,7 @@ class TurnWriter:
 
         taken = self._buffer.take(forgotten)
         try:
-            await self._buffer.cancelled_sent(2 * self.settings.redis_timeout_s)
+            await self._buffer.cancelled_sent(2 * self.settings.redis.timeout_s)
             yield taken
         except BaseException:
             self._buffer.restore(taken)

@@ -51,7 +51,7 @@ logger = logging.getLogger("litellm_memory_hook")
 #: opens the breaker) after that one retry. Writes are idempotent on the call id, so a retried
 #: script never stores a turn twice. A timeout is retried too (redis-py's default): a
 #: connection a NAT or firewall dropped silently answers nothing rather than a reset, and only a
-#: fresh one mends it; the price is that a frozen Redis holds a request 2 x redis_timeout_s.
+#: fresh one mends it; the price is that a frozen Redis holds a request 2 x redis.timeout_s.
 RECONNECT_OPTIONS: dict[str, Any] = {
     "retry": Retry(NoBackoff(), 1),
     "retry_on_error": [RedisConnectionError],
@@ -85,15 +85,15 @@ class MemoryEngine:
         self.settings = settings
         self.counters = counters
         self.store = MemoryStore.for_settings(redis, settings)
-        self.queue = ExtractionQueue(redis, settings.key_prefix)
+        self.queue = ExtractionQueue(redis, settings.storage.key_prefix)
         #: the rate-limited log of Redis failures (one line per cause per period)
-        self.refusals = RateLimitedLog(settings.redis_refusal_log_s)
+        self.refusals = RateLimitedLog(settings.redis.refusal_log_s)
         self.health = Health(
-            settings.redis_breaker_s,
+            settings.redis.breaker_s,
             counters,
             lambda keys: self.writer.node(keys),
             self.refusals,
-            settings.key_prefix,
+            settings.storage.key_prefix,
         )
         self.writer = TurnWriter(
             settings, counters, self.store, self.queue, self.health, self.refusals, wake
@@ -147,7 +147,7 @@ class MemoryEngine:
         )
         try:
             if self.health.probing(keys):  # a half-open breaker's probe waits one timeout
-                prepared = await asyncio.wait_for(reading, timeout=self.settings.redis_timeout_s)
+                prepared = await asyncio.wait_for(reading, timeout=self.settings.redis.timeout_s)
             else:
                 prepared = await reading
         except (StoreError, TimeoutError) as exc:
@@ -285,7 +285,7 @@ class MemoryEngine:
         try:
             found = await asyncio.wait_for(
                 self.store.redis.hexists(keys.calls, field),
-                timeout=self.settings.redis_timeout_s,
+                timeout=self.settings.redis.timeout_s,
             )
         except Exception as exc:
             self.counters["continuation_lookup_errors"] += 1

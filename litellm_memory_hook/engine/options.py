@@ -75,16 +75,16 @@ class ContextOptions:
         (:attr:`~litellm_memory_hook.settings.AliasMemoryConfig.history`)."""
         return cls(
             budget=Budget(
-                chars=alias.recent_chars or settings.recent_chars,
-                messages=alias.recent_messages or settings.recent_messages,
-                pinned_chars=settings.pinned_chars,
-                memory_chars=settings.memory_chars,
-                summary_chars=settings.summary_chars,
+                chars=alias.window.max_chars or settings.window.max_chars,
+                messages=alias.window.max_messages or settings.window.max_messages,
+                pinned_chars=settings.memories.max_pinned_chars,
+                memory_chars=settings.memories.max_chars,
+                summary_chars=settings.summary.max_chars,
             ),
             operator_rules=alias.system_prompt,
             recall=RecallOptions.for_alias(settings, alias),
-            regenerate_window_s=settings.regenerate_window_s,
-            max_stored_chars=settings.stored_text_chars,
+            regenerate_window_s=settings.requests.regenerate_window_s,
+            max_stored_chars=settings.storage.max_message_chars,
             timezone=timezone or settings.timezone,
             wording=alias.wording,
             persona=persona,

@@ -5,18 +5,18 @@
 postings of the new message's terms in one round trip (:meth:`MemoryStore.load`, given
 :func:`recall_query`); :func:`recall_lines` then ranks, fetches and chooses the lines:
 
-* ``recall_mode: budget`` (the default): the best lines, best first, while they fit in
-  ``recall_chars`` characters as shown in the prompt (label, speaker and text), at most
-  ``recall_k_max`` of them, each scoring at least ``recall_min_share`` of the best score;
-* ``recall_mode: fixed``: the best ``recall_k`` lines whatever their size (the seed's top 4).
+* ``recall.mode: budget`` (the default): the best lines, best first, while they fit in
+  ``recall.max_chars`` characters as shown in the prompt (label, speaker and text), at most
+  ``recall.max_k`` of them, each scoring at least ``recall.min_share`` of the best score;
+* ``recall.mode: fixed``: the best ``recall.k`` lines whatever their size (the seed's top 4).
 
 In both modes a text said several times (the same words, case and spacing aside, such as a
 stock reply "Got it, thanks for telling me.") is recalled once, its best-ranked copy
 (:func:`~litellm_memory_hook.core.recall.distinct_texts`).
 
-``recall_scope: user`` also ranks the lines of the user's other conversations in the same alias
-namespace (at most ``recall_user_chats``, the most recently updated), as one collection with this
-one: one more round trip for their postings (:meth:`MemoryStore.load_chats`), then one fetch of
+``recall.scope: user`` also ranks the lines of the user's other conversations in the same alias
+namespace (at most ``recall.max_user_chats``, the most recently updated), as one collection with
+this one: one more round trip for their postings (:meth:`MemoryStore.load_chats`), then one fetch of
 the chosen lines of every conversation. Only the postings of the query's own terms are read, so the
 cost does not grow with the length of the history. Lines of another chat are labelled with it.
 
@@ -54,7 +54,7 @@ from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import speaker_label
 from litellm_memory_hook.core.prompt import EarlierLine, earlier_line_chars
 from litellm_memory_hook.errors import InvalidIdError
-from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings
+from litellm_memory_hook.settings import AliasMemoryConfig, MemorySettings, RecallSettings
 from litellm_memory_hook.store.chats import ChatPostings
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys, key_id
 from litellm_memory_hook.store.redis_store import MemoryStore, Postings
@@ -68,13 +68,13 @@ Key = tuple[int, int]  # (collection index, seq)
 
 RecallMode = Literal["budget", "fixed"]
 RecallScope = Literal["conversation", "user"]
-_DEFAULTS = MemorySettings.model_fields  # one source of the defaults: the settings model
+_DEFAULTS = RecallSettings.model_fields  # one source of the defaults: the settings model
 
 
 @dataclass(frozen=True)
 class RecallOptions:
     """How many old lines a request recalls, and from where (see the module docstring). The
-    defaults are those of :class:`~litellm_memory_hook.settings.MemorySettings`.
+    defaults are those of :class:`~litellm_memory_hook.settings.RecallSettings`.
 
     Attributes:
         mode: ``budget`` or ``fixed``.
@@ -86,33 +86,35 @@ class RecallOptions:
         user_chats: most other chats read with ``scope: user``.
     """
 
-    mode: RecallMode = _DEFAULTS["recall_mode"].default
-    k: int = _DEFAULTS["recall_k"].default
-    chars: int = _DEFAULTS["recall_chars"].default
-    k_max: int = _DEFAULTS["recall_k_max"].default
-    min_share: float = _DEFAULTS["recall_min_share"].default
-    scope: RecallScope = _DEFAULTS["recall_scope"].default
-    user_chats: int = _DEFAULTS["recall_user_chats"].default
+    mode: RecallMode = _DEFAULTS["mode"].default
+    k: int = _DEFAULTS["k"].default
+    chars: int = _DEFAULTS["max_chars"].default
+    k_max: int = _DEFAULTS["max_k"].default
+    min_share: float = _DEFAULTS["min_share"].default
+    scope: RecallScope = _DEFAULTS["scope"].default
+    user_chats: int = _DEFAULTS["max_user_chats"].default
 
     @classmethod
     def for_alias(cls, settings: MemorySettings, alias: AliasMemoryConfig) -> RecallOptions:
         """The alias's own values, else the global settings."""
 
         return cls(
-            mode=settings.recall_mode if alias.recall_mode is None else alias.recall_mode,
-            k=settings.recall_k if alias.recall_k is None else alias.recall_k,
-            chars=settings.recall_chars if alias.recall_chars is None else alias.recall_chars,
-            k_max=settings.recall_k_max if alias.recall_k_max is None else alias.recall_k_max,
+            mode=settings.recall.mode if alias.recall.mode is None else alias.recall.mode,
+            k=settings.recall.k if alias.recall.k is None else alias.recall.k,
+            chars=settings.recall.max_chars
+            if alias.recall.max_chars is None
+            else alias.recall.max_chars,
+            k_max=settings.recall.max_k if alias.recall.max_k is None else alias.recall.max_k,
             min_share=(
-                settings.recall_min_share
-                if alias.recall_min_share is None
-                else alias.recall_min_share
+                settings.recall.min_share
+                if alias.recall.min_share is None
+                else alias.recall.min_share
             ),
-            scope=settings.recall_scope if alias.recall_scope is None else alias.recall_scope,
+            scope=settings.recall.scope if alias.recall.scope is None else alias.recall.scope,
             user_chats=(
-                settings.recall_user_chats
-                if alias.recall_user_chats is None
-                else alias.recall_user_chats
+                settings.recall.max_user_chats
+                if alias.recall.max_user_chats is None
+                else alias.recall.max_user_chats
             ),
         )
 
@@ -361,7 +363,7 @@ async def _other_chats(
     query: RecallQuery,
     options: RecallOptions,
 ) -> list[ChatPostings]:
-    """The user's other conversations read for recall (``recall_scope: user``), else none."""
+    """The user's other conversations read for recall (``recall.scope: user``), else none."""
     if not (query.user_scope and postings.chats):
         return []
     others = [m for m in postings.chats if m != keys.index_member]

@@ -19,8 +19,8 @@ A failure is read by kind (:func:`litellm_memory_hook.store.errors.classify`):
   cause), and everything else is written meanwhile. An ACL or memory limit fixed later lets the
   set-aside writes land on their next try.
 
-Limits (settings): ``write_buffer_max`` items (the oldest is dropped when a new one would pass
-it) and ``write_buffer_max_age_s`` seconds (an item older than that is dropped instead of
+Limits (settings): ``write_buffer.max_turns`` items (the oldest is dropped when a new one would pass
+it) and ``write_buffer.max_age_s`` seconds (an item older than that is dropped instead of
 written). A dropped write takes with it the later writes of its conversation that go on its
 exchange (tool results answering its call, and so on), which stored alone would leave tool
 results without their call. Drops are counted (``writes_lost``, and ``writes_lost_<kind>`` with

@@ -8,16 +8,16 @@ The rules, whatever the reply's shape (:func:`plan_changes`):
   memory the list left out (:func:`rewrites`: it holds at least half of that memory's words)
   is an update of it. A memory the reply leaves out, or names in a delete without a reason, is
   kept: an empty or short list deletes nothing.
-* One job removes at most ``extraction_max_removed_share`` of the set it read (rounded down),
+* One job removes at most ``extraction.max_removed_share`` of the set it read (rounded down),
   and at least 1 when the reply explicitly updates or deletes a fact
   (:func:`removal_budget`); updates come first, then deletes, then the oldest memories that
-  make room past ``max_memories`` for new ones. What is over the bound is kept (an update over
+  make room past ``memories.max_items`` for new ones. What is over the bound is kept (an update over
   it is dropped whole: its new text is not added beside the old one), and counted.
 * Every removed memory becomes a history entry (:func:`history_entries`), restorable.
 
 The summary (:func:`summary_refusal`): a new summary that reads as an instruction to the
 assistant (:func:`~litellm_memory_hook.extraction.instructions.is_instruction`), or that keeps
-less than ``summary_min_kept_share`` of the old one's facts (:func:`kept_share`), is not
+less than ``summary.min_kept_share`` of the old one's facts (:func:`kept_share`), is not
 taken: the old one stays.
 
 Counters (``mem:stats``): ``deletes_refused`` (removals asked for, or left out of a list, and
@@ -327,10 +327,10 @@ def guarded_changes(
         shown,
         others,
         result,
-        max_memories=settings.max_memories,
-        max_removed_share=settings.extraction_max_removed_share,
+        max_memories=settings.memories.max_items,
+        max_removed_share=settings.extraction.max_removed_share,
     )
-    refusal = summary_refusal(old_summary, result.summary, min_kept=settings.summary_min_kept_share)
+    refusal = summary_refusal(old_summary, result.summary, min_kept=settings.summary.min_kept_share)
     return JobChanges(plan, None if refusal else result.summary, refusal)
 
 

@@ -11,10 +11,10 @@ setting's budget). A job that commits deletes all but ``fit``.
 
 The rules (pure: :func:`after_failure`):
 
-* a failure waits ``extraction_backoff_s`` before the next try, then twice as long each time
-  (``extraction_auth_backoff_s`` instead for 401, 403 and 404), at most
-  ``extraction_backoff_max_s``; a new message meanwhile does not bring the try forward;
-* after ``extraction_max_attempts`` failed tries in a row the job is given up: it leaves the due
+* a failure waits ``extraction.backoff_s`` before the next try, then twice as long each time
+  (``extraction.auth_backoff_s`` instead for 401, 403 and 404), at most
+  ``extraction.max_backoff_s``; a new message meanwhile does not bring the try forward;
+* after ``extraction.max_attempts`` failed tries in a row the job is given up: it leaves the due
   set, and runs again when the conversation has a message it did not have then (a new trigger),
   with a new round of tries.
 """
@@ -70,19 +70,19 @@ def after_failure(
 
     Returns:
         ``attempts`` + 1; given up (``seq`` = ``last_seq``) when that reaches
-        ``extraction_max_attempts``, else ``next_ms`` = now + the backoff: ``extraction_backoff_s``
-        (``extraction_auth_backoff_s`` for ``auth`` and ``not_found``) times 2 ** (attempts - 1),
-        at most ``extraction_backoff_max_s``.
+        ``extraction.max_attempts``, else ``next_ms`` = now + the backoff: ``extraction.backoff_s``
+        (``extraction.auth_backoff_s`` for ``auth`` and ``not_found``) times 2 ** (attempts - 1),
+        at most ``extraction.max_backoff_s``.
     """
     attempts = state.attempts + 1
-    if attempts >= settings.extraction_max_attempts:
+    if attempts >= settings.extraction.max_attempts:
         return replace(state, attempts=attempts, next_ms=0, kind=kind, seq=max(1, last_seq))
     base = (
-        settings.extraction_auth_backoff_s
+        settings.extraction.auth_backoff_s
         if kind in ("auth", "not_found")
-        else settings.extraction_backoff_s
+        else settings.extraction.backoff_s
     )
-    wait_s = min(base * 2 ** (attempts - 1), settings.extraction_backoff_max_s)
+    wait_s = min(base * 2 ** (attempts - 1), settings.extraction.max_backoff_s)
     return replace(state, attempts=attempts, next_ms=now_ms + int(wait_s * 1000), kind=kind, seq=0)
 
 

@@ -1,22 +1,22 @@
 """One extraction job: what the model is shown about a conversation, and what is written back.
 
 A job reads the conversation's meta, the messages since its cursor (at most
-``extraction_lines_chars``; a longer backlog is done in several jobs) and its memory set; shows
-the model the summary, the pinned memories (fixed) and the stored memories that concern the new
-messages (:func:`~litellm_memory_hook.core.selection.select_items`); parses and cleans its JSON
+``extraction.max_messages_chars``; a longer backlog is done in several jobs) and its memory set;
+shows the model the summary, the pinned memories (fixed) and the stored memories that concern the
+new messages (:func:`~litellm_memory_hook.core.selection.select_items`); parses and cleans its JSON
 off the event loop (:mod:`~litellm_memory_hook.extraction.parse`, one retry with "Reply with
 valid JSON only."); then writes the changes (:mod:`~litellm_memory_hook.extraction.changes`),
 the summary and the cursor in one transaction, only if nothing changed them since the job read
 them (:meth:`MemorySetStore.commit_extraction`). A conflict re-reads once, else the job runs
 again. The changes are bounded: a memory is removed only by an explicit update or delete, at
-most ``extraction_max_removed_share`` of the set per job, into the set's history; a summary
+most ``extraction.max_removed_share`` of the set per job, into the set's history; a summary
 that reads as an instruction or loses most of the old one's facts is not taken.
 
 Failures by kind (:mod:`~litellm_memory_hook.extraction.failures`): a prompt too long for the
 model halves the new lines (then shows no stored memory) and asks again at once; a single line
 that does not fit alone is skipped (the cursor moves past it). Any other failure (the call, or
 a reply unusable twice) is tried again after an exponential backoff (longer for 401, 403, 404)
-up to ``extraction_max_attempts`` times, then given up with one warning line until the
+up to ``extraction.max_attempts`` times, then given up with one warning line until the
 conversation's next message; meanwhile new messages run no job that calls the model.
 
 The loop that claims due conversations and runs their jobs is
@@ -154,7 +154,7 @@ class ExtractionJob:
             return JobOutcome("deferred")
         alias_name = meta.get("alias", "")
         alias = self.alias_lookup(alias_name) if alias_name else None
-        if alias is None or not alias.extraction or not self.settings.extraction_enabled:
+        if alias is None or not alias.extraction or not self.settings.extraction.enabled:
             await self.queue.count(jobs_discarded=1)
             return JobOutcome("discarded")
         last_seq = int(meta.get("seq", "0") or 0)
@@ -189,9 +189,9 @@ class ExtractionJob:
         """Ask the model about the new lines; a context error halves the lines (then shows no
         stored memory) and asks again, up to :data:`MAX_SPLITS` times; a line that does not fit
         alone is skipped. Other failures are recorded (:func:`record_failure`)."""
-        full = self.settings.extraction_lines_chars
+        full = self.settings.extraction.max_messages_chars
         lines_chars = min(job.failures.fit or full, full)
-        memory_chars = self.settings.extraction_memory_chars
+        memory_chars = self.settings.extraction.max_memories_chars
         kind, error = "context", ExtractionError(f"no fit after {MAX_SPLITS} splits")
         for _ in range(MAX_SPLITS + 1):
             batch, through = batch_of(job.turns, lines_chars)
@@ -203,7 +203,7 @@ class ExtractionJob:
                 # and the model is not asked (it would rewrite the memories from no lines)
                 return await self._skip(job, through)
             shown, others = shown_memories(
-                job.state, batch, memory_chars, max_items=self.settings.max_memories
+                job.state, batch, memory_chars, max_items=self.settings.memories.max_items
             )
             try:
                 result = await self._ask(job, [m.text for m in shown], batch)
@@ -267,7 +267,7 @@ class ExtractionJob:
                     through_seq=answer.through,
                     now_ms=now,
                 ),
-                history_max=settings.memory_history_max,
+                history_max=settings.memories.max_history_items,
             )
             if await self.memsets.commit_extraction(keys, memory, commit, now_ms=now):
                 await self.queue.count(jobs_committed=1, **changes.counters())
@@ -352,7 +352,7 @@ class ExtractionJob:
         settings = self.settings
         for attempt in range(2):
             reply = await self.model.complete(
-                model, messages, json_mode=True, timeout_s=settings.extraction_timeout_s
+                model, messages, json_mode=True, timeout_s=settings.extraction.timeout_s
             )
             await self.queue.count(
                 tokens_prompt=reply.prompt_tokens, tokens_completion=reply.completion_tokens
@@ -365,9 +365,9 @@ class ExtractionJob:
                     reply.text,
                     pinned=pinned,
                     tombstones=frozenset(state.tombs),
-                    max_items=settings.max_memories,
-                    max_item_chars=settings.memory_item_chars,
-                    max_summary_chars=settings.summary_chars,
+                    max_items=settings.memories.max_items,
+                    max_item_chars=settings.memories.max_item_chars,
+                    max_summary_chars=settings.summary.max_chars,
                 )
             except ExtractionError as exc:
                 logger.info("memory worker: unusable extraction reply (%s)", exc)

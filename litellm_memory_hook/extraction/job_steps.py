@@ -32,7 +32,7 @@ logger = logging.getLogger("litellm_memory_hook")
 
 #: most stored turns one job reads past the cursor (the character budget usually ends it first).
 MAX_TURNS_PER_JOB = 400
-#: a batched write whose last batch is older than ``write_buffer_max_age_s`` plus this (s) was
+#: a batched write whose last batch is older than ``write_buffer.max_age_s`` plus this (s) was
 #: abandoned (the outage buffer dropped it, or its proxy stopped): it never resumes, and the
 #: job no longer waits for it.
 ABANDONED_WRITE_MARGIN_S = 60
@@ -59,7 +59,7 @@ class JobOutcome:
     more: bool = False
     #: a failed job whose model call failed (not its reply)
     call_failed: bool = False
-    #: a failed job that reached ``extraction_max_attempts``: it waits for the next message
+    #: a failed job that reached ``extraction.max_attempts``: it waits for the next message
     given_up: bool = False
     #: when the job runs again (epoch ms), when the outcome sets it
     again_ms: int | None = None
@@ -69,8 +69,8 @@ class JobOutcome:
 
 def write_under_way(meta: dict[str, str], settings: MemorySettings) -> bool:
     """Whether a batched write is under way in the conversation (its meta hash): one whose last
-    batch is younger than ``write_buffer_max_age_s`` plus :data:`ABANDONED_WRITE_MARGIN_S`."""
-    limit_ms = (settings.write_buffer_max_age_s + ABANDONED_WRITE_MARGIN_S) * 1000
+    batch is younger than ``write_buffer.max_age_s`` plus :data:`ABANDONED_WRITE_MARGIN_S`."""
+    limit_ms = (settings.write_buffer.max_age_s + ABANDONED_WRITE_MARGIN_S) * 1000
     now = _now_ms()
     return any(now - at < limit_ms for at in write_progress_ms(meta))
 
@@ -144,7 +144,7 @@ async def record_failure(
         "memory worker: extraction of %s failed (try %d of %d, %s: %s); next try in %.0f s",
         keys.ref,
         after.attempts,
-        settings.extraction_max_attempts,
+        settings.extraction.max_attempts,
         kind,
         reason,
         (after.next_ms - _now_ms()) / 1000,

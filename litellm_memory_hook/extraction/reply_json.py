@@ -36,8 +36,9 @@ __all__ = [
 
 MAX_REPLY_CHARS: Final = 64_000
 """Characters of a reply that are read (about 16,000 tokens); the rest of a longer reply is cut
-off before anything looks at it. A reply holds the shown memories (``extraction_memory_chars``,
-6,000 by default), the new ones and the summary (``summary_chars``, 2,000): well under this."""
+off before anything looks at it. A reply holds the shown memories
+(``extraction.max_memories_chars``, 6,000 by default), the new ones and the summary
+(``summary.max_chars``, 2,000): well under this."""
 
 WORK_FACTOR: Final = 16
 """All decodes and repairs of one reply read at most this many times its length (characters),

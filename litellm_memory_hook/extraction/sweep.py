@@ -31,19 +31,19 @@ async def sweep(
     """Schedule conversations whose cursor lags behind their last message and that are not
     due; one worker at a time (a lease on ``mem:sweep``). Returns how many were scheduled.
     Conversations of an alias without extraction (unknown, or ``extraction: false``) are
-    left alone, and nothing is scheduled while ``extraction_enabled`` is false.
+    left alone, and nothing is scheduled while ``extraction.enabled`` is false.
 
     Uses SCAN over ``<prefix>:{*}:c:*:meta`` (every node of a Cluster), never KEYS.
     """
-    prefix = settings.key_prefix
-    if not settings.extraction_enabled:
+    prefix = settings.storage.key_prefix
+    if not settings.extraction.enabled:
         return 0
-    lease_s = max(1, int(settings.extraction_sweep_s or 60))
+    lease_s = max(1, int(settings.extraction.sweep_s or 60))
     try:
         if not await redis.set(sweep_key(prefix), worker_id, nx=True, ex=lease_s):
             return 0
         scheduled = 0
-        quiet_ms = int(settings.extraction_quiet_s * 1000)
+        quiet_ms = int(settings.extraction.quiet_s * 1000)
         async for key in redis.scan_iter(match=f"{prefix}:{{*}}:c:*:meta", count=batch):
             name = key.decode() if isinstance(key, bytes) else str(key)
             keys = _keys_from_meta_key(prefix, name)

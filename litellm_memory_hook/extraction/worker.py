@@ -1,6 +1,6 @@
 """The extraction worker: claims due conversations and runs their extraction jobs.
 
-The worker is the loop around the jobs: it polls the due set every ``extraction_poll_s``
+The worker is the loop around the jobs: it polls the due set every ``extraction.poll_s``
 seconds (or when woken), claims a conversation's lease, runs its job
 (:class:`~litellm_memory_hook.extraction.job.ExtractionJob`: what the model is shown, what is
 written back, failures by kind) and says when it runs again. A failed poll is said by the kind
@@ -66,10 +66,10 @@ STORE_RETRY_MS = 5_000
 
 
 def lease_s(settings: MemorySettings) -> float:
-    """A job's lease (seconds): ``extraction_lease_s``, and at least the longest a job may take
-    (two model calls of ``extraction_timeout_s``, plus 30 s): a lease that ends mid-job lets a
+    """A job's lease (seconds): ``extraction.lease_s``, and at least the longest a job may take
+    (two model calls of ``extraction.timeout_s``, plus 30 s): a lease that ends mid-job lets a
     second worker run the same job and pay the model twice."""
-    return max(settings.extraction_lease_s, 2 * settings.extraction_timeout_s + 30)
+    return max(settings.extraction.lease_s, 2 * settings.extraction.timeout_s + 30)
 
 
 def _now_ms() -> int:
@@ -93,13 +93,13 @@ class ExtractionWorker:
         settings: the global settings (budgets, lease, poll and sweep intervals).
         model: how to call the model (:class:`RouterModel` in-proxy, :class:`OpenAIModel`).
         alias_lookup: alias name -> its memory config (``None``: unknown or memory off).
-        queue: the due set; default: one on ``redis`` with ``settings.key_prefix``.
+        queue: the due set; default: one on ``redis`` with ``settings.storage.key_prefix``.
         worker_id: the lease owner's name (default: host, pid and random hex).
         kind: what runs it, written in its heartbeat: ``proxy`` (the in-proxy task) or
             ``standalone`` (a ``litellm-memory worker`` process).
 
     While :meth:`run_forever` runs, a task of its own writes the worker's heartbeat every
-    ``extraction_heartbeat_s`` seconds (:class:`~litellm_memory_hook.store.workers.Heartbeat`);
+    ``extraction.heartbeat_s`` seconds (:class:`~litellm_memory_hook.store.workers.Heartbeat`);
     the loop's end deletes it.
     """
 
@@ -118,8 +118,8 @@ class ExtractionWorker:
         self.settings = settings
         self.model = model
         self.alias_lookup = alias_lookup
-        self.queue = queue or ExtractionQueue(redis, settings.key_prefix)
-        self.memsets = MemorySetStore(redis, ttl_s=settings.retention_s)
+        self.queue = queue or ExtractionQueue(redis, settings.storage.key_prefix)
+        self.memsets = MemorySetStore(redis, ttl_s=settings.storage.retention_s)
         self.failures = FailureStore(redis)
         self._job = ExtractionJob(
             redis,
@@ -138,10 +138,10 @@ class ExtractionWorker:
         self.jobs_failed = 0
         self.heartbeat = Heartbeat(
             redis,
-            settings.key_prefix,
+            settings.storage.key_prefix,
             self._beat,
-            settings.extraction_heartbeat_s,
-            settings.redis_refusal_log_s,
+            settings.extraction.heartbeat_s,
+            settings.redis.refusal_log_s,
         )
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -149,8 +149,8 @@ class ExtractionWorker:
         self._last_sweep = 0.0
         #: failed polls and jobs by the kind of their Redis failure (this process)
         self.redis_faults: Counter[RedisFault] = Counter()
-        #: refusals said once per ``redis_refusal_log_s`` per cause, with the count
-        self._refusals = RateLimitedLog(settings.redis_refusal_log_s)
+        #: refusals said once per ``redis.refusal_log_s`` per cause, with the count
+        self._refusals = RateLimitedLog(settings.redis.refusal_log_s)
 
     def _beat(self, now_ms: int) -> WorkerBeat:
         """This worker's heartbeat at ``now_ms`` (epoch ms)."""
@@ -161,7 +161,7 @@ class ExtractionWorker:
             pid=os.getpid(),
             started_ms=self.started_ms,
             beat_ms=now_ms,
-            interval_ms=int(self.settings.extraction_heartbeat_s * 1000),
+            interval_ms=int(self.settings.extraction.heartbeat_s * 1000),
             jobs_done=self.jobs_done,
             jobs_failed=self.jobs_failed,
         )
@@ -197,9 +197,9 @@ class ExtractionWorker:
 
         A failed poll is said by its kind (:func:`~litellm_memory_hook.store.errors.classify`):
         while Redis is unreachable (or a failover's READONLY) one line is logged when polling
-        starts failing and one when it works again (a poll every ``extraction_poll_s`` would
+        starts failing and one when it works again (a poll every ``extraction.poll_s`` would
         log a traceback each time); a refusal (NOPERM, NOSCRIPT, OOM ...) is said with what to
-        change, once per ``redis_refusal_log_s`` for as long as it lasts (with how many polls
+        change, once per ``redis.refusal_log_s`` for as long as it lasts (with how many polls
         it refused meanwhile), and counted in :attr:`redis_faults`. Polling goes on at its
         usual pace: it works again as soon as the ACL or the memory limit is fixed."""
         self.heartbeat.start()
@@ -213,8 +213,8 @@ class ExtractionWorker:
         while not self._stopping:
             try:
                 await self.run_due()
-                if self.settings.extraction_sweep_s and (
-                    time.monotonic() - self._last_sweep >= self.settings.extraction_sweep_s
+                if self.settings.extraction.sweep_s and (
+                    time.monotonic() - self._last_sweep >= self.settings.extraction.sweep_s
                 ):
                     self._last_sweep = time.monotonic()
                     await self.sweep()
@@ -236,7 +236,7 @@ class ExtractionWorker:
                     failing = kind
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.extraction_poll_s):
+                async with asyncio.timeout(self.settings.extraction.poll_s):
                     await self._wake.wait()
             if cancel_swallowed():
                 raise asyncio.CancelledError
@@ -256,7 +256,7 @@ class ExtractionWorker:
             if failing is not RedisFault.READONLY:
                 logger.warning(
                     "memory worker: polling failed: %s; reconnecting",
-                    explain(kind, exc, prefix=self.settings.key_prefix),
+                    explain(kind, exc, prefix=self.settings.storage.key_prefix),
                 )
             await reconnect(self.redis)
             return
@@ -264,8 +264,8 @@ class ExtractionWorker:
             f"poll:{fault_key(kind, exc)}",
             logging.ERROR,
             f"memory worker: polling refused ({kind.value}{_operation(exc)}): "
-            f"{explain(kind, exc, prefix=self.settings.key_prefix)}; extraction waits until "
-            "it is fixed (polling goes on)",
+            f"{explain(kind, exc, prefix=self.settings.storage.key_prefix)}; extraction waits "
+            "until it is fixed (polling goes on)",
         )
 
     async def run_due(self, limit: int = 20) -> list[JobOutcome]:
@@ -279,7 +279,7 @@ class ExtractionWorker:
 
     async def run_job(self, ref: str) -> JobOutcome:
         """Claim one conversation and run its job; never raises for a bad conversation."""
-        prefix = self.settings.key_prefix
+        prefix = self.settings.storage.key_prefix
         try:
             keys = ConversationKeys.from_ref(prefix, ref)
         except InvalidIdError:
@@ -336,7 +336,7 @@ class ExtractionWorker:
             logging.ERROR,
             f"memory worker: job {ref} refused ({kind.value}{_operation(exc)}), runs again "
             "later: "
-            f"{explain(kind, exc, prefix=self.settings.key_prefix)}",
+            f"{explain(kind, exc, prefix=self.settings.storage.key_prefix)}",
         )
 
     # -- sweep -----------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ class MemoryAPI(MemorySetAPI, ConversationAPI, ForgetExportAPI):
 
     Args:
         redis: an asyncio client (``decode_responses=False``).
-        settings: the global settings (limits: ``max_pinned``, ``pinned_item_chars``; TTL).
+        settings: the global settings (limits: ``memories.max_pinned_items``,
+            ``memories.max_pinned_item_chars``; TTL).
 
     Every method raises :class:`StoreError` when Redis fails.
     """

@@ -27,15 +27,16 @@ class APIBase:
 
     Args:
         redis: an asyncio client (``decode_responses=False``).
-        settings: the global settings (limits: ``max_pinned``, ``pinned_item_chars``; TTL).
+        settings: the global settings (limits: ``memories.max_pinned_items``,
+            ``memories.max_pinned_item_chars``; TTL).
     """
 
     def __init__(self, redis: aioredis.Redis, settings: MemorySettings) -> None:
         self.redis = redis
         self.settings = settings
-        self.memsets = MemorySetStore(redis, ttl_s=settings.retention_s)
-        self.queue = ExtractionQueue(redis, settings.key_prefix)
-        self.removed = MemoryHistory(redis, ttl_s=settings.retention_s)
+        self.memsets = MemorySetStore(redis, ttl_s=settings.storage.retention_s)
+        self.queue = ExtractionQueue(redis, settings.storage.key_prefix)
+        self.removed = MemoryHistory(redis, ttl_s=settings.storage.retention_s)
 
     async def _has(self, *names: str) -> bool:
         """Whether any of the keys ``names`` holds data."""

@@ -34,7 +34,7 @@ class ConversationAPI(APIBase):
         check_tenant(tenant)
         return await directory.list_users(
             self.redis,
-            self.settings.key_prefix,
+            self.settings.storage.key_prefix,
             tenant,
             search=search,
             offset=offset,
@@ -65,7 +65,7 @@ class ConversationAPI(APIBase):
         """
         check_tenant(tenant)
         raw = checked_user(user)
-        keys = UserKeys.for_ids(self.settings.key_prefix, tenant, raw)
+        keys = UserKeys.for_ids(self.settings.storage.key_prefix, tenant, raw)
         if not await directory.has_user(self.redis, keys):
             raise MemoryNotFoundError(f"no such user {raw!r} in tenant {tenant!r}")
         return keys

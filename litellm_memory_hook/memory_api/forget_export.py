@@ -76,7 +76,7 @@ class ForgetExportAPI(APIBase):
             StoreError: Redis failed (forgetting again is safe).
         """
         scope = None if whole_user else target.conversation
-        ttl_s = forget_token_ttl_s(self.settings.write_buffer_max_age_s)
+        ttl_s = forget_token_ttl_s(self.settings.write_buffer.max_age_s)
         user = target.conversation.user_keys
         marked = await mark_forgotten(self.redis, user, scope, ttl_s=ttl_s)
         result = await self._delete_target(target, whole_user=whole_user)
@@ -140,7 +140,7 @@ class ForgetExportAPI(APIBase):
                 sets[member] = await transfer.read_memory_set(self.redis, user.memory_set(member))
         return ExportDocument(
             exported_ms=now_ms(),
-            key_prefix=self.settings.key_prefix,
+            key_prefix=self.settings.storage.key_prefix,
             tenant=target.tenant,
             user=target.user,
             conversation=None if whole_user else target.conversation.conversation,
@@ -178,7 +178,7 @@ class ForgetExportAPI(APIBase):
         """
         check_tenant(tenant)
         user_id = checked_user(user)
-        keys = UserKeys.for_ids(self.settings.key_prefix, tenant, user_id)
+        keys = UserKeys.for_ids(self.settings.storage.key_prefix, tenant, user_id)
         conversations = [keys.conversation(c.key) for c in document.conversations]
         sets = [keys.memory_set(m.scope) for m in document.memory_sets]
         taken = [c.conversation for c in conversations if await self._has(c.meta, c.turns)]
@@ -255,7 +255,7 @@ class ForgetExportAPI(APIBase):
         """Before a fresh import replaces data: writes read before it (a regenerate replacing
         "its" seq, an extraction commit) do not land in what is imported, as after a forget of
         the user (a whole export) or of the document's conversations."""
-        ttl_s = forget_token_ttl_s(self.settings.write_buffer_max_age_s)
+        ttl_s = forget_token_ttl_s(self.settings.write_buffer.max_age_s)
         scopes: list[ConversationKeys | None] = [None] if whole_user else list(conversations)
         for scope in scopes:
             await refuse_earlier_writes(self.redis, keys, scope, ttl_s=ttl_s)
@@ -270,7 +270,7 @@ class ForgetExportAPI(APIBase):
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.sadd(keys.index, member)
-                pipe.expire(keys.index, self.settings.retention_s)
+                pipe.expire(keys.index, self.settings.storage.retention_s)
                 await pipe.execute()
         except RedisError as exc:
             raise StoreError(f"user index {keys.index}: {exc}") from exc

@@ -35,13 +35,14 @@ class MemorySetAPI(APIBase):
     """The calls on one memory set (a :class:`MemoryTarget`'s)."""
 
     def _checked_text(self, text: object) -> str:
-        """A memory's text as it is stored: a trimmed string within ``pinned_item_chars``."""
+        """A memory's text as it is stored: a trimmed string within
+        ``memories.max_pinned_item_chars``."""
         if not isinstance(text, str):
             raise MemoryInputError("'text' must be a string")
         value = text.strip()
         if not value:
             raise MemoryInputError("'text' is empty")
-        limit = self.settings.pinned_item_chars
+        limit = self.settings.memories.max_pinned_item_chars
         if len(value) > limit:
             raise MemoryInputError(f"'text' has {len(value)} characters; the limit is {limit}")
         try:
@@ -59,15 +60,16 @@ class MemorySetAPI(APIBase):
         """Add a pinned memory (stored as typed, trimmed).
 
         Raises:
-            MemoryInputError: empty, too long or not text; or the set has ``max_pinned``.
+            MemoryInputError: empty, too long or not text; or the set has
+                ``memories.max_pinned_items``.
         """
         value = self._checked_text(text)
         item_id = await self.memsets.pin(
-            target.memory, value, now_ms=now_ms(), max_items=self.settings.max_pinned
+            target.memory, value, now_ms=now_ms(), max_items=self.settings.memories.max_pinned_items
         )
         if not item_id:
             raise MemoryInputError(
-                f"this user already has {self.settings.max_pinned} pinned memories"
+                f"this user already has {self.settings.memories.max_pinned_items} pinned memories"
             )
         return MemoryItem(item_id, value)
 
@@ -141,7 +143,8 @@ class MemorySetAPI(APIBase):
 
     async def history(self, target: MemoryTarget) -> Sequence[HistoryEntry]:
         """The memories extraction jobs replaced or deleted from the target's set, newest first
-        (at most ``memory_history_max``; :mod:`litellm_memory_hook.store.memory_history`)."""
+        (at most ``memories.max_history_items``;
+        :mod:`litellm_memory_hook.store.memory_history`)."""
         return await self.removed.entries(target.memory)
 
     async def restore(self, target: MemoryTarget, entry_id: str) -> MemoryItem:
@@ -152,7 +155,7 @@ class MemorySetAPI(APIBase):
         Raises:
             MemoryNotFoundError: no such entry in the set's history.
             MemoryInputError: the set holds that memory (its id or the same fact) already, or
-                ``max_memories`` memories.
+                ``memories.max_items`` memories.
         """
         found = await self.removed.find(target.memory, entry_id)
         if found is None:
@@ -169,7 +172,7 @@ class MemorySetAPI(APIBase):
             target.memory,
             entry_id,
             fact_hash=fact_hash(entry.text),
-            max_items=self.settings.max_memories,
+            max_items=self.settings.memories.max_items,
         )
         if done is Restored.NO_ENTRY:
             raise MemoryNotFoundError(f"no history entry {entry_id!r}")
@@ -177,8 +180,8 @@ class MemorySetAPI(APIBase):
             raise MemoryInputError(f"the memory set holds memory {entry.memory_id!r} already")
         if done is Restored.FULL:
             raise MemoryInputError(
-                f"the memory set holds {self.settings.max_memories} memories (max_memories): "
-                "delete one first"
+                f"the memory set holds {self.settings.memories.max_items} memories "
+                "(memories.max_items): delete one first"
             )
         await self.queue.count(memories_restored=1)
         return MemoryItem(entry.memory_id, entry.text)

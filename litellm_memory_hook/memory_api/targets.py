@@ -95,7 +95,7 @@ def resolve_target(
     namespace = alias.namespace or model
     raw_conversation = conversation.strip() if isinstance(conversation, str) else ""
     keys = ConversationKeys.for_ids(
-        settings.key_prefix, tenant, user_id, raw_conversation or namespace
+        settings.storage.key_prefix, tenant, user_id, raw_conversation or namespace
     )
     scope = (
         conversation_scope(keys.conversation)
@@ -116,7 +116,7 @@ def resolve_user(settings: MemorySettings, *, tenant: str, user: object) -> Memo
     """
     check_tenant(tenant)
     user_id = checked_user(user)
-    keys = ConversationKeys.for_ids(settings.key_prefix, tenant, user_id, "-")
+    keys = ConversationKeys.for_ids(settings.storage.key_prefix, tenant, user_id, "-")
     return MemoryTarget(tenant, user_id, "", "", keys, keys.user_keys.memory_set("ns:-"))
 
 

@@ -74,7 +74,7 @@ def admit(
     if mode == "off":
         counters["mode_off"] += 1
         return "off"
-    side = side_request_pattern(view.get("messages"), settings.side_patterns)
+    side = side_request_pattern(view.get("messages"), settings.requests.side_patterns)
     if side is not None:
         counters["side_requests"] += 1
         logger.info("memory hook: side request (%s); no memory, not stored", side)
@@ -88,27 +88,33 @@ def admit(
     who = identify(
         view,
         auth,
-        prefix=settings.key_prefix,
+        prefix=settings.storage.key_prefix,
         namespace=namespace,
-        user_header=settings.user_header,
+        user_header=settings.identity.user_header,
         memory_scope=alias.memory_scope,
         alias=str(model),
-        conversation_header=settings.conversation_header,
+        conversation_header=settings.identity.conversation_header,
         # each protocol's default conversation is its own (a whole-history client of one
         # must not read another's turns as messages it deleted); memories are shared
         default_conversation=None if adapter is CHAT else f"{namespace}.{adapter.name}",
-        claude_code_user=settings.claude_code_user,
+        claude_code_user=settings.identity.claude_code_user,
     )
     if who is None:
         if alias.required:
             raise MemoryRequiredError(
                 f"model {model!r} needs a user id for memory: send the OpenAI 'user' field"
-                + (f" or the {settings.user_header!r} header" if settings.user_header else "")
+                + (
+                    f" or the {settings.identity.user_header!r} header"
+                    if settings.identity.user_header
+                    else ""
+                )
             )
         counters["no_user_passthrough"] += 1
         logger.info("memory hook: no usable user id for %r; passing through", model)
         return "no_user"
-    temporary = temporary_pattern(who.conversation, settings.temporary_conversation_patterns)
+    temporary = temporary_pattern(
+        who.conversation, settings.requests.temporary_conversation_patterns
+    )
     if temporary is not None and mode == "read_write":  # a temporary chat: read-only
         counters["temporary_chats"] += 1
         logger.info("memory hook: temporary chat (%s); memory read, nothing stored", temporary)

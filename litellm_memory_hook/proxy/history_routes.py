@@ -64,7 +64,7 @@ class HistoryEntryOut(BaseModel):
 
 
 class HistoryOut(BaseModel):
-    """A memory set's history, newest first (at most ``memory_history_max`` entries)."""
+    """A memory set's history, newest first (at most ``memories.max_history_items`` entries)."""
 
     history: list[HistoryEntryOut]
 

@@ -72,7 +72,7 @@ class MemoryHook(CustomLogger):
         settings: global settings; default: read from ``litellm.callback_settings`` and the
             environment at the first request.
         redis: an asyncio Redis client (``decode_responses=False``); default: from
-            ``settings.redis_url``.
+            ``settings.redis.url``.
         alias_lookup: model alias -> its ``model_info`` dict; default: the proxy's router.
         model: the extraction model of the in-proxy worker; default: the proxy's router.
     """
@@ -143,10 +143,11 @@ class MemoryHook(CustomLogger):
 
     def ensure_worker(self) -> None:
         """Start the in-proxy extraction worker once, on the proxy's event loop (off when
-        ``worker_in_proxy`` or ``extraction_enabled`` is false); :meth:`shutdown` stops it."""
+        ``extraction.worker_in_proxy`` or ``extraction.enabled`` is false); :meth:`shutdown`
+        stops it."""
         settings = self.settings
         if self._worker is not None or not (
-            settings.worker_in_proxy and settings.extraction_enabled
+            settings.extraction.worker_in_proxy and settings.extraction.enabled
         ):
             return
         self._worker = ExtractionWorker(
@@ -177,7 +178,7 @@ class MemoryHook(CustomLogger):
         """
         if self._publisher is None:
             self._publisher = MetricsPublisher(
-                self.metrics, self.store.redis, self.settings.key_prefix
+                self.metrics, self.store.redis, self.settings.storage.key_prefix
             )
             self._publisher.start()
 

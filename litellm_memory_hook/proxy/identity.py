@@ -16,7 +16,7 @@
 * Claude Code's user id (Anthropic's ``metadata.user_id``, the view's ``user``):
   ``user_<device hash>_account_<account uuid>_session_<session uuid>`` before v2.1.78, a JSON
   object ``{"device_id", "account_uuid", "session_id"}`` as a string since. It changes with
-  every session, so the setting ``claude_code_user`` maps it (:func:`claude_code_ids`):
+  every session, so the setting ``identity.claude_code_user`` maps it (:func:`claude_code_ids`):
   ``account`` (default) takes the account uuid, else (an API-key login sends it empty) the
   device hash, as the user, and the session as the conversation when the request names none;
   ``device`` always takes the device hash; ``whole`` takes the value as sent (a new user for
@@ -121,8 +121,8 @@ def claude_code_ids(raw: object, mode: str = "account") -> tuple[object, str | N
 
     Args:
         raw: the request's user id as sent.
-        mode: the ``claude_code_user`` setting: ``account`` (the account uuid, else the device
-            hash), ``device`` (the device hash, else the account uuid) or ``whole`` (``raw``
+        mode: the ``identity.claude_code_user`` setting: ``account`` (the account uuid, else the
+            device hash), ``device`` (the device hash, else the account uuid) or ``whole`` (``raw``
             as sent, no session).
 
     Returns:
@@ -143,7 +143,7 @@ def user_from_request(
     data: Mapping[str, Any], user_header: str | None, claude_code_user: str = "account"
 ) -> str | None:
     """The usable user id of a request, or ``None`` (missing, empty or a placeholder); a
-    Claude Code user id as ``claude_code_user`` maps it (:func:`claude_code_ids`)."""
+    Claude Code user id as ``identity.claude_code_user`` maps it (:func:`claude_code_ids`)."""
     user = normalize_user_id(claude_code_ids(data.get("user"), claude_code_user)[0])
     if user is None and user_header:
         user = normalize_user_id(request_headers(data).get(user_header))
@@ -154,7 +154,7 @@ def conversation_from_request(
     data: Mapping[str, Any], conversation_header: str | None = None
 ) -> str | None:
     """The explicit conversation id of a request, or ``None``: ``metadata.conversation_id``,
-    the ``x-litellm-session-id`` header, else the configured ``conversation_header``."""
+    the ``x-litellm-session-id`` header, else the configured ``identity.conversation_header``."""
     metadata = data.get("metadata")
     if isinstance(metadata, dict):
         for source in (metadata, metadata.get("requester_metadata")):
@@ -175,7 +175,7 @@ def conversation_from_request(
 def _agent_session(data: Mapping[str, Any], claude_code_user: str) -> str | None:
     """The session of a Claude Code user id (:func:`claude_code_ids`), else the
     ``x-claude-code-session-id`` header of a request whose user id is Claude Code's; ``None``
-    with ``claude_code_user: whole`` and for other clients."""
+    with ``identity.claude_code_user: whole`` and for other clients."""
     raw = data.get("user")
     user, session = claude_code_ids(raw, claude_code_user)
     if session is not None or user is raw:

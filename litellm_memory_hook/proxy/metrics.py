@@ -51,7 +51,7 @@ global one, so LiteLLM's own Prometheus integration and a second hook in tests s
   ``litellm-memory worker`` processes; 0 with ``..._due_conversations`` above 0 means the queued
   jobs wait until a worker runs;
   ``litellm_memory_extraction_worker_heartbeat_age_seconds`` (gauge, only while one is alive):
-  seconds since the oldest live heartbeat (normally under ``extraction_heartbeat_s``; near three
+  seconds since the oldest live heartbeat (normally under ``extraction.heartbeat_s``; near three
   intervals, a worker's event loop is stalled);
 * ``litellm_memory_store_up`` (gauge): 1 when the scrape could read Redis.
 

@@ -8,7 +8,7 @@ reads it. Values:
 
 * ``used``: memory was read from Redis and the turn is stored.
 * ``read_only``: memory was read; nothing is stored (the alias's or the request's mode).
-* ``temporary``: a temporary chat (``temporary_conversation_patterns``): read, not stored.
+* ``temporary``: a temporary chat (``requests.temporary_conversation_patterns``): read, not stored.
 * ``off``: the request asked for no memory (``metadata.memory_mode: off``).
 * ``no_user``: no usable user id (send the OpenAI ``user`` field, Anthropic's
   ``metadata.user_id``, or the configured user header).

@@ -38,9 +38,10 @@ or deleted, and putting one back) is served by :mod:`litellm_memory_hook.proxy.h
 on the same router.
 
 Configuration: none of its own. It uses the memory hook's settings (``callback_settings.memory``:
-Redis URL, key prefix, ``pinned_item_chars``, ``max_pinned``) and the aliases'
-``model_info.memory`` blocks, exactly as chat requests do. :func:`mount` adds the routes to the
-running proxy (``litellm_memory_hook/proxy_callback.py`` calls it when LiteLLM loads the callback).
+Redis URL, key prefix, ``memories.max_pinned_item_chars``, ``memories.max_pinned_items``) and the
+aliases' ``model_info.memory`` blocks, exactly as chat requests do. :func:`mount` adds the routes to
+the running proxy (``litellm_memory_hook/proxy_callback.py`` calls it when LiteLLM loads the
+callback).
 
 Auth and tenants: every route runs LiteLLM's own key check (``user_api_key_auth``), so any key
 that may call the proxy's chat API may call these routes, and the caller's tenant comes from that
@@ -249,7 +250,7 @@ async def list_memories(
 @router.post("/pinned", status_code=201, response_model=MemoryItemOut, responses=_ERRORS)
 async def pin_memory(hook: Hook, auth: Auth, body: PinIn) -> MemoryItemOut:
     """Pin a memory: the model sees it in every chat of this user and alias and never changes
-    it. Stored exactly as typed (trimmed); at most ``pinned_item_chars`` characters."""
+    it. Stored exactly as typed (trimmed); at most ``memories.max_pinned_item_chars`` characters."""
     with _answers(hook):
         target = _target(hook, auth, body.user, body.model, body.conversation)
         item = await memory_api(hook).pin(target, body.text)

@@ -1,5 +1,5 @@
 """The user's conversations as a whole: the postings of a query in their other conversations
-(``recall_scope: user``), the pruning of their index, and the forget of everything they have.
+(``recall.scope: user``), the pruning of their index, and the forget of everything they have.
 
 A user's index set (:attr:`~litellm_memory_hook.store.keys.UserKeys.index`) lists their
 conversations (``c:<conversation>``) and memory sets (``ns:<namespace>``, ...); it is how these
@@ -24,7 +24,7 @@ from litellm_memory_hook.store.reads import ConversationReads
 
 logger = logging.getLogger("litellm_memory_hook")
 
-#: meta fields read of each of the user's other conversations (``recall_scope: user``).
+#: meta fields read of each of the user's other conversations (``recall.scope: user``).
 CHAT_META_FIELDS = ("updated_ms", "namespace", "conversation", "idx_n")
 
 #: most conversations one ``prune_chats.lua`` call looks at (a short script).
@@ -66,7 +66,7 @@ class UserChats(ConversationReads):
         max_chats: int,
         accept: Callable[[dict[str, str]], bool] | None = None,
     ) -> list[ChatPostings]:
-        """The postings of a query's terms in the user's other conversations (``recall_scope:
+        """The postings of a query's terms in the user's other conversations (``recall.scope:
         user``): only those terms' postings are read, so the cost does not grow with the
         conversations' length; at most ``max_chats`` conversations, the most recently updated.
 

@@ -1,8 +1,8 @@
 """The one place that builds the asyncio Redis client: one Redis server, a Redis Cluster, or the
 master that Redis Sentinels name.
 
-Settings (``callback_settings.memory`` or ``LITELLM_MEMORY_*``): ``redis_url`` names the server,
-or, with ``redis_cluster: true``, any one node of a Redis Cluster (``redis://host:port`` or
+Settings (``callback_settings.memory`` or ``LITELLM_MEMORY_*``): ``redis.url`` names the server,
+or, with ``redis.cluster: true``, any one node of a Redis Cluster (``redis://host:port`` or
 ``rediss://``, database 0; the other nodes are discovered from it). The hook, the extraction
 worker, the memory API and the CLI all get their client here, so they agree on the server.
 
@@ -22,7 +22,7 @@ redis-py's asyncio connections pack in Python, which was 12% of the hook's instr
 pair (callgrind: 11.8 M -> 10.4 M, mostly the append script's ~60 index terms and the read's
 postings). The bytes sent are the same (``tests/test_redis_client.py`` holds the two packers equal).
 
-With ``redis_sentinel_nodes`` and ``redis_service_name`` the client is redis-py's
+With ``redis.sentinel_nodes`` and ``redis.service_name`` the client is redis-py's
 ``Sentinel(...).master_for(service)``, as LiteLLM's own cache makes it: its pool asks the
 Sentinels for the master's address whenever it opens a connection, so after a failover the next
 connection reaches the new master. Its connections pack with hiredis and keep the timeouts too.
@@ -180,10 +180,10 @@ def redis_client(
         return single
     if parts.scheme not in _CLUSTER_SCHEMES:
         raise ConfigError(
-            f"redis_cluster needs a redis:// or rediss:// URL of a cluster node, not {url!r}"
+            f"redis.cluster needs a redis:// or rediss:// URL of a cluster node, not {url!r}"
         )
     if parts.path.strip("/") not in ("", "0"):
-        raise ConfigError("a Redis Cluster has only database 0; drop the /<db> from redis_url")
+        raise ConfigError("a Redis Cluster has only database 0; drop the /<db> from redis.url")
     client = RedisCluster.from_url(url, **kwargs)
     _pack_cluster_with_hiredis(client)
     return cast(aioredis.Redis, client)
@@ -230,14 +230,14 @@ def sentinel_client(
         ConfigError: no node, no service name, or a ``unix://`` URL.
     """
     if not nodes:
-        raise ConfigError("redis_sentinel_nodes is empty: name at least one Sentinel host:port")
+        raise ConfigError("redis.sentinel_nodes is empty: name at least one Sentinel host:port")
     if not service_name:
         raise ConfigError(
-            "redis_sentinel_nodes needs redis_service_name (the master's name in the "
+            "redis.sentinel_nodes needs redis.service_name (the master's name in the "
             "Sentinels' configuration, e.g. mymaster)"
         )
     if urlsplit(url).scheme not in _CLUSTER_SCHEMES:
-        raise ConfigError("with Redis Sentinel, redis_url must be redis:// or rediss://")
+        raise ConfigError("with Redis Sentinel, redis.url must be redis:// or rediss://")
     parsed = parse_url(url)
     tls = parsed.pop("connection_class", Connection) is not Connection
     master: dict[str, Any] = {
@@ -275,33 +275,33 @@ def client_for_settings(
     timeout_s: float | None = None,
     **options: Any,
 ) -> aioredis.Redis:
-    """The client the settings name: ``redis_url``, ``redis_cluster``, ``redis_timeout_s``;
-    with ``redis_sentinel_nodes``, the master the Sentinels name (:func:`sentinel_client`).
+    """The client the settings name: ``redis.url``, ``redis.cluster``, ``redis.timeout_s``;
+    with ``redis.sentinel_nodes``, the master the Sentinels name (:func:`sentinel_client`).
 
     Args:
         settings: the global settings.
-        url: another URL than ``redis_url`` (the CLI's embedded Redis); not with Sentinel.
-        timeout_s: another timeout than ``redis_timeout_s``.
+        url: another URL than ``redis.url`` (the CLI's embedded Redis); not with Sentinel.
+        timeout_s: another timeout than ``redis.timeout_s``.
         options: passed on to the client (e.g. ``retry``).
 
     Raises:
         ConfigError: see :func:`redis_client` and :func:`sentinel_client`.
     """
-    timeout = settings.redis_timeout_s if timeout_s is None else timeout_s
-    if settings.redis_sentinel_nodes:
-        if settings.redis_cluster:
-            raise ConfigError("redis_cluster and redis_sentinel_nodes cannot both be set")
+    timeout = settings.redis.timeout_s if timeout_s is None else timeout_s
+    if settings.redis.sentinel_nodes:
+        if settings.redis.cluster:
+            raise ConfigError("redis.cluster and redis.sentinel_nodes cannot both be set")
         return sentinel_client(
-            settings.redis_sentinel_nodes,
-            settings.redis_service_name or "",
-            url=settings.redis_url,
-            sentinel_password=settings.redis_sentinel_password,
+            settings.redis.sentinel_nodes,
+            settings.redis.service_name or "",
+            url=settings.redis.url,
+            sentinel_password=settings.redis.sentinel_password,
             timeout_s=timeout,
             **options,
         )
     return redis_client(
-        url or settings.redis_url,
-        cluster=settings.redis_cluster and not (url or "").startswith("unix:"),
+        url or settings.redis.url,
+        cluster=settings.redis.cluster and not (url or "").startswith("unix:"),
         timeout_s=timeout,
         **options,
     )
@@ -327,7 +327,7 @@ def sentinel_master_url(settings: MemorySettings, *, timeout_s: float = 3.0) -> 
     master now.
 
     Returns:
-        ``(url, detail)``: ``redis_url`` with the master's host and port in place of its own
+        ``(url, detail)``: ``redis.url`` with the master's host and port in place of its own
         (user, password, database and scheme kept), and ``"service S: master H:P (N of M
         Sentinels answer)"``.
 
@@ -337,20 +337,20 @@ def sentinel_master_url(settings: MemorySettings, *, timeout_s: float = 3.0) -> 
     """
     from redis.sentinel import Sentinel as SyncSentinel
 
-    if not settings.redis_sentinel_nodes or not settings.redis_service_name:
-        raise ConfigError("redis_sentinel_nodes and redis_service_name are both needed")
-    addresses = [_sentinel_address(node) for node in settings.redis_sentinel_nodes]
+    if not settings.redis.sentinel_nodes or not settings.redis.service_name:
+        raise ConfigError("redis.sentinel_nodes and redis.service_name are both needed")
+    addresses = [_sentinel_address(node) for node in settings.redis.sentinel_nodes]
     make: Any = SyncSentinel  # redis-py leaves its constructor untyped
     sentinel = make(
         addresses,
         sentinel_kwargs={
-            "password": settings.redis_sentinel_password,
+            "password": settings.redis.sentinel_password,
             "socket_timeout": timeout_s,
             "socket_connect_timeout": timeout_s,
         },
     )
     try:
-        host, port = sentinel.discover_master(settings.redis_service_name)
+        host, port = sentinel.discover_master(settings.redis.service_name)
         answering = 0
         for watcher in sentinel.sentinels:
             try:
@@ -360,11 +360,11 @@ def sentinel_master_url(settings: MemorySettings, *, timeout_s: float = 3.0) -> 
     finally:
         for watcher in sentinel.sentinels:
             watcher.close()
-    parts = urlsplit(settings.redis_url)
+    parts = urlsplit(settings.redis.url)
     auth = parts.netloc.rpartition("@")[0]
     netloc = (f"{auth}@" if auth else "") + f"{host}:{port}"
     detail = (
-        f"service {settings.redis_service_name}: master {host}:{port} "
+        f"service {settings.redis.service_name}: master {host}:{port} "
         f"({answering} of {len(addresses)} Sentinels answer)"
     )
     return parts._replace(netloc=netloc).geturl(), detail

@@ -48,7 +48,7 @@ class Postings:
     Attributes:
         spans: for each date span asked, the turns said in it.
         chats: the user's index members (``c:<conversation>``, ``ns:<namespace>``), when asked
-            (``recall_scope: user``).
+            (``recall.scope: user``).
     """
 
     n_docs: int = 0

@@ -359,7 +359,7 @@ def start_embedded(
     if not create and not folder.is_dir():
         raise EmbeddedRedisError(
             f"{folder} does not exist, so it holds no memory: check --data-dir (serve creates "
-            "the folder), or set REDIS_URL / callback_settings.memory.redis_url"
+            "the folder), or set REDIS_URL / callback_settings.memory.redis.url"
         )
     try:
         folder.mkdir(parents=True, exist_ok=True)

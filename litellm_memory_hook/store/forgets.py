@@ -56,7 +56,7 @@ FORGET_TOKEN_MARGIN_S = 3600
 
 
 def forget_token_ttl_s(buffer_max_age_s: float) -> int:
-    """Seconds a forget token is kept: the outage buffer's age limit (``write_buffer_max_age_s``)
+    """Seconds a forget token is kept: the outage buffer's age limit (``write_buffer.max_age_s``)
     plus :data:`FORGET_TOKEN_MARGIN_S`."""
     return int(buffer_max_age_s) + FORGET_TOKEN_MARGIN_S
 

@@ -2,7 +2,7 @@
 
 One Redis list per memory set (:attr:`MemoryKeys.history`, in the user's hash tag, so a Redis
 Cluster keeps it in the slot of the set it belongs to), newest first, at most
-``memory_history_max`` entries (the job's commit pushes and trims it in the same script that
+``memories.max_history_items`` entries (the job's commit pushes and trims it in the same script that
 removes the memories: :data:`~litellm_memory_hook.store.memory_sets.COMMIT`), with the retention
 TTL, deleted by a forget with the set's other keys. Each entry is one JSON object
 (:class:`HistoryEntry`)::
@@ -12,7 +12,7 @@ TTL, deleted by a forget with the set's other keys. Each entry is one JSON objec
      "by": "Lives in Mumbai now", "conversation": "demo", "from_seq": 13, "through_seq": 26}
 
 ``reason`` is ``update`` (``by`` holds the new text), ``delete`` (``by`` holds the fact the
-model gave as contradicting it) or ``cap`` (room made for a new memory past ``max_memories``;
+model gave as contradicting it) or ``cap`` (room made for a new memory past ``memories.max_items``;
 ``by`` holds that memory); ``conversation`` (its id in key form) and the seq range name the job.
 
 :meth:`MemoryHistory.restore` puts an entry's memory back with its id and text exactly, removes the
@@ -107,7 +107,7 @@ class Restored(Enum):
     DONE = "done"
     NO_ENTRY = "no_entry"  # no such entry (restored already, trimmed, expired, or never)
     STORED = "stored"  # the memory's id is in the set already
-    FULL = "full"  # the set holds ``max_memories`` already
+    FULL = "full"  # the set holds ``memories.max_items`` already
 
 
 class MemoryHistory:

@@ -105,9 +105,10 @@ class MemoryStore(ConversationWrites, UserChats):
 
     @classmethod
     def for_settings(cls, redis: aioredis.Redis, settings: MemorySettings) -> MemoryStore:
-        """The store of the settings: retention TTL, ``stored_text_chars`` as the text bound."""
+        """The store of the settings: retention TTL, ``storage.max_message_chars`` as the text
+        bound."""
         return cls(
             redis,
-            ttl_s=settings.retention_s,
-            limits=TurnLimits(text_chars=settings.stored_text_chars),
+            ttl_s=settings.storage.retention_s,
+            limits=TurnLimits(text_chars=settings.storage.max_message_chars),
         )

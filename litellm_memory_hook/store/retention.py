@@ -1,4 +1,4 @@
-"""Bounding a conversation: the oldest turns beyond ``max_stored_messages`` are deleted.
+"""Bounding a conversation: the oldest turns beyond ``storage.max_messages`` are deleted.
 
 Time-based retention is the TTL every key carries (refreshed on write); this module bounds the
 count too (sorted sets are trimmed to N). Trimmed turns leave the recall index with

@@ -1,8 +1,8 @@
 """Extraction worker liveness: every running worker's heartbeat in Redis, and how to read them.
 
 A running extraction worker (the in-proxy task of each proxy process, each ``litellm-memory
-worker`` process) writes a heartbeat every ``extraction_heartbeat_s`` seconds from a task of its
-own, so a long job (a model call of up to ``extraction_timeout_s``) does not stop it::
+worker`` process) writes a heartbeat every ``extraction.heartbeat_s`` seconds from a task of its
+own, so a long job (a model call of up to ``extraction.timeout_s``) does not stop it::
 
     mem:{workers}:w:<worker>   hash   id, kind, host, pid, started_ms, beat_ms, interval_ms,
                                       jobs_done, jobs_failed; PEXPIRE :data:`HEARTBEAT_TTL_BEATS`
@@ -53,7 +53,7 @@ REMOVE_TIMEOUT_S = 2.0
 #: Redis failures of the heartbeat (logged, never raised to the worker).
 REDIS_FAILURES = (RedisError, RedisClusterException, OSError, StoreError)
 
-#: ``kind`` of the worker task inside a proxy process (``worker_in_proxy``).
+#: ``kind`` of the worker task inside a proxy process (``extraction.worker_in_proxy``).
 KIND_PROXY = "proxy"
 #: ``kind`` of a ``litellm-memory worker`` process.
 KIND_STANDALONE = "standalone"
@@ -259,7 +259,7 @@ class Heartbeat:
         redis: the worker's asyncio Redis (or Cluster) client.
         prefix: the key prefix (``mem``).
         beat: the worker's fields at a time (epoch ms) -> the beat to write.
-        interval_s: seconds between beats (``extraction_heartbeat_s``).
+        interval_s: seconds between beats (``extraction.heartbeat_s``).
         refusal_log_s: a refusal is said at most once per this many seconds.
 
     Redis failures are logged when they start and when they end, never raised; a refusal

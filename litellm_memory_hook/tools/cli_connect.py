@@ -122,8 +122,8 @@ def redis_url(
             and ``create`` is false (only imports create it; other commands would read or
             write an empty store no proxy uses).
     """
-    if "redis_url" in settings.model_fields_set:
-        return settings.redis_url
+    if "url" in settings.redis.model_fields_set:
+        return settings.redis.url
     from litellm_memory_hook.store.embedded import serve_lock_holder, start_embedded
 
     embedded = start_embedded(data_dir, create=create)
@@ -142,14 +142,14 @@ def redis_url(
 def open_redis(
     settings: MemorySettings, data_dir: Path, *, quiet: bool = False, create: bool = False
 ) -> Any:
-    """An asyncio client of :func:`redis_url` (a Cluster client with ``redis_cluster``; with
-    ``redis_sentinel_nodes``, of the master the Sentinels name, never the embedded Redis)."""
+    """An asyncio client of :func:`redis_url` (a Cluster client with ``redis.cluster``; with
+    ``redis.sentinel_nodes``, of the master the Sentinels name, never the embedded Redis)."""
     from litellm_memory_hook.store.client import client_for_settings, redis_client
 
-    if settings.redis_sentinel_nodes:
+    if settings.redis.sentinel_nodes:
         return client_for_settings(settings, timeout_s=CLI_REDIS_TIMEOUT_S)
     url = redis_url(settings, data_dir, quiet=quiet, create=create)
-    cluster = settings.redis_cluster and not url.startswith("unix:")
+    cluster = settings.redis.cluster and not url.startswith("unix:")
     return redis_client(url, cluster=cluster, timeout_s=CLI_REDIS_TIMEOUT_S)
 
 
@@ -188,9 +188,9 @@ def run_on_redis(
 
 
 def _safe_url(settings: MemorySettings, data_dir: Path) -> str:
-    if "redis_url" not in settings.model_fields_set:
+    if "url" not in settings.redis.model_fields_set:
         return f"embedded, {data_dir}/"
-    return mask_url(settings.redis_url)
+    return mask_url(settings.redis.url)
 
 
 def mask_url(url: str) -> str:
@@ -216,7 +216,7 @@ def identity(
     if user_id is None:
         raise fail(f"user id {user!r} is empty or a placeholder: such requests get no memory")
     conv = conversation or namespace
-    keys = ConversationKeys.for_ids(config.settings.key_prefix, tenant, user_id, conv)
+    keys = ConversationKeys.for_ids(config.settings.storage.key_prefix, tenant, user_id, conv)
     scope = (
         conversation_scope(keys.conversation)
         if config.alias(model).memory_scope == "conversation"

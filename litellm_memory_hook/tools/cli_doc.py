@@ -45,13 +45,13 @@ code differ. What the commands are for: [quickstart](quickstart.md),
 - Ports are checked as options: `--port` is 1 to 65535, `--standin-port` 0 to 65535 (0: no
   stand-in). `serve` and `doctor` refuse the same port for both, as a usage error.
 - A bad setting is named as you set it, with its value and what it should be, one clause per
-  problem: `error: invalid setting LITELLM_MEMORY_RECALL_K ('abc'): Input should be a valid
-  integer, ...`, or `callback_settings.memory.recent_chars (5): ...` for a key of the file. A
+  problem: `error: invalid setting LITELLM_MEMORY_RECALL__K ('abc'): Input should be a valid
+  integer, ...`, or `callback_settings.memory.window.max_chars (5): ...` for a key of the file. A
   Redis URL's value is not repeated. The proxy logs the same line at the first memory request
   and passes requests through without memory.
 - A file that is not UTF-8 (config.yaml, an import, an export) is named with the offset and
   line of its first bad byte. `import` and `export` show progress bars on a terminal.
-- Which Redis: the configured one (`redis_url`, `LITELLM_MEMORY_REDIS_URL`, `REDIS_URL`), else
+- Which Redis: the configured one (`redis.url`, `LITELLM_MEMORY_REDIS__URL`, `REDIS_URL`), else
   the embedded one of `serve` in `--data-dir` (`.litellm-memory`). Run the commands from the
   folder where you ran `serve`, or pass the same `--data-dir`. They attach to that Redis and
   never stop it; one that finds a running `serve`'s Redis gone starts it again and leaves it to

@@ -117,7 +117,7 @@ def _alias_checks(config: ProxyConfig) -> list[Check]:
             scope = f"namespace {alias.namespace or name}, scope {alias.memory_scope}"
             enabled.append(f"{name} ({scope})")
             wanted = alias.extraction_model
-            own_proxy = "extraction_base_url" not in config.settings.model_fields_set
+            own_proxy = "base_url" not in config.settings.extraction.model_fields_set
             if wanted and wanted not in names and own_proxy:
                 problems.append(
                     Check(
@@ -274,7 +274,7 @@ def doctor_checks(
                 owner = f"serve pid {holder}" if holder else "no serve holds it"
                 checks.append(Check("redis", "info", f"embedded, socket {sock} ({owner})"))
                 found = redis_checks(
-                    f"unix://{sock}", cluster_setting=False, prefix=settings.key_prefix
+                    f"unix://{sock}", cluster_setting=False, prefix=settings.storage.key_prefix
                 )
                 checks.extend(found)
                 if reachable(found):
@@ -297,7 +297,7 @@ def doctor_checks(
                     Check(
                         "redis",
                         "info",
-                        f"no redis_url configured and no embedded Redis running: serve starts "
+                        f"no redis.url configured and no embedded Redis running: serve starts "
                         f"one in {data_dir}/ (socket {sock}); set REDIS_URL for your own Redis",
                     )
                 )

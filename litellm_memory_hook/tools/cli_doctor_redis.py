@@ -223,15 +223,15 @@ def redis_checks(
         mode = str(server.get("redis_mode", "standalone"))
         if mode == "cluster" and not cluster_setting:
             checks.append(
-                Check("redis mode", "fail", "cluster, but redis_cluster is not set: set it true")
+                Check("redis mode", "fail", "cluster, but redis.cluster is not set: set it true")
             )
         elif mode != "cluster" and cluster_setting:
             checks.append(
                 Check(
                     "redis mode",
                     "fail",
-                    f"{mode}, but redis_cluster is true: the cluster client cannot use it; "
-                    "set redis_cluster false",
+                    f"{mode}, but redis.cluster is true: the cluster client cannot use it; "
+                    "set redis.cluster false",
                 )
             )
         else:
@@ -281,16 +281,16 @@ def workers_check(
             f"{queued}",
         )
     if not extraction_enabled:
-        return Check(WORKERS_CHECK, "info", f"none alive; extraction_enabled is false ({queued})")
+        return Check(WORKERS_CHECK, "info", f"none alive; extraction.enabled is false ({queued})")
     if worker_in_proxy:
         start = (
-            "start the proxy (worker_in_proxy: true runs one in each proxy process) or "
+            "start the proxy (extraction.worker_in_proxy: true runs one in each proxy process) or "
             "`litellm-memory worker`"
         )
     else:
         start = (
-            "worker_in_proxy is false: start `litellm-memory worker` (docker compose: the "
-            "worker service)"
+            "extraction.worker_in_proxy is false: start `litellm-memory worker` (docker compose: "
+            "the worker service)"
         )
     if health.stranded:
         return Check(
@@ -303,15 +303,15 @@ def workers_check(
 
 def read_worker_check(url: str, settings: MemorySettings, *, timeout_s: float = 3.0) -> Check:
     """:func:`workers_check` on the heartbeats and the due set of the Redis at ``url`` (a
-    Cluster client with ``redis_cluster``); ``warn`` when they cannot be read."""
+    Cluster client with ``redis.cluster``); ``warn`` when they cannot be read."""
     from litellm_memory_hook.store.client import redis_client
     from litellm_memory_hook.store.workers import worker_health
 
     async def read() -> WorkerHealth:
-        cluster = settings.redis_cluster and not url.startswith("unix:")
+        cluster = settings.redis.cluster and not url.startswith("unix:")
         client = redis_client(url, cluster=cluster, timeout_s=timeout_s)
         try:
-            return await worker_health(client, settings.key_prefix)
+            return await worker_health(client, settings.storage.key_prefix)
         finally:
             await client.aclose()
 
@@ -321,8 +321,8 @@ def read_worker_check(url: str, settings: MemorySettings, *, timeout_s: float = 
         return Check(WORKERS_CHECK, "warn", f"heartbeats not readable: {describe(exc)}")
     return workers_check(
         health,
-        extraction_enabled=settings.extraction_enabled,
-        worker_in_proxy=settings.worker_in_proxy,
+        extraction_enabled=settings.extraction.enabled,
+        worker_in_proxy=settings.extraction.worker_in_proxy,
     )
 
 
@@ -339,10 +339,10 @@ def sentinel_checks(settings: MemorySettings) -> list[Check]:
     try:
         url, detail = sentinel_master_url(settings)
     except (MemoryHookError, RedisError, OSError) as exc:
-        nodes = ", ".join(settings.redis_sentinel_nodes)
+        nodes = ", ".join(settings.redis.sentinel_nodes)
         return [Check("redis sentinel", "fail", f"{nodes}: {redis_problem(exc)}")]
     checks = [Check("redis sentinel", "ok", detail)]
-    found = redis_checks(url, cluster_setting=False, prefix=settings.key_prefix)
+    found = redis_checks(url, cluster_setting=False, prefix=settings.storage.key_prefix)
     checks.extend(found)
     if reachable(found):
         checks.append(read_worker_check(url, settings))
@@ -350,17 +350,19 @@ def sentinel_checks(settings: MemorySettings) -> list[Check]:
 
 
 def configured_redis_checks(settings: MemorySettings) -> list[Check] | None:
-    """The checks of the Redis the settings name (Sentinel, else ``redis_url`` when set);
+    """The checks of the Redis the settings name (Sentinel, else ``redis.url`` when set);
     ``None`` when they name none (the embedded Redis is checked instead)."""
-    if settings.redis_sentinel_nodes:
+    if settings.redis.sentinel_nodes:
         return sentinel_checks(settings)
-    if "redis_url" not in settings.model_fields_set:
+    if "url" not in settings.redis.model_fields_set:
         return None
     found = redis_checks(
-        settings.redis_url, cluster_setting=settings.redis_cluster, prefix=settings.key_prefix
+        settings.redis.url,
+        cluster_setting=settings.redis.cluster,
+        prefix=settings.storage.key_prefix,
     )
     if reachable(found):
-        found.append(read_worker_check(settings.redis_url, settings))
+        found.append(read_worker_check(settings.redis.url, settings))
     return found
 
 

@@ -160,24 +160,26 @@ def import_command(
         redis = open_redis(proxy_config.settings, data_dir, create=True)
         try:
             with progress_bar("lines", len(lines)) as update:
-                store = progress_store(redis, proxy_config.settings.retention_s, len(lines), update)
+                store = progress_store(
+                    redis, proxy_config.settings.storage.retention_s, len(lines), update
+                )
                 if fresh:
                     await delete_conversation(
                         store,
                         who,
                         token_ttl_s=forget_token_ttl_s(
-                            proxy_config.settings.write_buffer_max_age_s
+                            proxy_config.settings.write_buffer.max_age_s
                         ),
                     )
                 result = await import_lines(
                     store,
                     who,
                     lines,
-                    max_chars=proxy_config.settings.stored_text_chars,
-                    max_messages=proxy_config.settings.max_stored_messages,
+                    max_chars=proxy_config.settings.storage.max_message_chars,
+                    max_messages=proxy_config.settings.storage.max_messages,
                 )
                 update(len(lines), len(lines))
-            queue = ExtractionQueue(redis, proxy_config.settings.key_prefix)
+            queue = ExtractionQueue(redis, proxy_config.settings.storage.key_prefix)
             await schedule_import(queue, who, result)
             return result
         finally:
@@ -194,7 +196,7 @@ def import_command(
     if result.turns == 0 and lines:
         console.print(f"nothing new: these lines are already in {who.keys.turns}")
         return
-    _print_import(result, who, proxy_config.settings.max_stored_messages)
+    _print_import(result, who, proxy_config.settings.storage.max_messages)
 
 
 def _print_import(result: Any, who: Any, max_messages: int) -> None:
@@ -203,7 +205,7 @@ def _print_import(result: Any, who: Any, max_messages: int) -> None:
         f"imported {counted(result.turns, 'turn')} (seq {result.first_seq}-{result.last_seq}) "
         f"into {who.keys.turns}"
     )
-    bound = f"to keep max_stored_messages ({max_messages})"
+    bound = f"to keep storage.max_messages ({max_messages})"
     if result.left_out:
         console.print(f"left out the file's {counted(result.left_out, 'oldest line')} {bound}")
     if result.trimmed:

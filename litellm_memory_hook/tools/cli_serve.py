@@ -274,8 +274,8 @@ def serve(
     outputs: list[IO[bytes] | None] = []
     try:
         if (
-            "redis_url" not in proxy_settings.model_fields_set
-            and not proxy_settings.redis_sentinel_nodes
+            "url" not in proxy_settings.redis.model_fields_set
+            and not proxy_settings.redis.sentinel_nodes
         ):
             try:
                 lock = ServeLock.acquire(data_dir)
@@ -283,7 +283,7 @@ def serve(
             except EmbeddedRedisError as exc:
                 raise fail(str(exc)) from exc
             # Only the memory hook gets it: LiteLLM itself would also use a REDIS_URL it sees.
-            settings_env["LITELLM_MEMORY_REDIS_URL"] = embedded.url
+            settings_env["LITELLM_MEMORY_REDIS__URL"] = embedded.url
             console.print(
                 f"embedded Redis: {embedded.socket} (data in {data_dir}/; "
                 f"redis-cli -s {embedded.socket})",
@@ -346,7 +346,7 @@ def serve(
                 _stopped_line(
                     stopped,
                     data_dir if embedded is not None else None,
-                    proxy_settings.redis_url,
+                    proxy_settings.redis.url,
                 ),
                 soft_wrap=True,
                 highlight=False,

@@ -133,7 +133,7 @@ def stats_command(
     Example: litellm-memory stats --json
     """
     proxy_config = command_config(config, data_dir, optional=True)
-    prefix = proxy_config.settings.key_prefix
+    prefix = proxy_config.settings.storage.key_prefix
 
     async def job(redis: Any) -> StoreStats:
         return await store_stats(redis, prefix, scan=scan)
@@ -179,7 +179,7 @@ def _print_workers(health: WorkerHealth) -> None:
             console.print(
                 f"warning: no extraction worker alive and {health.due} conversation(s) queued "
                 f"({health.overdue} overdue): their jobs wait until a worker runs (the proxy "
-                "with worker_in_proxy, or litellm-memory worker)",
+                "with extraction.worker_in_proxy, or litellm-memory worker)",
                 style="bold red",
             )
         else:

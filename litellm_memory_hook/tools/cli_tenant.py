@@ -48,7 +48,7 @@ def move_command(
     if old == new:
         raise fail("--from and --to are the same tenant", code=2)
     proxy_config = command_config(config, data_dir, optional=True)
-    prefix = proxy_config.settings.key_prefix
+    prefix = proxy_config.settings.storage.key_prefix
 
     async def job(redis: Any) -> TenantMove:
         return await move_tenant(redis, prefix, old, new)

@@ -32,27 +32,27 @@ from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 
 def _api_key(config: ProxyConfig) -> str | None:
-    """The key the standalone worker sends: ``extraction_api_key``, else the environment's
+    """The key the standalone worker sends: ``extraction.api_key``, else the environment's
     ``LITELLM_MASTER_KEY``, else config.yaml's ``general_settings.master_key``."""
     return (
-        config.settings.extraction_api_key
+        config.settings.extraction.api_key
         or os.environ.get("LITELLM_MASTER_KEY")
         or config.master_key
     )
 
 
 def extraction_url(settings: MemorySettings, data_dir: Path) -> str:
-    """Where the standalone worker sends its model calls: ``extraction_base_url`` when it is
-    set (the file or ``LITELLM_MEMORY_EXTRACTION_BASE_URL``), else the proxy of the ``serve``
+    """Where the standalone worker sends its model calls: ``extraction.base_url`` when it is
+    set (the file or ``LITELLM_MEMORY_EXTRACTION__BASE_URL``), else the proxy of the ``serve``
     running on ``data_dir`` (its port, whatever ``--port`` it was given; found by a fresh-user
     run: the worker called 4000, where another proxy may listen), else the default
     (``http://127.0.0.1:4000/v1``)."""
     from litellm_memory_hook.tools.processes import running_serve
 
-    if "extraction_base_url" in settings.model_fields_set:
-        return settings.extraction_base_url
+    if "base_url" in settings.extraction.model_fields_set:
+        return settings.extraction.base_url
     record = running_serve(data_dir)
-    return record.proxy_url if record is not None else settings.extraction_base_url
+    return record.proxy_url if record is not None else settings.extraction.base_url
 
 
 class NamedModel:
@@ -90,10 +90,10 @@ def worker_command(
 
     It shares the due conversations in Redis safely with the proxy's worker and other workers.
 
-    Model calls go to extraction_base_url; unset, to the proxy of the serve running on
+    Model calls go to extraction.base_url; unset, to the proxy of the serve running on
     --data-dir (its --port), else http://127.0.0.1:4000/v1.
 
-    Key: extraction_api_key, else LITELLM_MASTER_KEY, else general_settings.master_key.
+    Key: extraction.api_key, else LITELLM_MASTER_KEY, else general_settings.master_key.
 
     Example: litellm-memory worker --config config.yaml   (cron: litellm-memory worker --once)
     \f
@@ -109,15 +109,15 @@ def worker_command(
         raise fail(f"unknown log level {log_level!r} (debug, info, warning, error)")
     proxy_config = command_config(config, data_dir)
     settings = proxy_config.settings
-    if not settings.extraction_enabled:
+    if not settings.extraction.enabled:
         raise fail(
-            "extraction is off: extraction_enabled is false "
-            f"({proxy_config.setting_source('extraction_enabled')})"
+            "extraction is off: extraction.enabled is false "
+            f"({proxy_config.setting_source('extraction.enabled')})"
         )
     api_key = _api_key(proxy_config)
     if not api_key:
         raise fail(
-            "no API key for the model calls: set callback_settings.memory.extraction_api_key, "
+            "no API key for the model calls: set callback_settings.memory.extraction.api_key, "
             "LITELLM_MASTER_KEY or general_settings.master_key"
         )
     logging.getLogger("litellm_memory_hook").setLevel(level)

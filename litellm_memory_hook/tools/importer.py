@@ -13,7 +13,7 @@ from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.engine.identity import Identity
 from litellm_memory_hook.errors import StoreError
-from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.settings import WriteBufferSettings
 from litellm_memory_hook.store.forgets import forget_token_ttl_s, refuse_earlier_writes
 from litellm_memory_hook.store.queue import ExtractionQueue
 from litellm_memory_hook.store.redis_store import MemoryStore, now_ms
@@ -25,21 +25,19 @@ BATCH_TURNS = 250
 
 #: how long the forget token of a fresh import is kept (the default outage buffer's age limit
 #: plus the margin: :func:`~litellm_memory_hook.store.forgets.forget_token_ttl_s`).
-DEFAULT_TOKEN_TTL_S = forget_token_ttl_s(
-    MemorySettings.model_fields["write_buffer_max_age_s"].default
-)
+DEFAULT_TOKEN_TTL_S = forget_token_ttl_s(WriteBufferSettings.model_fields["max_age_s"].default)
 
 
 @dataclass(frozen=True)
 class ImportResult:
     """Turns written by this import and the seq range they got (0, 0 when none), and how many
-    of the oldest stored turns were deleted after it to keep ``max_stored_messages``."""
+    of the oldest stored turns were deleted after it to keep ``storage.max_messages``."""
 
     turns: int
     first_seq: int
     last_seq: int
     trimmed: int = 0
-    #: the file's oldest lines left out to keep ``max_stored_messages``
+    #: the file's oldest lines left out to keep ``storage.max_messages``
     left_out: int = 0
 
 
@@ -118,7 +116,7 @@ def unstored_turns(
     writes the rest. Limit: an undated line also counts as stored when a turn with the same role
     and text reached the conversation some other way (a chat through the proxy, another file).
 
-    ``trimmed`` (the conversation's oldest turns were deleted to keep ``max_stored_messages``):
+    ``trimmed`` (the conversation's oldest turns were deleted to keep ``storage.max_messages``):
     the lines before the first line still stored are not new either.
     """
     exact = Counter((t.role, t.ts_ms, t.text) for t in stored)
@@ -177,7 +175,7 @@ async def import_lines(
     """Append lines to the conversation in batches of 250 turns, indexed for recall.
 
     The caller schedules extraction over the imported lines (:func:`schedule_import`): the
-    worker works through the backlog in jobs of ``extraction_lines_chars`` each.
+    worker works through the backlog in jobs of ``extraction.max_messages_chars`` each.
 
     Lines are written in time order (:func:`in_time_order`: a file whose dated times go back, a
     merged log, is put in order), so that seq order is time order within the import (the recent
@@ -193,7 +191,7 @@ async def import_lines(
     (:func:`~litellm_memory_hook.core.plan.chat_turns`); recall finds them. An import that
     failed part-way resumes where it stopped. ``turns`` of the result counts the turns this
     call wrote. With ``max_messages``
-    (``max_stored_messages``), only the file's newest ``max_messages`` lines are imported, lines
+    (``storage.max_messages``), only the file's newest ``max_messages`` lines are imported, lines
     before the first one still stored in a conversation trimmed earlier are not new, and the
     oldest stored turns past the bound are deleted after the write
     (:func:`~litellm_memory_hook.store.retention.trim_oldest`), as a chat request's write does.

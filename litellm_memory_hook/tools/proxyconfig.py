@@ -14,11 +14,11 @@ import yaml
 
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.settings import (
-    ENV_PREFIX,
     AliasMemoryConfig,
     MemorySettings,
     load_settings,
     parse_alias_config,
+    setting_origin,
 )
 from litellm_memory_hook.tools.files import read_utf8
 
@@ -67,19 +67,16 @@ class ProxyConfig:
         raw = _resolve_env(raw)
         return cls(path=path, raw=raw, settings=load_settings(raw.get("callback_settings")))
 
-    def setting_source(self, name: str) -> str:
-        """Where a global setting's value came from, named as it was set: the file's key
-        (``callback_settings.memory.<key>``, as the file spells it; the file wins), else the
-        ``LITELLM_MEMORY_<NAME>`` variable, else the default."""
+    def setting_source(self, path: str) -> str:
+        """Where a global setting's value (``extraction.enabled``) came from, named as it was
+        set: the file's key (``callback_settings.memory.<key>``, as the file spells it; the file
+        wins), else its ``LITELLM_MEMORY_*`` variable, else the default
+        (:func:`~litellm_memory_hook.settings.setting_origin`)."""
         block = (self.raw.get("callback_settings") or {}).get("memory")
-        if isinstance(block, dict):
-            for key in block:
-                if isinstance(key, str) and key.lower() == name.lower():
-                    return f"callback_settings.memory.{key} in {self.path}"
-        variable = f"{ENV_PREFIX}{name.upper()}"
-        if any(k.upper() == variable for k in os.environ):
-            return variable
-        return f"the default of {name}"
+        where = setting_origin(block if isinstance(block, dict) else None, path)
+        if where is None:
+            return f"the default of {path}"
+        return f"{where} in {self.path}" if where.startswith("callback_settings.") else where
 
     def model_info(self, alias: str) -> dict[str, Any] | None:
         """``model_info`` of the first deployment named ``alias``."""

@@ -144,17 +144,17 @@ def stack_config(
 ) -> dict[str, Any]:
     """A copy of the proxy config ``source`` for a stack, in this order: ``extra_models`` added
     to ``model_list``, every alias on the stand-in (:func:`point_at_standin`, the added ones
-    too), ``prefix`` as the hook's ``key_prefix``, the top-level sections of ``extra``
+    too), ``prefix`` as the hook's ``storage.key_prefix``, the top-level sections of ``extra``
     replacing the source's (e.g. ``router_settings``), ``memory`` merged into
-    ``callback_settings.memory`` and ``general`` into ``general_settings``."""
+    ``callback_settings.memory`` (a group key by key) and ``general`` into ``general_settings``."""
     config = copy.deepcopy(dict(source))
     config.setdefault("model_list", []).extend(copy.deepcopy(list(extra_models)))
     point_at_standin(config, standin_port)
     if prefix is not None:
-        _memory_block(config)["key_prefix"] = prefix
+        _merge(_memory_block(config), {"storage": {"key_prefix": prefix}})
     config.update(extra or {})
     if memory:
-        _memory_block(config).update(memory)
+        _merge(_memory_block(config), memory)
     if general:
         config.setdefault("general_settings", {}).update(general)
     return config
@@ -162,6 +162,15 @@ def stack_config(
 
 def _memory_block(config: dict[str, Any]) -> dict[str, Any]:
     return cast(dict[str, Any], config.setdefault("callback_settings", {}).setdefault("memory", {}))
+
+
+def _merge(block: dict[str, Any], update: Mapping[str, Any]) -> None:
+    """``update`` merged into a settings block, a group (``storage: {...}``) key by key."""
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(block.get(key), Mapping):
+            block[key] = {**block[key], **value}
+        else:
+            block[key] = value
 
 
 def write_config(config: Mapping[str, Any], path: Path) -> Path:

@@ -6,8 +6,8 @@ window: the lines sharing the rarest terms with the message, scored by the sum o
 scorer of the package: recall of lines, recall across a user's chats (:func:`rank_collections`)
 and the choice of stored memories (:func:`rank_texts`) all use it), then shown in time order.
 How many: by default as many of the best as fit in a character budget (:func:`fill_budget`:
-``recall_chars``, at most ``recall_k_max`` lines, each scoring at least ``recall_min_share`` of
-the best), or a fixed ``recall_k`` (the seed's top 4).
+``recall.max_chars``, at most ``recall.max_k`` lines, each scoring at least ``recall.min_share`` of
+the best), or a fixed ``recall.k`` (the seed's top 4).
 
 Terms:
 
