@@ -38,34 +38,15 @@ from litellm_memory_hook.engine.options import (
     ContextOptions,
 )
 from litellm_memory_hook.engine.recall_step import (
-    RecallQuery,
+    Shown,
+    Stored,
     exclusion_start,
     recall_lines,
 )
 from litellm_memory_hook.store.epochs import HeadSnapshot, epoch_of, read_snapshot, window_start
-from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
-from litellm_memory_hook.store.redis_store import MemoryStore, Postings
 
 #: most lines recall ranks beyond its own number for window messages of unknown seq.
 MAX_EXTRA_CANDIDATES = 16
-
-
-@dataclass(frozen=True)
-class Stored:
-    """The conversation as the request's one read found it, and where to read more.
-
-    Attributes:
-        last_text: what the user typed in the request's last user message
-            (:func:`last_user_words`), the recall query's text.
-    """
-
-    store: MemoryStore
-    keys: ConversationKeys
-    memory: MemoryKeys
-    state: ConversationState
-    postings: Postings
-    query: RecallQuery
-    last_text: str
 
 
 @dataclass(frozen=True)
@@ -119,16 +100,8 @@ async def build_layers(
     # the client's messages the store may hold under a seq that was not matched (older than
     # the tail read): the window's first seq cannot exclude them from recall, their text does
     unmatched = [plan.history[i] for i in fitted.history_indices if not plan.history_seqs[i]]
-    found = await recall_lines(
-        stored.store,
-        stored.keys,
-        stored.memory,
-        state,
-        stored.postings,
-        stored.query,
-        options.recall,
+    shown = Shown(
         exclude_from=_exclude_from(plan, window_seqs, state.last_seq),
-        timezone=options.timezone,
         in_window=frozenset(
             (str(m.get("role")), without_surrogates(content_text(m.get("content"))).strip())
             for m in unmatched
@@ -139,6 +112,7 @@ async def build_layers(
         unstored=_unstored(plan, fitted.history_indices, state, now, options.max_stored_chars),
         recallable=passed_over(state),
     )
+    found = await recall_lines(stored, options.recall, shown, timezone=options.timezone)
     cache = options.layout == "cache"
     recorded = window_start(state.meta) if cache else 0
     pinned = fit_items(state.pinned, options.budget.pinned_chars)

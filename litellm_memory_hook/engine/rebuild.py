@@ -24,14 +24,9 @@ from litellm_memory_hook.core.cache_marks import add_marks
 from litellm_memory_hook.core.models import ConversationState, Turn
 from litellm_memory_hook.core.plan import TurnPlan, plan_with_buffered
 from litellm_memory_hook.core.window import Window, fit_window
-from litellm_memory_hook.engine.layers import (
-    EpochUpdate,
-    Stored,
-    build_layers,
-    last_user_words,
-)
+from litellm_memory_hook.engine.layers import EpochUpdate, build_layers, last_user_words
 from litellm_memory_hook.engine.options import ContextOptions
-from litellm_memory_hook.engine.recall_step import recall_query
+from litellm_memory_hook.engine.recall_step import Stored, recall_query
 from litellm_memory_hook.slices import in_thread
 from litellm_memory_hook.store.epochs import window_start
 from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys

@@ -270,32 +270,35 @@ def _namespace_filter(
     return accept
 
 
-async def recall_lines(
-    store: MemoryStore,
-    keys: ConversationKeys,
-    memory: MemoryKeys,
-    state: ConversationState,
-    postings: Postings,
-    query: RecallQuery,
-    options: RecallOptions,
-    *,
-    exclude_from: int | None,
-    timezone: str | None,
-    in_window: frozenset[tuple[str, str]] = frozenset(),
-    extra_candidates: int = 0,
-    unstored: Sequence[Turn] = (),
-    recallable: Sequence[int] = (),
-) -> Recalled:
-    """Rank, fetch and choose the recalled lines (see the module docstring).
+@dataclass(frozen=True)
+class Stored:
+    """The conversation as the request's one read found it, and where to read more.
 
-    Args:
+    Attributes:
         store: the store.
         keys / memory: the conversation and its memory set.
         state / postings: what :meth:`MemoryStore.load` read for ``query``.
         query: :func:`recall_query` of the new message.
-        options: the alias's recall options.
+        last_text: what the user typed in the request's last user message
+            (:func:`~litellm_memory_hook.engine.layers.last_user_words`), the recall query's
+            text.
+    """
+
+    store: MemoryStore
+    keys: ConversationKeys
+    memory: MemoryKeys
+    state: ConversationState
+    postings: Postings
+    query: RecallQuery
+    last_text: str
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the request shows already or holds apart, which recall leaves out or adds.
+
+    Attributes:
         exclude_from: the first seq of the recent window (never recalled); ``None`` for none.
-        timezone: the user's zone (the size of a line's date label).
         in_window: ``(role, stripped text)`` of the window's messages that have no known seq:
             a line that says the same is never recalled (a whole-history client's messages
             older than the stored tail read; ``exclude_from`` covers the others).
@@ -307,10 +310,32 @@ async def recall_lines(
         recallable: seqs from ``exclude_from`` on that may still be recalled: the imported
             lines the recent window passes over (:func:`~litellm_memory_hook.core.plan.
             passed_over`).
+    """
+
+    exclude_from: int | None
+    in_window: frozenset[tuple[str, str]] = frozenset()
+    extra_candidates: int = 0
+    unstored: Sequence[Turn] = ()
+    recallable: Sequence[int] = ()
+
+
+async def recall_lines(
+    stored: Stored, options: RecallOptions, shown: Shown, *, timezone: str | None
+) -> Recalled:
+    """Rank, fetch and choose the recalled lines (see the module docstring).
+
+    Args:
+        stored: the conversation as the request's read found it, and the query.
+        options: the alias's recall options.
+        shown: what the window shows already (left out) and the client's unstored messages.
+        timezone: the user's zone (the size of a line's date label).
 
     Raises:
         StoreError: Redis failed.
     """
+    store, keys, memory = stored.store, stored.keys, stored.memory
+    state, postings, query = stored.state, stored.postings, stored.query
+    unstored = shown.unstored
     if not query.terms:
         return Recalled()
     chats = await _other_chats(store, keys, memory, state, postings, query, options)
@@ -322,7 +347,7 @@ async def recall_lines(
         local = len(collections)
         collections.append(await _unstored_collection_async(unstored, query))
         labels.append("")
-    collections.append(_collection(postings, query, exclude_from, recallable))
+    collections.append(_collection(postings, query, shown.exclude_from, shown.recallable))
     if not any(c.n_docs for c in collections):
         return Recalled()
     date_terms = [d.term for d in query.dates]
@@ -330,7 +355,7 @@ async def recall_lines(
     ranked = recall.rank_collections(
         [*query.terms, *date_terms],
         collections,
-        k=options.candidates + extra_candidates + (DATE_LED_POOL if led else 0),
+        k=options.candidates + shown.extra_candidates + (DATE_LED_POOL if led else 0),
         main_kinds=_DATE_KINDS if led else None,
     )
     if not ranked:
@@ -339,7 +364,7 @@ async def recall_lines(
     sources = {i: c.keys for i, c in enumerate(reversed(chats))}
     sources[own] = keys
     fetched = await _fetch_ranked(store, ranked, sources, own, local, unstored)
-    found, turns = _found_lines(fetched, own, labels, in_window)
+    found, turns = _found_lines(fetched, own, labels, shown.in_window)
     present = _without_false_sound_alikes(
         [(key, value) for key, value in ranked if key in found], found, collections, query
     )
