@@ -239,3 +239,18 @@ def test_product_code_names_no_field_case_and_no_design_md() -> None:
         if case_id.search(line) or "DESIGN.md" in line
     ]
     assert found == []
+
+
+def test_the_module_map_is_the_generated_one() -> None:
+    """docs/modules.md lists every module with the first sentence of its docstring; a module
+    without a docstring, or one added, renamed or redescribed, makes it stale."""
+    from litellm_memory_hook.tools import module_map
+
+    assert module_map.undocumented() == []
+    assert (DOCS / "modules.md").read_text(encoding="utf-8") == module_map.render(), (
+        "docs/modules.md is stale: python -m litellm_memory_hook.tools.module_map "
+        "> docs/modules.md"
+    )
+    assert module_map.first_sentence("Reads (e.g. the log). More here.") == "Reads (e.g. the log)"
+    assert module_map.first_sentence("One :func:`f` call; then: more.") == "One :func:`f` call; then: more"
+    assert module_map.first_sentence("The store: Redis.\n\nMore.") == "The store"
