@@ -261,6 +261,15 @@ def bench_proxy(
                 f"request; the hook's own share, on/context: {row['hook_ratio']:.3f} (CPU "
                 f"{row['hook_cpu_ratio']:.3f})"
             )
+        growth = {
+            side: row[side]["proxy_rss_growth_bytes_per_request"]
+            for side in ("on", "off", "context")
+            if side in row
+        }
+        out.print(
+            "  proxy RSS growth after warm-up, bytes per request: "
+            + ", ".join(f"{side} {value:.0f}" for side, value in growth.items())
+        )
     if payload["write"]:
         w = payload["write"]
         out.print(

@@ -162,6 +162,18 @@ JOB_OUTCOMES = (
 )
 
 
+def process_rss_kb(pid: int) -> int:
+    """A process's resident memory (KiB, ``VmRSS`` of ``/proc/<pid>/status``); 0 when it
+    cannot be read (not Linux, the process gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
+
+
 @dataclass
 class BenchStack:
     """The running processes of one benchmark (:func:`bench_stack`): the proxy's base URL and
@@ -362,6 +374,7 @@ class _Driver:
                         stats.hook_ms.append(float(hook_ms))
 
         proxy_cpu = process_cpu_seconds(self.stack.proxy_pid)
+        proxy_rss = process_rss_kb(self.stack.proxy_pid)
         standin_cpu = process_cpu_seconds(self.stack.standin_pid)
         worker = self.stack.worker_pid
         worker_cpu = process_cpu_seconds(worker) if worker else 0.0
@@ -369,6 +382,7 @@ class _Driver:
         await asyncio.gather(*(client(u) for u in range(min(clients, requests))))
         seconds = time.perf_counter() - started
         stats.proxy_cpu_s += process_cpu_seconds(self.stack.proxy_pid) - proxy_cpu
+        stats.proxy_rss_growth_kb += process_rss_kb(self.stack.proxy_pid) - proxy_rss
         stats.standin_cpu_s += process_cpu_seconds(self.stack.standin_pid) - standin_cpu
         if worker:
             stats.worker_cpu_s += process_cpu_seconds(worker) - worker_cpu

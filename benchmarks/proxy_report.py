@@ -25,6 +25,9 @@ class SideStats:
     standin_cpu_s: float = 0.0
     worker_cpu_s: float = 0.0
     round_rps: list[float] = field(default_factory=list)
+    #: the proxy's resident memory growth during this side's requests (KiB; after the warm-up
+    #: requests, summed over the rounds): what the side leaves behind in the process
+    proxy_rss_growth_kb: int = 0
 
     @property
     def rps(self) -> float:
@@ -48,6 +51,8 @@ class SideStats:
             "hook_ms_p99": round(percentile(self.hook_ms, 99), 3) if self.hook_ms else None,
             "hook_samples": len(self.hook_ms),
             "round_rps": [round(r, 2) for r in self.round_rps],
+            "proxy_rss_growth_kb": self.proxy_rss_growth_kb,
+            "proxy_rss_growth_bytes_per_request": round(self.proxy_rss_growth_kb * 1024 / ok, 1),
         }
 
 

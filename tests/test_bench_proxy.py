@@ -36,6 +36,8 @@ SIDE_FIELDS = {
     "hook_ms_p99",
     "hook_samples",
     "round_rps",
+    "proxy_rss_growth_kb",
+    "proxy_rss_growth_bytes_per_request",
 }
 
 
@@ -87,6 +89,7 @@ def test_bench_proxy_short_mode_writes_the_report(tmp_path: Path) -> None:
             assert stats["rps"] > 0
             assert 0 < stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"]
             assert stats["proxy_cpu_ms_per_request"] >= 0
+            assert isinstance(stats["proxy_rss_growth_kb"], int)
             assert len(stats["round_rps"]) == result["rounds"]
         # the debug header is answered with the pre-call time only where the hook ran
         assert result["on"]["hook_samples"] > 0 and result["on"]["hook_ms_p50"] > 0
@@ -167,3 +170,14 @@ def test_bench_proxy_rejects_an_unknown_extraction_mode() -> None:
     )
     assert done.returncode != 0
     assert "bad --extraction" in done.stdout + done.stderr
+
+
+def test_process_rss_is_read_from_proc() -> None:
+    """The proxy's resident memory comes from /proc/<pid>/status (KiB); a process that is
+    gone reads 0."""
+    import os
+
+    from benchmarks.proxy import process_rss_kb
+
+    assert process_rss_kb(os.getpid()) > 1000  # this Python holds more than 1 MiB
+    assert process_rss_kb(2**22 + 7) == 0

@@ -248,9 +248,9 @@ def test_the_module_map_is_the_generated_one() -> None:
 
     assert module_map.undocumented() == []
     assert (DOCS / "modules.md").read_text(encoding="utf-8") == module_map.render(), (
-        "docs/modules.md is stale: python -m litellm_memory_hook.tools.module_map "
-        "> docs/modules.md"
+        "docs/modules.md is stale: python -m litellm_memory_hook.tools.module_map > docs/modules.md"
     )
     assert module_map.first_sentence("Reads (e.g. the log). More here.") == "Reads (e.g. the log)"
-    assert module_map.first_sentence("One :func:`f` call; then: more.") == "One :func:`f` call; then: more"
+    sentence = "One :func:`f` call; then: more"
+    assert module_map.first_sentence(sentence + ".") == sentence
     assert module_map.first_sentence("The store: Redis.\n\nMore.") == "The store"
