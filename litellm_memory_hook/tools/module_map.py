@@ -1,6 +1,6 @@
 """The module map (``docs/modules.md``), generated from the code: every module of the package
-and of ``benchmarks/``, one line each, the first sentence of its docstring (what it does) and its
-length in lines, grouped by package in layer order. ``tests/test_docs.py`` fails when the page is
+and of ``benchmarks/``, one line each, the first sentence of its docstring (what it does),
+grouped by package in layer order. ``tests/test_docs.py`` fails when the page is
 stale or a module has no docstring.
 
 Run ``python -m litellm_memory_hook.tools.module_map > docs/modules.md``.
@@ -38,8 +38,8 @@ HEADER = """# Module map
 
 Generated from the module docstrings by
 `python -m litellm_memory_hook.tools.module_map > docs/modules.md`; a test fails when this page
-and the code differ. Each line: the module, its length in lines, and the first sentence of its
-docstring. How the layers fit together: [design](design.md#layers-of-the-code).
+and the code differ. Each line: the module and the first sentence of its docstring. How the
+layers fit together: [design](design.md#layers-of-the-code).
 """
 
 
@@ -85,10 +85,10 @@ def render(root: Path = ROOT) -> str:
     """The page."""
     out = [HEADER]
     for title, group in modules(root):
-        out.append(f"\n## {title}\n\n| module | lines | what it does |\n|---|---:|---|\n")
+        out.append(f"\n## {title}\n\n| module | what it does |\n|---|---|\n")
         for module in group:
             job = module.job.replace("|", "\\|")
-            out.append(f"| `{module.path}` | {module.lines} | {job} |\n")
+            out.append(f"| `{module.path}` | {job} |\n")
     return "".join(out)
 
 
