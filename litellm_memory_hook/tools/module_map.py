@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: the packages in layer order, each with what it is (docs/design.md#layers-of-the-code)
 PACKAGES = (
-    ("litellm_memory_hook", "top level: settings, errors, slices of work"),
+    ("litellm_memory_hook", "top level: errors, slices of work"),
+    ("litellm_memory_hook/settings", "settings: the configuration and where it is read from"),
     ("litellm_memory_hook/core", "core: pure functions on text and messages"),
     ("litellm_memory_hook/store", "store: Redis"),
     ("litellm_memory_hook/engine", "engine: the memory engine"),

@@ -31,7 +31,7 @@ _ATTRIBUTE = re.compile(r"^(\s+)([a-z_][a-z0-9_]*(?:\s*/\s*[a-z_][a-z0-9_]*)*):\
 
 HEADER = """# Configuration
 
-Generated from `litellm_memory_hook/settings.py` by
+Generated from `litellm_memory_hook/settings/` by
 `python -m litellm_memory_hook.tools.settings_doc > docs/configuration.md`; a test fails when
 this page and the code differ.
 
