@@ -18,7 +18,6 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from litellm_memory_hook import settings as settings_module
 from litellm_memory_hook.engine.recall_step import RecallOptions
 from litellm_memory_hook.errors import ConfigError
 from litellm_memory_hook.settings import (
@@ -28,6 +27,7 @@ from litellm_memory_hook.settings import (
     AliasMemoryConfig,
     MemorySettings,
     env_name,
+    flat_keys,
     load_settings,
     parse_alias_config,
     setting_origin,
@@ -487,7 +487,7 @@ def test_the_proxy_and_the_cli_log_each_flat_key_once(
 ) -> None:
     """A DeprecationWarning alone is hidden outside tests: load_settings and parse_alias_config
     also log each one, once per process; a plain MemorySettings() does not log."""
-    monkeypatch.setattr(settings_module, "_LOGGED", set())
+    monkeypatch.setattr(flat_keys, "_LOGGED", set())
     monkeypatch.setenv("LITELLM_MEMORY_KEY_PREFIX", "tl")
     with caplog.at_level(logging.WARNING, logger="litellm_memory_hook"), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
