@@ -27,7 +27,9 @@ from litellm_memory_hook.store.workers import KIND_PROXY
 from .conftest import ALIASES
 from .test_worker import ScriptedModel
 
-BOUND_S = 0.5  # generous: each shape below takes ~5-90 ms on a shared 2-core machine
+BOUND_S = 0.5  # generous: each shape below takes ~5-90 ms of CPU
+# CPU time of this process (time.process_time), not wall time: a loaded machine (other
+# processes on the two cores) stretched a 90 ms parse to 1.14 s of wall time in a full run
 
 VALID = {"memories": ["Has a cat called Miso", "Lives in Pune"], "summary": "Cats and cities."}
 VALID_TEXT = json.dumps(VALID)
@@ -52,12 +54,12 @@ def _truncated(chars: int, *, quotes: bool = False) -> str:
 
 
 def _timed(text: str) -> tuple[float, object]:
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         value: object = find_json(text)
     except ExtractionError as exc:
         value = exc
-    return time.perf_counter() - start, value
+    return time.process_time() - start, value
 
 
 def test_a_48kb_reply_cut_in_its_memories_is_given_up_quickly() -> None:
@@ -77,10 +79,10 @@ def test_a_48kb_reply_cut_in_a_quoting_summary_is_given_up_quickly() -> None:
     elapsed, value = _timed(text)
     assert elapsed < BOUND_S
     assert value == ["User fact number 1 about the garden"]
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ExtractionError, match="a list, not an object"):
         parse_extraction(text)
-    assert time.perf_counter() - start < BOUND_S
+    assert time.process_time() - start < BOUND_S
 
 
 @pytest.mark.parametrize(
@@ -136,9 +138,9 @@ def test_parse_extraction_of_a_long_valid_reply_is_bounded() -> None:
     memories = [f"User fact number {i} about the garden and the cat Miso" for i in range(200)]
     text = json.dumps({"memories": memories, "summary": "They talked. " * 3500})
     assert 50_000 < len(text) < MAX_REPLY_CHARS
-    start = time.perf_counter()
+    start = time.process_time()
     result = parse_extraction(text, max_items=300)
-    assert time.perf_counter() - start < BOUND_S
+    assert time.process_time() - start < BOUND_S
     assert result.memories == tuple(memories)
     assert result.summary is not None and len(result.summary) == 2000
 
@@ -200,7 +202,7 @@ async def test_the_in_proxy_worker_does_not_hold_the_event_loop(
     async def ticker() -> None:
         nonlocal worst
         while not stop.is_set():
-            before = time.perf_counter()
+            before = time.perf_counter()  # wall time: how long the loop kept it waiting
             await asyncio.sleep(0.001)
             worst = max(worst, time.perf_counter() - before)
 

@@ -311,10 +311,14 @@ async def test_gc_freeze_freezes_the_startup_objects_once(
         assert gc.get_freeze_count() == 0
         frozen = make_hook(fake_redis, prefix, gc_freeze=True)
         await frozen.async_pre_call_hook(Auth(), None, chat_request(call_id="f1"), "acompletion")
-        count = gc.get_freeze_count()
-        assert count > 1000
+        assert gc.get_freeze_count() > 1000
+        freezes: list[int] = []
+        real_freeze = gc.freeze
+        monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1) or real_freeze())
         await frozen.async_pre_call_hook(Auth(), None, chat_request(call_id="f2"), "acompletion")
-        assert gc.get_freeze_count() == count  # once per process
-        assert hook_module.freeze_startup_objects() is False
+        # once per process (the frozen count itself can fall: a frozen object whose last
+        # reference goes is freed all the same, which made a comparison of counts flaky)
+        assert freezes == []
+        assert hook_module.freeze_startup_objects() is False and freezes == []
     finally:
         gc.unfreeze()
