@@ -254,3 +254,16 @@ def test_the_module_map_is_the_generated_one() -> None:
     sentence = "One :func:`f` call; then: more"
     assert module_map.first_sentence(sentence + ".") == sentence
     assert module_map.first_sentence("The store: Redis.\n\nMore.") == "The store"
+
+
+def test_no_module_of_the_package_is_over_600_lines() -> None:
+    """One concept per module: none of the package's modules grows past 600 lines."""
+    from litellm_memory_hook.tools import module_map
+
+    long = [
+        (m.path, m.lines)
+        for _, group in module_map.modules()
+        for m in group
+        if m.path.startswith("litellm_memory_hook/") and m.lines > 600
+    ]
+    assert long == []
