@@ -53,7 +53,7 @@ lookup by time). The product's default, budgeted recall (``recall.max_chars``), 
 questions and the cover curve against recalled characters are measured on Redis by
 ``litellm-memory bench recall ../shared/data/locomo/locomo-dev.json
 ../shared/data/multiling/multiling-dev.json``. Scripts without spaces (now segmented with ICU)
-do not occur in these data sets; ``tests/test_false_recall.py`` covers them.
+do not occur in these data sets; ``tests/integration/test_false_recall.py`` covers them.
 """
 
 from __future__ import annotations

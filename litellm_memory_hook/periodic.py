@@ -3,11 +3,12 @@
 The extraction worker's heartbeat and the metrics publisher each write to Redis every few
 seconds from a task of their own. Stopping such a task by cancelling it can cancel a redis-py
 call half-way; the client's next call (the heartbeat's delete, the last publish) then waited
-forever on a real Redis Cluster in the test suite (``tests/test_worker_heartbeat.py``; once on a
-single Redis too). :class:`Periodic` asks the loop to end, lets a run in flight finish, and
-cancels only when that takes longer than ``stop_timeout_s``. Its waits use ``asyncio.timeout``:
-Python 3.11's ``asyncio.wait_for`` can swallow a cancellation that comes as the awaited call
-ends (gh-86296), and a loop whose cancellation was swallowed runs on (the hangs above).
+forever on a real Redis Cluster in the test suite
+(``tests/integration/test_worker_heartbeat.py``; once on a single Redis too). :class:`Periodic`
+asks the loop to end, lets a run in flight finish, and cancels only when that takes longer than
+``stop_timeout_s``. Its waits use ``asyncio.timeout``: Python 3.11's ``asyncio.wait_for`` can
+swallow a cancellation that comes as the awaited call ends (gh-86296), and a loop whose
+cancellation was swallowed runs on (the hangs above).
 """
 
 from __future__ import annotations

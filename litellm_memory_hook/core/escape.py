@@ -92,7 +92,7 @@ _INVISIBLE: Final = regex.compile(
 
 
 # Printable characters that the full escape changes: the angle brackets and their look-alikes,
-# and the default-ignorable characters that are letters or marks (tests/test_escape.py checks
+# and the default-ignorable characters that are letters or marks (tests/unit/test_escape.py checks
 # this set against the patterns above over every code point).
 _UNSAFE_PRINTABLE: Final = regex.compile(
     "[<>\uff1c\ufe64\u02c2\u2329\u27e8\uff1e\ufe65\u02c3\u232a\u27e9"

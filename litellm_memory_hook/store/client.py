@@ -20,7 +20,8 @@ Every connection of these clients packs its commands with hiredis's C packer
 (``hiredis.pack_command``), as redis-py's synchronous client does whenever hiredis is installed;
 redis-py's asyncio connections pack in Python, which was 12% of the hook's instructions per turn
 pair (callgrind: 11.8 M -> 10.4 M, mostly the append script's ~60 index terms and the read's
-postings). The bytes sent are the same (``tests/test_redis_client.py`` holds the two packers equal).
+postings). The bytes sent are the same (``tests/integration/test_redis_client.py`` holds the two
+packers equal).
 
 With ``redis.sentinel_nodes`` and ``redis.service_name`` the client is redis-py's
 ``Sentinel(...).master_for(service)``, as LiteLLM's own cache makes it: its pool asks the

@@ -32,7 +32,7 @@ from litellm_memory_hook.store.keys import ConversationKeys, MemoryKeys
 
 #: most ARGV one ``unpack`` hands to a command inside ``load_state.lua`` (Lua 5.1's C stack
 #: holds 8,000): a longer query reads its postings in slices of this many terms. The script
-#: has the number written in it; tests/test_lua_scripts.py holds the two equal.
+#: has the number written in it; tests/integration/test_lua_scripts.py holds the two equal.
 LOAD_TERMS_PER_CALL = 1000
 
 #: most stored turns ``last_question.lua`` looks at, newest first: an agent's task ~170 tool

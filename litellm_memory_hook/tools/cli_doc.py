@@ -1,6 +1,6 @@
 """The command-line page (``docs/cli.md``), generated from the CLI's own ``--help``: every
 command and group of ``litellm-memory``, its help as the command prints it, at a fixed width
-(:data:`WIDTH`). ``tests/test_cli_doc.py`` fails when the page is stale.
+(:data:`WIDTH`). ``tests/unit/test_cli_doc.py`` fails when the page is stale.
 
 Run ``python -m litellm_memory_hook.tools.cli_doc > docs/cli.md``.
 

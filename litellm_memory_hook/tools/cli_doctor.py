@@ -42,7 +42,7 @@ from litellm_memory_hook.tools.proxyconfig import ProxyConfig
 
 #: the LiteLLM versions this package supports, ``>=LITELLM_OLDEST,<LITELLM_BELOW`` (pyproject.toml
 #: declares the same range; 1.94.0 is the first whose proxy imports a callback named in
-#: config.yaml from an installed package, and tests/test_package.py runs it end to end).
+#: config.yaml from an installed package, and tests/e2e/test_package.py runs it end to end).
 LITELLM_OLDEST = "1.94.0"
 
 

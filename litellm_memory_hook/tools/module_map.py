@@ -1,7 +1,7 @@
 """The module map (``docs/modules.md``), generated from the code: every module of the package
 and of ``benchmarks/``, one line each, the first sentence of its docstring (what it does),
-grouped by package in layer order. ``tests/test_docs.py`` fails when the page is
-stale or a module has no docstring.
+grouped by package in layer order. ``tests/unit/test_docs.py`` fails when the
+page is stale or a module has no docstring.
 
 Run ``python -m litellm_memory_hook.tools.module_map > docs/modules.md``.
 """

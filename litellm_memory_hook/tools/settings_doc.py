@@ -2,7 +2,7 @@
 table per group of settings (:data:`~litellm_memory_hook.settings.GROUPS`) and for the per-alias
 block, each setting with its type, default, bounds, environment variable, the flat key it had in
 earlier versions (:data:`~litellm_memory_hook.settings.FLAT_KEYS`, still read, deprecated) and the
-description its class docstring gives. ``tests/test_settings_doc.py`` fails when the page is
+description its class docstring gives. ``tests/unit/test_settings_doc.py`` fails when the page is
 stale or a setting has no description.
 
 Run ``python -m litellm_memory_hook.tools.settings_doc > docs/configuration.md``.

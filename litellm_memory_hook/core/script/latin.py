@@ -59,7 +59,7 @@ cilantro." (``l`` 1) are unknown. Words common to English and Hinglish (``to``, 
 ``ok``) are in neither list; ``me`` is in both. Accuracy on ``tests/data/latin_languages.jsonl``
 (short chat messages in 15 languages, code-switched Hinglish, English with Hindi loanwords) and on
 ``tests/data/latin_names.jsonl`` (short English lines with names, places, brands and numbers;
-lines of 12 other languages and Hinglish with names) is checked by ``tests/test_script.py``.
+lines of 12 other languages and Hinglish with names) is checked by ``tests/unit/test_script.py``.
 """
 
 from __future__ import annotations
