@@ -1,7 +1,7 @@
 """``litellm-memory bench``: the benchmarks' command group, which the ``litellm-memory`` command
 loads from a clone of the repository (:mod:`litellm_memory_hook.tools.cli_bench`).
 
-Commands, in the order ``bench --help`` lists them: ``latency``, ``recall``
+Commands, in the order ``bench --help`` lists them: ``latency``, ``footprint``, ``recall``
 (:mod:`benchmarks.commands_hook`), ``extraction``, ``proxy``, ``cost``
 (:mod:`benchmarks.commands_proxy`), ``stall`` and ``fetch-locomo``. This module and those
 import only what their options need; each command imports its benchmark when it runs.
@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from benchmarks.commands_hook import bench_latency, bench_recall, bench_stall
+from benchmarks.commands_hook import bench_footprint, bench_latency, bench_recall, bench_stall
 from benchmarks.commands_proxy import bench_cost, bench_extraction, bench_proxy
 from benchmarks.options import LOCOMO_FILE, LOCOMO_URL
 from litellm_memory_hook.errors import MemoryHookError
@@ -53,6 +53,7 @@ def bench_fetch_locomo(
 
 for _name, _command in (
     ("latency", bench_latency),
+    ("footprint", bench_footprint),
     ("recall", bench_recall),
     ("extraction", bench_extraction),
     ("proxy", bench_proxy),

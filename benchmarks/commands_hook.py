@@ -1,5 +1,6 @@
 """The ``bench`` commands that measure the hook in this process, on a real Redis: ``latency``
-(pre-call time against history size), ``recall`` (evidence cover of recall) and ``stall`` (one
+(pre-call time against history size), ``footprint`` (Redis bytes per stored message, by key
+kind), ``recall`` (evidence cover of recall) and ``stall`` (one
 user's large message against the others' small ones; ``--proxy`` also through a real proxy)."""
 
 from __future__ import annotations
@@ -120,6 +121,59 @@ def bench_latency(
         written = write_json(latency_rows_json(rows), json_out, out)
         if written:
             write_plots(write_latency_plots, latency_rows_json(rows), written)
+
+
+def bench_footprint(
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="LoCoMo-format file whose text is cycled (default: LoCoMo when `bench "
+            "fetch-locomo` downloaded it, else the repository's multilingual set)."
+        ),
+    ] = None,
+    sample_id: Annotated[
+        str | None,
+        typer.Option(help="Sample to cycle: ID, or FILE:ID (default conv-26, or the first)."),
+    ] = None,
+    sizes: Annotated[str, typer.Option(help="Comma-separated history sizes.")] = "10000,100000",
+    redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
+    data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
+    json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
+) -> None:
+    """Redis memory per stored message, by key kind (turns, postings, times, meta, calls, the
+    user's keys), and the whole against the messages' text, at growing history sizes."""
+    from benchmarks.footprint import KINDS, footprint_rows_json, run_footprint_sync
+
+    out = human_console(json_out)
+    try:
+        size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError as exc:
+        raise fail(f"bad --sizes: {sizes}") from exc
+    if not size_list or any(size < 1 for size in size_list):
+        raise fail(f"bad --sizes: {sizes} (a history size is 1 or more messages)")
+    try:
+        data, sample = one_sample(data, sample_id)
+    except MemoryHookError as exc:
+        raise fail(str(exc)) from exc
+    if not data.is_file():
+        raise fail(missing_locomo(data, "bench footprint cycles the text of one"))
+    try:
+        history = load_locomo(data, sample)
+    except MemoryHookError as exc:
+        raise fail(str(exc)) from exc
+    url = bench_url(redis_url, data_dir, out)
+    rows = run_footprint_sync(url, history, size_list)
+    table = Table(title=f"Redis bytes per stored message on {mask_url(url)}, {data.name}:{sample}")
+    for column in ("messages", "text", *KINDS, "total", "x text"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        per = r.per_message
+        cells = [f"{per[k]:,.1f}" for k in ("text", *KINDS, "total")]
+        table.add_row(f"{r.messages:,}", *cells, f"{r.x_text:.2f}")
+    print_table(table, out)
+    out.print("bytes per message: MEMORY USAGE ... SAMPLES 0 of each key, over the messages")
+    if json_out:
+        write_json(footprint_rows_json(rows), json_out, out)
 
 
 def _curve_lists(ks: str, budgets: str) -> tuple[list[int], list[int]]:
@@ -315,4 +369,4 @@ def bench_stall(
         write_json(stall_rows_json(rows), json_out, out)
 
 
-__all__ = ["bench_latency", "bench_recall", "bench_stall"]
+__all__ = ["bench_footprint", "bench_latency", "bench_recall", "bench_stall"]

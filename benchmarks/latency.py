@@ -28,17 +28,16 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from benchmarks.footprint import cycled_turns, fill, memory_by_kind
 from benchmarks.instructions import BytecodeCounter
 from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.core import recall
-from litellm_memory_hook.core.indexing import indexed_chain
-from litellm_memory_hook.core.messages import content_text, message_to_turn
+from litellm_memory_hook.core.messages import content_text
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.settings import (
@@ -50,7 +49,6 @@ from litellm_memory_hook.settings import (
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
 from litellm_memory_hook.tools.histories import History
-from litellm_memory_hook.tools.importer import line_to_turn
 from litellm_memory_hook.tools.replay import percentile
 
 PREFIX_STEM = "membench"
@@ -75,30 +73,14 @@ class LatencyRow:
     #: Python bytecode instructions per turn pair (pre-call + post-call), mean; None: not counted
     bytecode_per_pair: int | None = None
     bytecode_pairs: int = 0  # turn pairs counted
+    #: bytes of each key kind (``turns``, ``postings``, ``times``, ...: benchmarks/footprint.py)
+    memory_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class _Auth:
     token = "litellm_proxy_master_key"
     team_id = None
     user_id = "default_user_id"
-
-
-def _cycled_turns(history: History, size: int) -> list[Turn]:
-    """``size`` turns cycling the history's lines, one minute apart, each stored as the proxy
-    stores a chat message (:func:`message_to_turn`: the message kept in ``msg``, a call id)."""
-    base = [t for t in (line_to_turn(line) for line in history.lines) if t is not None]
-    turns: list[Turn] = []
-    step_ms = 60_000
-    start = base[0].ts_ms
-    for i in range(size):
-        source = base[i % len(base)]
-        message: dict[str, Any] = {"role": source.role, "content": source.text}
-        if source.name:
-            message["name"] = source.name
-        turn = message_to_turn(message, ts_ms=start + i * step_ms, call_id=f"bench-{i // 2}")
-        if turn is not None:
-            turns.append(turn)
-    return turns
 
 
 #: turn pairs run uncounted before the counted ones at each size
@@ -139,13 +121,6 @@ async def _count_pairs(
     return counts
 
 
-async def _fill(store: MemoryStore, keys: ConversationKeys, turns: Sequence[Turn]) -> None:
-    batch = 500
-    for start in range(0, len(turns), batch):
-        previous = turns[start - 1].text if start else ""
-        await store.append(keys, indexed_chain(turns[start : start + batch], previous))
-
-
 async def _naive(store: MemoryStore, keys: ConversationKeys, question: str, window: int) -> None:
     """Load every stored message and score the older ones in Python (the baseline)."""
     members = await store.redis.zrange(keys.turns, 0, -1)
@@ -168,14 +143,6 @@ async def _naive(store: MemoryStore, keys: ConversationKeys, question: str, wind
     ]
     scores.sort(reverse=True)
     del scores[4:]
-
-
-async def _memory_usage(redis: aioredis.Redis, keys: ConversationKeys) -> int:
-    total = 0
-    for key in keys.all():
-        used = await redis.memory_usage(key, samples=0)
-        total += int(used or 0)
-    return total
 
 
 async def run_latency(
@@ -237,21 +204,21 @@ async def _run_latency(
     conversations = {
         size: ConversationKeys.for_ids(prefix, "master", f"bench{size}", "bench") for size in sizes
     }
-    built: dict[int, tuple[float, int, int]] = {}
+    built: dict[int, tuple[float, dict[str, int], int]] = {}
     timings: dict[int, list[float]] = {size: [] for size in sizes}
     sent: dict[int, list[int]] = {size: [] for size in sizes}
     history_chars: dict[int, int] = {}
     try:
         for size, keys in conversations.items():
             await redis.delete(*keys.all())
-            turns = _cycled_turns(history, size)
+            turns = cycled_turns(history, size)
             started = time.perf_counter()
-            await _fill(store, keys, turns)
+            await fill(store, keys, turns)
             text_bytes = sum(len(t.text.encode()) for t in turns)
             history_chars[size] = sum(len(t.text) for t in turns)
             built[size] = (
                 time.perf_counter() - started,
-                await _memory_usage(redis, keys),
+                await memory_by_kind(redis, keys),
                 text_bytes,
             )
         # Sizes take turns call by call, so a slow moment of the machine hits every size alike
@@ -299,7 +266,8 @@ async def _run_latency(
                     naive_p50_ms=round(statistics.median(naive_times), 3) if naive_times else None,
                     naive_p99_ms=round(percentile(naive_times, 99), 3) if naive_times else None,
                     build_s=round(build_s, 2),
-                    memory_bytes=memory,
+                    memory_bytes=sum(memory.values()),
+                    memory_by_kind=memory,
                     text_bytes=text_bytes,
                     prompt_chars_p50=statistics.median(sent[size]),
                     history_chars=history_chars[size],

@@ -1,5 +1,5 @@
-"""``bench latency`` on a real Redis: rows for each size, turns stored as the proxy stores them,
-and no key left behind."""
+"""``bench latency`` and ``bench footprint`` on a real Redis: rows for each size, turns stored as
+the proxy stores them, and no key left behind."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from benchmarks import footprint
 from benchmarks import latency as bench
 from benchmarks.instructions import BytecodeCounter
 from litellm_memory_hook.core.models import Turn
@@ -26,7 +27,7 @@ def test_cycled_turns_are_stored_as_the_proxy_stores_them(tmp_path: Path) -> Non
     as :func:`message_to_turn` makes them in the hook; time goes on a minute a turn."""
     tiny_locomo(tmp_path / "tiny.json")
     history = load_locomo(tmp_path / "tiny.json", "tiny")
-    turns = bench._cycled_turns(history, 130)  # more than the 62 lines: the text cycles
+    turns = footprint.cycled_turns(history, 130)  # more than the 62 lines: the text cycles
     assert len(turns) == 130
     assert all(t.msg == {"role": t.role, "content": t.text, "name": t.name} for t in turns)
     assert [t.call_id for t in turns[:4]] == ["bench-0", "bench-0", "bench-1", "bench-1"]
@@ -59,6 +60,43 @@ def test_bench_latency_rows_and_cleanup(tmp_path: Path, monkeypatch: pytest.Monk
         assert row.naive_p50_ms is not None and row.naive_p50_ms > 0
         assert row.memory_bytes > row.text_bytes > 0 and row.build_s >= 0
         assert row.prompt_chars_p50 > 0 and row.history_chars > 0
+        assert row.memory_bytes == sum(row.memory_by_kind.values())
+        assert row.memory_by_kind["turns"] > row.memory_by_kind["postings"] > 0
+    [prefix] = prefixes
+    client = redis.Redis.from_url(url)
+    try:
+        assert not list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    finally:
+        client.close()
+
+
+def test_bench_footprint_bytes_by_kind_and_cleanup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each row holds every key kind, per message and in all; the whole is their sum, more than
+    the text; the run's keys are deleted after."""
+    _tiny_locomo(tmp_path / "tiny.json")
+    history = load_locomo(tmp_path / "tiny.json", "tiny")
+    url = real_redis_url()
+    prefixes: list[str] = []
+
+    def run_prefix(stem: str) -> str:
+        prefixes.append(real_prefix(stem))
+        return prefixes[-1]
+
+    real_prefix = footprint.run_prefix
+    monkeypatch.setattr(footprint, "run_prefix", run_prefix)
+    rows = footprint.run_footprint_sync(url, history, [10, 300])
+    assert [r.messages for r in rows] == [10, 300]
+    for row in rows:
+        assert set(row.bytes_by_kind) == set(footprint.KINDS)
+        assert row.memory_bytes == sum(row.bytes_by_kind.values()) > row.text_bytes > 0
+        assert row.bytes_by_kind["turns"] > row.bytes_by_kind["postings"] > 0
+        assert row.bytes_by_kind["meta"] > 0 and row.bytes_by_kind["user"] > 0
+    [payload] = footprint.footprint_rows_json(rows[1:])
+    per = payload["bytes_per_message"]
+    assert per["total"] == round(rows[1].memory_bytes / 300, 1) and per["text"] > 0
+    assert payload["x_text"] == round(rows[1].memory_bytes / rows[1].text_bytes, 2)
     [prefix] = prefixes
     client = redis.Redis.from_url(url)
     try:
