@@ -32,7 +32,7 @@ class DateSeqs:
         runs: ``(first seq, end seq)`` pairs, end excluded, ascending and disjoint: the seqs of
             the span's latest (by time) ``postings_cap`` turns, as runs of consecutive seqs.
             While the turns' times are in seq order (no ``meta.ts_unordered``), or in a
-            conversation without a complete time index, one run from the first turn said at or
+            conversation without a usable time index, one run from the first turn said at or
             after the span's start to the first said at or after its end (the newest
             ``postings_cap`` seqs of it), found by a binary search over the turns' times.
     """

@@ -5,15 +5,18 @@ slot: the pre-call read of a conversation together with the user's memories is o
 and every script or transaction stays inside one slot (docs/design.md#redis-layout)::
 
     mem:{t:u}:c:<c>:meta       hash   conversation: raw ids, alias, namespace, seq counter,
-                                      summary, cursor (extracted through seq), sver, idx_n, times
+                                      summary, cursor (extracted through seq), sver, idx_n, times,
+                                      ts_unordered and truns (the time index's state)
     mem:{t:u}:c:<c>:turns      zset   score = seq, member = JSON turn
     mem:{t:u}:c:<c>:calls      hash   litellm_call_id -> seq of the stored reply (idempotency);
                                       and ``:cursor``, a copy of meta's cursor (restores it
                                       when an evicting Redis dropped the meta hash)
     mem:{t:u}:c:<c>:postings   hash   recall index: term -> packed df + newest postings
     mem:{t:u}:c:<c>:times      zset   time index: score = a turn's ts (epoch ms), member = its
-                                      seq (4 bytes, big-endian): dates find their turns in any
-                                      stored order; absent in a conversation stored before it
+                                      seq (4 bytes, big-endian), for the turns that start a run
+                                      of rising times (one in a conversation said in order):
+                                      dates find their turns in any stored order; absent in a
+                                      conversation stored before it
     mem:{t:u}:c:<c>:lease      string the extraction job's lease (worker id), with an expiry
     mem:{t:u}:c:<c>:xfail      hash   the extraction job's failures: tries, next try (epoch ms),
                                       kind, the seq it gave up at, the lines budget that fits
@@ -317,9 +320,10 @@ class ConversationKeys:
     @property
     def times(self) -> str:
         """Sorted set: the time index, score = a stored turn's ``ts`` (epoch ms), member = its
-        seq as 4 bytes, big-endian. Kept by the same scripts that write and delete the turns,
-        and only while it holds every stored turn
-        (``store/lua/seq_spans.lua``)."""
+        seq as 4 bytes, big-endian, for each turn that starts a run of rising times (meta
+        ``truns``), or for every turn (an index an older version made). Kept by the same scripts
+        that write and delete the turns (``store/lua/includes/time_index.lua``, read by
+        ``store/lua/seq_spans.lua``)."""
         return self._key("times")
 
     @property

@@ -87,8 +87,9 @@ class ConversationReads(StoreBase):
             date_spans: ``(start ms, end ms)`` of dates the message names; the seqs of the
                 turns said in each are found (``seq_spans.lua``: by a binary search over the
                 turns' times, O(log n) per span, while they are in seq order or the
-                conversation has no complete time index; else by the time index, O(log n +
-                postings_cap), whatever order the times are stored in).
+                conversation has no usable time index; else by the time index, whatever order
+                the times are stored in: a binary search in each run of rising times, or
+                O(log n + postings_cap) with an entry for every turn).
             list_chats: also read the user's index (their other conversations).
 
         Returns:

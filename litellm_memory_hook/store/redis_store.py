@@ -20,23 +20,29 @@ indexed messages (the N of the IDF formula).
 
 The time index is the ``times`` sorted set of a conversation: score = a stored turn's ``ts`` (epoch
 ms), member = its seq as 4 bytes, big-endian (as in postings: members of one ts sort by seq, and
-each takes the smallest string allocation). The scripts that store and remove turns keep it in the
-same script (same slot, same TTL), so a date the user names finds the turns said then whatever order
-their times were stored in (an import of older lines after newer chat, a write an outage buffer held
-back): ``store/lua/seq_spans.lua``, O(log n + postings_cap) per date. The same scripts compare each
-stored turn's time with its neighbours' in seq order and mark the conversation ``meta.ts_unordered``
-when one is out of order; until then (the usual conversation) dates are found by the cheaper binary
-search over the turns' own times, O(log n) per date, exact while they are in seq order. It costs ~96
-bytes of Redis memory a turn (measured: 9.6 MB at 100,000 turns). A conversation stored before the
-index existed has no ``times`` key; its writes add none (an index missing older turns would hide
-them), and its dates are found as before, by a binary search over the turns' times, right while they
-are in seq order. It gets an index once it holds no turn again (forgotten, imported ``--fresh``,
-every turn deleted). The same fallback is taken whenever the index does not hold every stored turn
-(its size is compared with the turns' on every read, and by every write, which then adds nothing to
-it): turns an older version of the package writes during a rolling upgrade send the conversation
-back to the binary search, except a reply such a version regenerates (it removes one turn the index
-holds and adds one it lacks, so the sizes still match): that reply is then missing from the index,
-and a date does not find it."""
+each takes the smallest string allocation), for each stored turn that starts a run: the first one,
+and each one said before the stored turn just before it (meta ``truns``, the run form). Between two
+entries the turns' times rise with their seqs. The scripts that store and remove turns keep it in
+the same script (same slot, same TTL), so a date the user names finds the turns said then whatever
+order their times were stored in (an import of older lines after newer chat, a write an outage
+buffer held back): ``store/lua/seq_spans.lua`` binary-searches each run said before the date's end,
+O(r log n) per date for r runs. A conversation said in order has one entry; an import after newer
+chat adds two: a few hundred bytes a conversation, where an entry for every turn cost ~96 bytes a
+turn. Past 32 runs (times out of order again and again) the index turns, 400 turns a write, into
+the full form: an entry for every turn, O(log n + postings_cap) per date (``ZCOUNT``, ``ZRANGE
+BYSCORE``), as every index was before the run form; an index of that form in a user's Redis (an
+older version made it) is kept and read so. The same scripts mark the conversation
+``meta.ts_unordered`` when a stored turn is out of order with its neighbours; until then (the usual
+conversation) dates are found by the cheaper binary search over the turns' own times, O(log n) per
+date, exact while they are in seq order. A conversation stored before the index existed has no
+``times`` key; its writes add none, and its dates are found as before, by a binary search over the
+turns' times, right while they are in seq order. It gets an index once it holds no turn again
+(forgotten, imported ``--fresh``, every turn deleted). The same fallback is taken for an index of
+the full form that does not hold every stored turn (its size is compared with the turns' on every
+read, and by every write, which then adds nothing to it). During a rolling upgrade an older version
+reads a run-form index as the full form when its size happens to match the turns' (its dates then
+miss the turns between entries), and its writes add no entry: a turn it stores out of order is not
+found on its date."""
 
 from __future__ import annotations
 

@@ -41,8 +41,9 @@ from litellm_memory_hook.store.redis_store import MAX_SEQ, MemoryStore
 
 #: turns read per round trip, and appended per script call, when dumping and restoring.
 CHUNK_TURNS = 250
-#: meta fields that are an index's bookkeeping, not data: rebuilt on restore.
-DERIVED_META = frozenset({"idx_n"})
+#: meta fields that are an index's bookkeeping, not data: rebuilt on restore (``truns``: the
+#: time index's form, store/lua/includes/time_index.lua).
+DERIVED_META = frozenset({"idx_n", "truns"})
 
 Progress = Callable[[int], None]
 

@@ -45,7 +45,6 @@ for _ = 1, tonumber(ARGV[8]) do
   i = i + 2
 end
 i = remove_turns(i)
-local timed = times_kept()
 local n_seed = tonumber(ARGV[i]); i = i + 1
 local n_new = tonumber(ARGV[i]); i = i + 1
 local skip_seed = n_seed > 0 and tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') > 0
@@ -56,7 +55,7 @@ for j = 1, n_new do
     if first == 0 then first = last end
     seqs[j] = last
     redis.call('ZADD', KEYS[2], last, '{"seq":' .. last .. ',' .. ARGV[i])
-    if timed then add_time(last, ARGV[i]) end
+    add_time(last, ARGV[i])
     if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   end
   i = i + 2

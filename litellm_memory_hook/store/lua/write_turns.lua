@@ -25,12 +25,12 @@ if not progress then return 0 end
 local first, skipped, nxt = string.match(progress, '^(%d+) (%d) (%d+)')
 if tonumber(nxt) ~= tonumber(ARGV[5]) then return 0 end
 local i, seqs = 11, {}
-local timed = times_kept()
+times_mode()
 for j = 1, tonumber(ARGV[10]) do
   local seq = tonumber(ARGV[i])
   seqs[j] = seq
   redis.call('ZADD', KEYS[2], seq, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
-  if timed then add_time(seq, ARGV[i + 1]) end
+  add_time(seq, ARGV[i + 1])
   if ARGV[i + 2] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', 1) end
   i = i + 3
 end

@@ -9,12 +9,13 @@
 -- only they leave the index (KEYS[1] meta, KEYS[2] turns, KEYS[4] postings, KEYS[6] times).
 -- Returns the next position and the number of turns removed.
 local function remove_turns(i)
+  times_mode()
   local removed, gone = 0, {}
   local n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
     local seq = tonumber(ARGV[i])
     if redis.call('ZREMRANGEBYSCORE', KEYS[2], seq, seq) > 0 then
-      redis.call('ZREM', KEYS[6], enc(seq))
+      drop_time(seq)
       removed = removed + 1
       gone[seq] = true
       if ARGV[i + 1] == '1' then redis.call('HINCRBY', KEYS[1], 'idx_n', -1) end
