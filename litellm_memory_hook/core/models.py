@@ -75,13 +75,10 @@ class Turn:
     fp: str = ""
     msg: dict[str, Any] | None = field(default=None, compare=False)
 
-    def body_json(self) -> str:
-        """The JSON object of this turn without ``seq`` and without its opening brace.
-
-        The store's append script writes ``{"seq":<n>,`` in front of it, so the sequence number
-        is assigned atomically inside Redis. ``text`` is left out when it is ``msg``'s string
-        ``content`` (most turns): the text is then stored once (:func:`stored_text`).
-        """
+    def full_body(self) -> dict[str, Any]:
+        """The JSON object of this turn without ``seq``, in the full form (the field names of
+        the dataclass; how every version before the compact member stored it, and how an
+        export shows it): ``text`` is left out when it is ``msg``'s string ``content``."""
         body: dict[str, Any] = {"role": self.role}
         if not text_in_msg(self.text, self.msg):
             body["text"] = self.text
@@ -104,6 +101,17 @@ class Turn:
             body["fp"] = self.fp
         if self.msg:
             body["msg"] = self.msg
+        return body
+
+    def body_json(self) -> str:
+        """The JSON object of this turn as stored (:func:`compact_body` of :meth:`full_body`),
+        without ``seq`` and without its opening brace.
+
+        The store's append script writes ``{"seq":<n>,`` in front of it, so the sequence number
+        is assigned atomically inside Redis. ``text`` is left out when it is ``msg``'s string
+        ``content`` (most turns): the text is then stored once (:func:`stored_text`).
+        """
+        body = compact_body(self.full_body())
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"))[1:]
 
     @classmethod
@@ -123,25 +131,53 @@ class Turn:
             raise ValueError(f"not a stored turn: {exc}") from exc
         if not isinstance(data, dict) or "role" not in data:
             raise ValueError("not a stored turn")
+        return cls._of_data(data)
+
+    @classmethod
+    def _of_data(cls, data: dict[str, Any]) -> Turn:
+        """The turn of a stored member's JSON object (either form: :func:`compact_body`)."""
         get = data.get
-        ctx = get("ctx")
+        role = data["role"]
         msg = get("msg")
+        # the turn's fields a compact member leaves to its message (``m``: the message without
+        # its role, which is the turn's; compact_body)
+        name, tool_calls, tool_call_id = get("name"), get("tool_calls"), get("tool_call_id")
+        m = get("m")
+        if m.__class__ is dict and msg is None:
+            msg = {"role": role, **m}
+            # as _msg_defaults says, inline (every request parses ~60 members)
+            if "name" not in data and (name := m.get("name")).__class__ is not str:
+                name = ""
+            if "tool_calls" not in data and "tool_calls" in m:
+                tool_calls = m["tool_calls"]
+                tool_calls = copy_json(tool_calls) if tool_calls.__class__ is list else ()
+            if "tool_call_id" not in data and "tool_call_id" in m:
+                tool_call_id = m["tool_call_id"]
+                if tool_call_id.__class__ is not str:
+                    tool_call_id = ""
+        ctx = get("ctx")
+        if ctx:
+            ctx = tuple(map(str, ctx))
+        elif (words := get("cx")).__class__ is str and words:
+            ctx = tuple([CONTEXT_MARK + word for word in words.split(" ")])
+        else:
+            ctx = ()
         # Every request parses ~60 of these (the tail and the recalled lines): the fields are
         # set straight into the new instance's __dict__, which is what the frozen dataclass's
         # __init__ does one object.__setattr__ at a time (about 40% of the parse).
         turn = _new_instance(cls)
         turn.__dict__.update(
-            role=str(data["role"]),
+            role=str(role),
             text=stored_text(data),
             ts_ms=int(get("ts") or 0),
             seq=int(get("seq") or 0),
-            call_id=str(get("call_id") or ""),
-            name=str(get("name") or ""),
-            tool_calls=tuple(get("tool_calls") or ()),
-            tool_call_id=str(get("tool_call_id") or ""),
+            call_id=str(get("call_id") or get("c") or ""),
+            name=str(name or ""),
+            tool_calls=tuple(tool_calls or ()),
+            tool_call_id=str(tool_call_id or ""),
             partial=bool(get("partial", False)),
             joined=bool(get("joined", False)),
-            ctx=tuple(map(str, ctx)) if ctx else (),
+            ctx=ctx,
             fp=str(get("fp") or ""),
             msg=msg if isinstance(msg, dict) else None,
         )
@@ -187,15 +223,105 @@ def text_in_msg(text: object, msg: object) -> bool:
 
 
 def stored_text(data: dict[str, Any]) -> str:
-    """The text of a stored turn's JSON object: its ``text``, else its ``msg``'s string
-    ``content`` (:meth:`Turn.body_json` stores a text once), else ``""``."""
+    """The text of a stored turn's JSON object: its ``text``, else its message's (``msg``, or
+    ``m`` in a compact member) string ``content`` (:meth:`Turn.body_json` stores a text once),
+    else ``""``."""
     text = data.get("text")
     if text is None:
-        msg = data.get("msg")
+        msg = data.get("msg", data.get("m"))
         text = msg.get("content") if isinstance(msg, dict) else None
         if not isinstance(text, str):
             return ""
     return str(text)
+
+
+#: the mark of a recall context term (:data:`litellm_memory_hook.core.recall.CONTEXT_PREFIX`;
+#: tests/test_models.py holds the two equal), left out of a compact member's ``cx``.
+CONTEXT_MARK = "^"
+#: the fields of a turn a compact member takes from its message when it does not name them.
+_FROM_MSG = ("name", "tool_calls", "tool_call_id")
+#: the keys of a stored turn this version knows, in either form (any other key is kept as is).
+MEMBER_KEYS = frozenset(
+    {"seq", "role", "text", "ts", "call_id", "c", "name", "tool_calls", "tool_call_id"}
+    | {"partial", "joined", "ctx", "cx", "fp", "msg", "m"}
+)
+
+
+def _msg_defaults(msg: dict[str, Any]) -> dict[str, Any]:
+    """What a compact member's ``name``, ``tool_calls`` and ``tool_call_id`` are when it does
+    not name them: its message's, when of the field's type, else empty."""
+    name, calls, call_id = msg.get("name"), msg.get("tool_calls"), msg.get("tool_call_id")
+    return {
+        "name": name if isinstance(name, str) else "",
+        "tool_calls": calls if isinstance(calls, list) else [],
+        "tool_call_id": call_id if isinstance(call_id, str) else "",
+    }
+
+
+def _context_words(ctx: object) -> str | None:
+    """``ctx`` as a compact member's ``cx``: the terms without their mark, joined by spaces;
+    ``None`` when that would not give them back (a term without the mark, empty after it, or
+    holding a space)."""
+    if not isinstance(ctx, list) or not ctx:
+        return None
+    words = []
+    for term in ctx:
+        if not (isinstance(term, str) and term.startswith(CONTEXT_MARK)) or len(term) < 2:
+            return None
+        if " " in term:
+            return None
+        words.append(term[1:])
+    return " ".join(words)
+
+
+def compact_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A turn's JSON object (without ``seq``) in the full form as stored: the compact member
+    (issue 30: fewer bytes a turn in Redis). Any key it does not know is kept as it is.
+
+    - ``call_id`` is ``c``;
+    - ``ctx`` (recall context terms, each ``^<word>``) is ``cx``, the words joined by spaces;
+    - ``msg``, when its first key is ``role`` and says the turn's role, is ``m``, the message
+      without it; the turn's ``name``, ``tool_calls`` and ``tool_call_id`` are then left out
+      when they are the message's, and written (empty too) when they are not.
+
+    :meth:`Turn.from_member` reads both forms; :func:`full_member` gives the full form back.
+    The first key stays ``role`` and ``ts`` stays before the message (``store/lua`` reads
+    them from the member's text).
+    """
+    msg = body.get("msg")
+    by_msg = isinstance(msg, dict) and next(iter(msg), None) == "role"
+    by_msg = by_msg and isinstance(msg, dict) and msg["role"] == body.get("role")
+    defaults = _msg_defaults(msg) if by_msg and isinstance(msg, dict) else {}
+    out: dict[str, Any] = {}
+    for key, value in body.items():
+        if key == "call_id" and isinstance(value, str) and value:
+            out["c"] = value
+        elif key == "ctx" and (words := _context_words(value)) is not None:
+            out["cx"] = words
+        elif key in defaults:
+            continue  # below
+        elif key == "msg" and isinstance(msg, dict) and by_msg:
+            for name, default in defaults.items():
+                own = body.get(name, type(default)())
+                if own != default:
+                    out[name] = own
+            out["m"] = {k: v for k, v in msg.items() if k != "role"}
+        else:
+            out[key] = value
+    return out
+
+
+def full_member(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored turn's JSON object in the full form (:meth:`Turn.full_body`, its ``seq``
+    first): a compact member's keys named as the dataclass names them, its message whole. A
+    member stored in the full form is returned as it is. Keys this version does not know come
+    after the others."""
+    if not any(key in data for key in ("c", "cx", "m")):
+        return data
+    turn = Turn._of_data(data)
+    full: dict[str, Any] = {"seq": data.get("seq"), **turn.full_body()}
+    full.update({k: v for k, v in data.items() if k not in MEMBER_KEYS})
+    return full
 
 
 @dataclass

@@ -21,12 +21,13 @@ The format (:class:`ExportDocument`, JSON, ``"format": "litellm-memory-export"``
         "tombstones": {"<fact hash>": 1718000000000}}]}
 
 ``conversation`` is set when one conversation was exported; each turn is the stored JSON object
-(``seq``, ``role``, ``text``, ``ts`` in epoch ms, and when set ``name``, ``call_id``,
-``tool_calls``, ``tool_call_id``, ``partial``, ``ctx``, ``fp`` ...); ``meta`` holds the
-conversation's other meta fields. Importing a document (:meth:`MemoryAPI.import_export`)
-writes everything back as it was (turn seqs, item ids, summary, cursor, version, due time) and
-rebuilds the recall index, so export, forget, import, export gives the same document (apart from
-``exported_ms``).
+in its full form (:func:`~litellm_memory_hook.core.models.full_member`: ``seq``, ``role``,
+``text``, ``ts`` in epoch ms, and when set ``name``, ``call_id``, ``tool_calls``,
+``tool_call_id``, ``partial``, ``ctx``, ``fp``, ``msg`` ...; the store keeps it compact);
+``meta`` holds the conversation's other meta fields. Importing a document
+(:meth:`MemoryAPI.import_export`) writes everything back as it was (turn seqs, item ids, summary,
+cursor, version, due time) and rebuilds the recall index, so export, forget, import, export gives
+the same document (apart from ``exported_ms``).
 """
 
 from __future__ import annotations

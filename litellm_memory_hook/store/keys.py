@@ -7,7 +7,8 @@ and every script or transaction stays inside one slot (docs/design.md#redis-layo
     mem:{t:u}:c:<c>:meta       hash   conversation: raw ids, alias, namespace, seq counter,
                                       summary, cursor (extracted through seq), sver, idx_n, times,
                                       ts_unordered and truns (the time index's state)
-    mem:{t:u}:c:<c>:turns      zset   score = seq, member = JSON turn
+    mem:{t:u}:c:<c>:turns      zset   score = seq, member = JSON turn, compact
+                                      (core/models.py: compact_body)
     mem:{t:u}:c:<c>:calls      hash   litellm_call_id -> seq of the stored reply (idempotency);
                                       and ``:cursor``, a copy of meta's cursor (restores it
                                       when an evicting Redis dropped the meta hash)

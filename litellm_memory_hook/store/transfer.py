@@ -27,7 +27,14 @@ from redis.exceptions import RedisError
 from redis.typing import EncodableT
 
 from litellm_memory_hook.core.indexing import stored_terms
-from litellm_memory_hook.core.models import IndexedTurn, Turn, stored_text, text_in_msg
+from litellm_memory_hook.core.models import (
+    IndexedTurn,
+    Turn,
+    compact_body,
+    full_member,
+    stored_text,
+    text_in_msg,
+)
 from litellm_memory_hook.errors import StoreError
 from litellm_memory_hook.store import scripts
 from litellm_memory_hook.store.keys import (
@@ -159,6 +166,7 @@ async def read_conversation(
             for member in members:
                 turn = orjson.loads(member if isinstance(member, bytes | str) else b"")
                 if isinstance(turn, dict):
+                    turn = full_member(turn)  # an export shows the full form, whatever stored
                     turn["text"] = stored_text(turn)  # the export has it on every turn
                     dump.turns.append(turn)
                     last = max(last, int(turn.get("seq") or 0))
@@ -282,8 +290,9 @@ def stored_turn(data: dict[str, Any]) -> IndexedTurn:
         del rest["text"]  # stored once, as Turn.body_json stores it (an export carries it)
     body = orjson.dumps(rest).decode("utf-8")
     turn = Turn.from_member(body)
-    # the same serialisation as Turn.body_json (the append script prepends '{"seq":N,')
-    exact = json.dumps(rest, ensure_ascii=False, separators=(",", ":"))[1:]
+    # the same serialisation as Turn.body_json (the append script prepends '{"seq":N,'), in
+    # the compact form it stores (an export shows the full one)
+    exact = json.dumps(compact_body(rest), ensure_ascii=False, separators=(",", ":"))[1:]
     if len(exact) > len(turn.body_json()) + UNKNOWN_FIELDS_CHARS:
         exact = ""  # written from the fields this version knows (then bounded)
     fields = {name: getattr(turn, name) for name in Turn.__dataclass_fields__}

@@ -843,6 +843,7 @@ def test_a_turn_body_is_bounded_without_being_cut() -> None:
     bounding changes, is written from its bounded fields: always whole JSON, never a body cut
     mid-string."""
     from litellm_memory_hook.core.bounds import TurnLimits, bound_turn
+    from litellm_memory_hook.core.models import full_member
     from litellm_memory_hook.store.transfer import UNKNOWN_FIELDS_CHARS, stored_turn
 
     room = UNKNOWN_FIELDS_CHARS - len(',"future":""')
@@ -854,7 +855,7 @@ def test_a_turn_body_is_bounded_without_being_cut() -> None:
     message = {"role": "user", "content": "z" * 40_000}
     big = stored_turn({"seq": 5, "role": "user", "text": "z" * 40_000, "ts": 5, "msg": message})
     bounded = bound_turn(big.turn, TurnLimits())
-    stored = json.loads('{"seq":5,' + bounded.body_json())
+    stored = full_member(json.loads('{"seq":5,' + bounded.body_json()))
     assert len(stored["text"]) == TurnLimits().text_chars and stored["msg"]["role"] == "user"
 
 

@@ -19,7 +19,7 @@ from litellm.types.utils import (
 
 from litellm_memory_hook.core.assemble import with_rules
 from litellm_memory_hook.core.indexing import indexed_chain
-from litellm_memory_hook.core.models import Turn, stored_text
+from litellm_memory_hook.core.models import Turn, full_member, stored_text
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.proxy.request_data import METADATA_KEY
 from litellm_memory_hook.store.keys import ConversationKeys, due_key
@@ -32,7 +32,7 @@ async def _turns(
     client: aioredis.Redis, prefix: str, user: str = "u-A", conv: str = "demo"
 ) -> list[dict[str, Any]]:
     keys = ConversationKeys.for_ids(prefix, "master", user, conv)
-    turns = [json.loads(m) for m in await client.zrange(keys.turns, 0, -1)]
+    turns = [full_member(json.loads(m)) for m in await client.zrange(keys.turns, 0, -1)]
     return [{**turn, "text": stored_text(turn)} for turn in turns]
 
 

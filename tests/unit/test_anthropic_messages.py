@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from litellm_memory_hook.core.assemble import assemble
 from litellm_memory_hook.core.cache_marks import add_marks
+from litellm_memory_hook.core.models import full_member
 from litellm_memory_hook.engine.rebuild import _stable_ends
 from litellm_memory_hook.protocols import adapter_for
 from litellm_memory_hook.protocols.anthropic_messages import (
@@ -383,6 +384,6 @@ async def test_an_agent_loop_is_stored_once_and_sent_as_sent(hook: MemoryHook) -
     keys = ConversationKeys.for_ids(
         hook.settings.storage.key_prefix, "master", "alice", "claude.anthropic"
     )
-    stored = [json.loads(t) for t in await hook.store.redis.zrange(keys.turns, 0, -1)]
+    stored = [full_member(json.loads(t)) for t in await hook.store.redis.zrange(keys.turns, 0, -1)]
     assert [t["role"] for t in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[1]["msg"]["thinking_blocks"] == [thinking]

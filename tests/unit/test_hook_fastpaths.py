@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from litellm_memory_hook.core import recall
-from litellm_memory_hook.core.models import Turn, copy_json, stored_text
+from litellm_memory_hook.core.models import Turn, copy_json, full_member, stored_text
 from litellm_memory_hook.core.recall import scheme
 from litellm_memory_hook.core.stored_messages import message_to_turn
 from litellm_memory_hook.engine.record import RECORD_VERSION, RecordError, TurnRecord
@@ -75,10 +75,14 @@ def _old_from_member(member: str | bytes) -> Turn:
 
 @pytest.mark.parametrize("index", range(len(MESSAGES) + 1))
 def test_from_member_equals_the_constructor(index: int) -> None:
+    """The parse of a stored member (compact) gives what the plain constructor gives for its
+    full form, and so does the parse of the full form (a member stored before the compact one)."""
     turn = _turns()[index]
     member = '{"seq":7,' + turn.body_json()
-    fast, old = Turn.from_member(member), _old_from_member(member)
+    full = json.dumps(full_member(json.loads(member)))
+    fast, old = Turn.from_member(member), _old_from_member(full)
     assert fast == old and fast.msg == old.msg
+    assert Turn.from_member(full) == old and Turn.from_member(full).msg == old.msg
     if not fast.tool_calls:  # dicts inside make a turn unhashable, either way
         assert hash(fast) == hash(old)
     assert asdict(fast) == asdict(old)
@@ -104,7 +108,7 @@ def test_a_stored_turn_holds_its_text_once() -> None:
         "seq": 1,
         "role": "user",
         "ts": 1,
-        "msg": {"role": "user", "content": "hello there"},
+        "m": {"content": "hello there"},
     }
     # a member written before (text and msg both) reads the same
     old = json.dumps({"seq": 1, "role": "user", "text": "hello there", "ts": 1, "msg": message})

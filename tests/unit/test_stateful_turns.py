@@ -105,7 +105,7 @@ from hypothesis.stateful import (
 )
 from litellm.types.utils import ModelResponse
 
-from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.core.models import full_member, stored_text
 from litellm_memory_hook.engine import rebuild as rebuild_module
 from litellm_memory_hook.store import writes as store_writes_module
 from litellm_memory_hook.store.keys import ConversationKeys
@@ -353,7 +353,7 @@ class TurnsMachine(RuleBasedStateMachine):
 
     def _read_store(self) -> list[dict[str, Any]]:
         raw = self.loop.run_until_complete(self.redis.zrange(self.keys.turns, 0, -1))
-        return [json.loads(m) for m in raw]
+        return [full_member(json.loads(m)) for m in raw]
 
     # -- the reference ---------------------------------------------------------------------------
 

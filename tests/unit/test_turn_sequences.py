@@ -10,7 +10,7 @@ from typing import Any
 import fakeredis
 from litellm.types.utils import ModelResponse
 
-from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.core.models import full_member, stored_text
 from litellm_memory_hook.proxy.hook import MemoryHook
 from litellm_memory_hook.store.keys import ConversationKeys
 from tests.support.hook_calls import Auth, Clock, make_hook
@@ -50,7 +50,7 @@ class Chat:
         keys = ConversationKeys.for_ids("seq", "master", USER, "demo")
         out = []
         for raw in await self.redis.zrange(keys.turns, 0, -1):
-            turn = json.loads(raw)
+            turn = full_member(json.loads(raw))
             ids = tuple(str(c["id"]) for c in turn.get("tool_calls") or ())
             if turn.get("tool_call_id"):
                 ids = (turn["tool_call_id"],)
