@@ -26,7 +26,12 @@ from benchmarks.keys import delete_prefix, run_prefix
 from litellm_memory_hook.core.indexing import indexed_chain
 from litellm_memory_hook.core.messages import message_to_turn
 from litellm_memory_hook.core.models import Turn
-from litellm_memory_hook.settings import MemorySettings
+from litellm_memory_hook.settings import (
+    ExtractionSettings,
+    MemorySettings,
+    RedisSettings,
+    StorageSettings,
+)
 from litellm_memory_hook.store.keys import ConversationKeys
 from litellm_memory_hook.store.redis_store import MemoryStore
 from litellm_memory_hook.tools.histories import History
@@ -127,7 +132,11 @@ async def run_footprint(
     """Build a conversation of each size and measure its keys (see the module docstring); the
     run's keys (under ``membench-<8 hex>:``) are deleted after."""
     prefix = run_prefix(PREFIX_STEM)
-    settings = MemorySettings(redis_url=redis_url, key_prefix=prefix, worker_in_proxy=False)
+    settings = MemorySettings(
+        redis=RedisSettings(url=redis_url),
+        storage=StorageSettings(key_prefix=prefix),
+        extraction=ExtractionSettings(worker_in_proxy=False),
+    )
     store = MemoryStore.for_settings(aioredis.Redis.from_url(redis_url), settings)
     rows: list[FootprintRow] = []
     try:
