@@ -136,6 +136,13 @@ def bench_footprint(
         typer.Option(help="Sample to cycle: ID, or FILE:ID (default conv-26, or the first)."),
     ] = None,
     sizes: Annotated[str, typer.Option(help="Comma-separated history sizes.")] = "10000,100000",
+    chat: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated sizes of conversations also made by chat requests through "
+            "the hook (a turn pair a request, UUID call ids; ~3 ms a pair); '' for none."
+        ),
+    ] = "",
     redis_url: Annotated[str | None, typer.Option(help=BENCH_REDIS_HELP)] = None,
     data_dir: BenchDataDirOption = DEFAULT_DATA_DIR,
     json_out: Annotated[Path | None, typer.Option("--json", help=BENCH_JSON_HELP)] = None,
@@ -147,10 +154,11 @@ def bench_footprint(
     out = human_console(json_out)
     try:
         size_list = [int(s) for s in sizes.split(",") if s.strip()]
+        chat_list = [int(s) for s in chat.split(",") if s.strip()]
     except ValueError as exc:
-        raise fail(f"bad --sizes: {sizes}") from exc
-    if not size_list or any(size < 1 for size in size_list):
-        raise fail(f"bad --sizes: {sizes} (a history size is 1 or more messages)")
+        raise fail(f"bad --sizes or --chat: {sizes} / {chat}") from exc
+    if not size_list or any(size < 1 for size in (*size_list, *chat_list)):
+        raise fail(f"bad --sizes or --chat: {sizes} / {chat} (a size is 1 or more messages)")
     try:
         data, sample = one_sample(data, sample_id)
     except MemoryHookError as exc:
@@ -162,16 +170,19 @@ def bench_footprint(
     except MemoryHookError as exc:
         raise fail(str(exc)) from exc
     url = bench_url(redis_url, data_dir, out)
-    rows = run_footprint_sync(url, history, size_list)
+    rows = run_footprint_sync(url, history, size_list, chat_sizes=chat_list)
     table = Table(title=f"Redis bytes per stored message on {mask_url(url)}, {data.name}:{sample}")
-    for column in ("messages", "text", *KINDS, "total", "x text"):
+    for column in ("messages", "built", "text", *KINDS, "total", "x text"):
         table.add_column(column, justify="right")
     for r in rows:
         per = r.per_message
         cells = [f"{per[k]:,.1f}" for k in ("text", *KINDS, "total")]
-        table.add_row(f"{r.messages:,}", *cells, f"{r.x_text:.2f}")
+        table.add_row(f"{r.messages:,}", r.built, *cells, f"{r.x_text:.2f}")
     print_table(table, out)
-    out.print("bytes per message: MEMORY USAGE ... SAMPLES 0 of each key, over the messages")
+    out.print(
+        "bytes per message: MEMORY USAGE ... SAMPLES 0 of each key, over the messages; built: "
+        "store (appended through the store, as an import) or chat (chat requests)"
+    )
     if json_out:
         write_json(footprint_rows_json(rows), json_out, out)
 

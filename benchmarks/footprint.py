@@ -2,11 +2,12 @@
 
 For each size N, a conversation of N messages is built as ``bench latency`` builds it (LoCoMo
 text cycled, each line stored as the proxy stores a chat message, indexed through the product's
-own store), and each of its keys is measured with ``MEMORY USAGE ... SAMPLES 0`` (every element
-counted, the key's name and Redis's allocations included). A figure per key kind (``turns``,
-``postings``, ``times``, ``meta``, ``calls``; ``user``: the user's index and forgets keys), per
-message, and the whole against the bytes of the messages' text (UTF-8): the ``x text`` of
-issue 30.
+own store; ``--chat``: also one made by chat requests through the hook, a turn pair a request
+with a UUID call id), and each of its keys is measured with ``MEMORY USAGE ... SAMPLES 0`` (every
+element counted, the key's name and Redis's allocations included). A figure per key kind
+(``turns``, ``postings``, ``times``, ``meta``, ``calls``; ``user``: the user's index and forgets
+keys), per message, and the whole against the bytes of the messages' text (UTF-8): the ``x text``
+of issue 30.
 
 Data: LoCoMo (Maharana et al., ACL 2024; snap-research/locomo, CC BY-NC 4.0).
 """
@@ -105,6 +106,9 @@ class FootprintRow:
     memory_bytes: int
     #: bytes of each key kind (:data:`KINDS`)
     bytes_by_kind: dict[str, int] = field(default_factory=dict)
+    #: how the conversation was made: ``store`` (appended through the store, as an import) or
+    #: ``chat`` (chat requests through the hook)
+    built: str = "store"
 
     @property
     def per_message(self) -> dict[str, float]:
@@ -126,31 +130,78 @@ def footprint_rows_json(rows: Sequence[FootprintRow]) -> list[dict[str, Any]]:
     return [{**asdict(r), "bytes_per_message": r.per_message, "x_text": r.x_text} for r in rows]
 
 
+class _Auth:
+    token = "litellm_proxy_master_key"
+    team_id = None
+    user_id = "default_user_id"
+
+
+async def chat(hook: Any, keys: ConversationKeys, history: History, size: int) -> int:
+    """Store ``size`` messages (rounded up to pairs) as chat requests do: each pair a request
+    through the hook's pre-call and post-call success hooks (the history's lines as question
+    and reply, a UUID call id as LiteLLM gives one). Returns the bytes of their text."""
+    import uuid
+
+    from litellm.types.utils import ModelResponse
+
+    lines = [line.text for line in history.lines]
+    text = 0
+    for i in range((size + 1) // 2):
+        question, reply = lines[(2 * i) % len(lines)], lines[(2 * i + 1) % len(lines)]
+        data: dict[str, Any] = {
+            "model": "bench",
+            "user": keys.user,
+            "metadata": {"conversation_id": keys.conversation},
+            "messages": [{"role": "user", "content": question}],
+            "litellm_call_id": str(uuid.uuid4()),
+        }
+        message = {"role": "assistant", "content": reply}
+        response = ModelResponse(
+            id=f"r{i}", choices=[{"index": 0, "message": message, "finish_reason": "stop"}]
+        )
+        await hook.async_pre_call_hook(_Auth(), None, data, "acompletion")
+        await hook.async_post_call_success_hook(data, _Auth(), response)
+        await hook.drain()
+        text += len(question.encode()) + len(reply.encode())
+    if hook.counters.get("precall_errors") or hook.counters.get("postcall_errors"):
+        raise RuntimeError(f"the hook failed during the benchmark: {dict(hook.counters)}")
+    return text
+
+
 async def run_footprint(
-    redis_url: str, history: History, sizes: Sequence[int]
+    redis_url: str, history: History, sizes: Sequence[int], *, chat_sizes: Sequence[int] = ()
 ) -> list[FootprintRow]:
-    """Build a conversation of each size and measure its keys (see the module docstring); the
+    """Build a conversation of each size and measure its keys (see the module docstring); with
+    ``chat_sizes``, also one of each of those sizes made by chat requests (:func:`chat`). The
     run's keys (under ``membench-<8 hex>:``) are deleted after."""
+    from litellm_memory_hook.proxy.hook import MemoryHook
+
     prefix = run_prefix(PREFIX_STEM)
     settings = MemorySettings(
         redis=RedisSettings(url=redis_url),
         storage=StorageSettings(key_prefix=prefix),
         extraction=ExtractionSettings(worker_in_proxy=False),
     )
-    store = MemoryStore.for_settings(aioredis.Redis.from_url(redis_url), settings)
+    hook = MemoryHook(settings=settings, alias_lookup=lambda model: {"memory": {"enabled": True}})
+    store = hook.store
     rows: list[FootprintRow] = []
     try:
-        for size in sizes:
-            keys = ConversationKeys.for_ids(prefix, "master", f"bench{size}", "bench")
-            turns = cycled_turns(history, size)
-            await fill(store, keys, turns)
+        for built, size in [*(("store", s) for s in sizes), *(("chat", s) for s in chat_sizes)]:
+            keys = ConversationKeys.for_ids(prefix, "master", f"{built}{size}", "bench")
+            if built == "chat":
+                text = await chat(hook, keys, history, size)
+            else:
+                turns = cycled_turns(history, size)
+                await fill(store, keys, turns)
+                text = sum(len(t.text.encode()) for t in turns)
             used = await memory_by_kind(store.redis, keys)
             rows.append(
                 FootprintRow(
-                    messages=len(turns),
-                    text_bytes=sum(len(t.text.encode()) for t in turns),
+                    messages=int(await store.redis.zcard(keys.turns)),
+                    text_bytes=text,
                     memory_bytes=sum(used.values()),
                     bytes_by_kind=used,
+                    built=built,
                 )
             )
             await store.redis.delete(

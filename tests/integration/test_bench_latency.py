@@ -74,7 +74,8 @@ def test_bench_footprint_bytes_by_kind_and_cleanup(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each row holds every key kind, per message and in all; the whole is their sum, more than
-    the text; the run's keys are deleted after."""
+    the text; a conversation made by chat requests has its call ids; the run's keys are deleted
+    after."""
     _tiny_locomo(tmp_path / "tiny.json")
     history = load_locomo(tmp_path / "tiny.json", "tiny")
     url = real_redis_url()
@@ -86,14 +87,15 @@ def test_bench_footprint_bytes_by_kind_and_cleanup(
 
     real_prefix = footprint.run_prefix
     monkeypatch.setattr(footprint, "run_prefix", run_prefix)
-    rows = footprint.run_footprint_sync(url, history, [10, 300])
-    assert [r.messages for r in rows] == [10, 300]
+    rows = footprint.run_footprint_sync(url, history, [10, 300], chat_sizes=[20])
+    assert [(r.messages, r.built) for r in rows] == [(10, "store"), (300, "store"), (20, "chat")]
+    assert rows[2].bytes_by_kind["calls"] > 0  # a chat request's call id, for idempotent writes
     for row in rows:
         assert set(row.bytes_by_kind) == set(footprint.KINDS)
         assert row.memory_bytes == sum(row.bytes_by_kind.values()) > row.text_bytes > 0
         assert row.bytes_by_kind["turns"] > row.bytes_by_kind["postings"] > 0
         assert row.bytes_by_kind["meta"] > 0 and row.bytes_by_kind["user"] > 0
-    [payload] = footprint.footprint_rows_json(rows[1:])
+    payload = footprint.footprint_rows_json(rows)[1]
     per = payload["bytes_per_message"]
     assert per["total"] == round(rows[1].memory_bytes / 300, 1) and per["text"] > 0
     assert payload["x_text"] == round(rows[1].memory_bytes / rows[1].text_bytes, 2)
