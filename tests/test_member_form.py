@@ -62,6 +62,8 @@ TURNS = {
     "terms without the mark": _said({"role": "user", "content": "x"}, ctx=("cat", "^miso")),
     "a term holding a space": _said({"role": "user", "content": "x"}, ctx=("^a b",)),
     "a bare mark": _said({"role": "user", "content": "x"}, ctx=("^",)),
+    "a bare mark last": _said({"role": "user", "content": "x"}, ctx=("^a", "^")),
+    "a mark inside a term": _said({"role": "user", "content": "x"}, ctx=("^a^b", "^c")),
     "an imported line": Turn(role="user", text="old line", ts_ms=5, seq=7, joined=True),
     "flags": _said({"role": "assistant", "content": "cut sh"}, partial=True, fp="0123"),
 }
@@ -80,6 +82,8 @@ def _full_member_of(turn: Turn) -> str:
 def test_a_compact_member_reads_back_its_turn(case: str) -> None:
     turn = TURNS[case]
     member = _member(turn)
+    assert json.loads(member) == {"seq": 7, **compact_body(turn.full_body())}
+    assert list(json.loads(member)) == ["seq", *compact_body(turn.full_body())]
     read = Turn.from_member(member)
     assert read == turn and read.msg == turn.msg
     assert full_member(json.loads(member)) == {"seq": 7, **turn.full_body()}
@@ -107,7 +111,13 @@ def test_what_the_compact_member_leaves_out() -> None:
     assert "tool_call_id" not in json.loads(_member(TURNS["a tool result"]))
     for case in ("a message whose role is not first", "a message of another role"):
         assert json.loads(_member(TURNS[case]))["msg"] == TURNS[case].msg
-    for case in ("terms without the mark", "a term holding a space", "a bare mark"):
+    assert json.loads(_member(TURNS["a mark inside a term"]))["cx"] == "a^b c"
+    for case in (
+        "terms without the mark",
+        "a term holding a space",
+        "a bare mark",
+        "a bare mark last",
+    ):
         assert json.loads(_member(TURNS[case]))["ctx"] == list(TURNS[case].ctx)
     assert len(_member(TURNS["a named user"])) < len(_full_member_of(TURNS["a named user"])) - 40
 

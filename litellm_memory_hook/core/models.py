@@ -111,8 +111,60 @@ class Turn:
         is assigned atomically inside Redis. ``text`` is left out when it is ``msg``'s string
         ``content`` (most turns): the text is then stored once (:func:`stored_text`).
         """
-        body = compact_body(self.full_body())
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))[1:]
+        return json.dumps(self._compact_body(), ensure_ascii=False, separators=(",", ":"))[1:]
+
+    def _compact_body(self) -> dict[str, Any]:
+        """:func:`compact_body` of :meth:`full_body`, made directly (a request stores two turns
+        or more; tests/test_member_form.py holds the two equal)."""
+        msg = self.msg
+        by_msg = msg.__class__ is dict and _leads_with(msg, self.role)
+        body: dict[str, Any] = {"role": self.role}
+        if not text_in_msg(self.text, msg):
+            body["text"] = self.text
+        body["ts"] = self.ts_ms
+        if self.call_id:
+            body["c"] = self.call_id
+        if not by_msg:
+            body.update(self._msg_fields({}))
+        if self.partial:
+            body["partial"] = True
+        if self.joined:
+            body["joined"] = True
+        if self.ctx:
+            ctx = list(self.ctx)
+            words = _context_words(ctx)
+            if words is None:
+                body["ctx"] = ctx
+            else:
+                body["cx"] = words
+        if self.fp:
+            body["fp"] = self.fp
+        if by_msg:
+            assert msg is not None
+            body.update(self._msg_fields(msg))
+            m = dict(msg)
+            del m["role"]
+            body["m"] = m
+        elif msg:
+            body["msg"] = msg
+        return body
+
+    def _msg_fields(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The turn's ``name``, ``tool_calls`` and ``tool_call_id`` that are not ``msg``'s own
+        (as :func:`_msg_defaults` says, inline); with ``{}``, those that are set."""
+        out: dict[str, Any] = {}
+        name = msg.get("name")
+        if self.name != (name if name.__class__ is str else ""):
+            out["name"] = self.name
+        if self.tool_calls or "tool_calls" in msg:
+            calls = msg.get("tool_calls")
+            if list(self.tool_calls) != (calls if calls.__class__ is list else []):
+                out["tool_calls"] = list(self.tool_calls)
+        if self.tool_call_id or "tool_call_id" in msg:
+            call_id = msg.get("tool_call_id")
+            if self.tool_call_id != (call_id if call_id.__class__ is str else ""):
+                out["tool_call_id"] = self.tool_call_id
+        return out
 
     @classmethod
     def from_member(cls, member: str | bytes) -> Turn:
@@ -258,20 +310,32 @@ def _msg_defaults(msg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _leads_with(msg: dict[str, Any], role: object) -> bool:
+    """True when the message's first key is ``role`` and says ``role``: a compact member keeps
+    it without (``m``)."""
+    return next(iter(msg), None) == "role" and msg["role"] == role
+
+
 def _context_words(ctx: object) -> str | None:
     """``ctx`` as a compact member's ``cx``: the terms without their mark, joined by spaces;
     ``None`` when that would not give them back (a term without the mark, empty after it, or
     holding a space)."""
-    if not isinstance(ctx, list) or not ctx:
+    if ctx.__class__ is not list or not ctx:
         return None
-    words = []
-    for term in ctx:
-        if not (isinstance(term, str) and term.startswith(CONTEXT_MARK)) or len(term) < 2:
-            return None
-        if " " in term:
-            return None
-        words.append(term[1:])
-    return " ".join(words)
+    try:
+        joined = " ".join(ctx)
+    except TypeError:  # a term that is no text
+        return None
+    gaps = len(ctx) - 1
+    if (
+        joined[:1] != CONTEXT_MARK
+        or joined.count(" ") != gaps
+        or joined.count(" " + CONTEXT_MARK) != gaps
+        or CONTEXT_MARK + " " in joined
+        or joined.endswith(CONTEXT_MARK)
+    ):
+        return None
+    return joined[1:].replace(" " + CONTEXT_MARK, " ")
 
 
 def compact_body(body: dict[str, Any]) -> dict[str, Any]:
@@ -289,8 +353,7 @@ def compact_body(body: dict[str, Any]) -> dict[str, Any]:
     them from the member's text).
     """
     msg = body.get("msg")
-    by_msg = isinstance(msg, dict) and next(iter(msg), None) == "role"
-    by_msg = by_msg and isinstance(msg, dict) and msg["role"] == body.get("role")
+    by_msg = isinstance(msg, dict) and _leads_with(msg, body.get("role"))
     defaults = _msg_defaults(msg) if by_msg and isinstance(msg, dict) else {}
     out: dict[str, Any] = {}
     for key, value in body.items():
