@@ -115,7 +115,7 @@ class Turn:
 
     def _compact_body(self) -> dict[str, Any]:
         """:func:`compact_body` of :meth:`full_body`, made directly (a request stores two turns
-        or more; tests/test_member_form.py holds the two equal)."""
+        or more; tests/integration/test_member_form.py holds the two equal)."""
         msg = self.msg
         by_msg = msg.__class__ is dict and _leads_with(msg, self.role)
         body: dict[str, Any] = {"role": self.role}
