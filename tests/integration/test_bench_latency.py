@@ -76,7 +76,7 @@ def test_bench_footprint_bytes_by_kind_and_cleanup(
     """Each row holds every key kind, per message and in all; the whole is their sum, more than
     the text; a conversation made by chat requests has its call ids; the run's keys are deleted
     after."""
-    _tiny_locomo(tmp_path / "tiny.json")
+    tiny_locomo(tmp_path / "tiny.json")
     history = load_locomo(tmp_path / "tiny.json", "tiny")
     url = real_redis_url()
     prefixes: list[str] = []
