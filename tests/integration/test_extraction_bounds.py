@@ -26,9 +26,10 @@ from litellm_memory_hook.store.workers import KIND_PROXY
 from tests.integration.test_worker import ScriptedModel
 from tests.support.hook_calls import ALIASES
 
-BOUND_S = 0.5  # generous: each shape below takes ~5-90 ms of CPU
-# CPU time of this process (time.process_time), not wall time: a loaded machine (other
-# processes on the two cores) stretched a 90 ms parse to 1.14 s of wall time in a full run
+BOUND_S = 1.0  # generous: each shape below takes ~5-90 ms of CPU (the quadratic parser: 3.9 s+)
+# CPU time of this thread (time.thread_time), not wall time nor the process's CPU: in a full
+# run on a loaded 2-core machine, a 68 ms parse measured 1.14 s of wall time, and 0.76 s of
+# process CPU time (other threads of the test process count there)
 
 VALID = {"memories": ["Has a cat called Miso", "Lives in Pune"], "summary": "Cats and cities."}
 VALID_TEXT = json.dumps(VALID)
@@ -53,12 +54,12 @@ def _truncated(chars: int, *, quotes: bool = False) -> str:
 
 
 def _timed(text: str) -> tuple[float, object]:
-    start = time.process_time()
+    start = time.thread_time()
     try:
         value: object = find_json(text)
     except ExtractionError as exc:
         value = exc
-    return time.process_time() - start, value
+    return time.thread_time() - start, value
 
 
 def test_a_48kb_reply_cut_in_its_memories_is_given_up_quickly() -> None:
@@ -78,10 +79,10 @@ def test_a_48kb_reply_cut_in_a_quoting_summary_is_given_up_quickly() -> None:
     elapsed, value = _timed(text)
     assert elapsed < BOUND_S
     assert value == ["User fact number 1 about the garden"]
-    start = time.process_time()
+    start = time.thread_time()
     with pytest.raises(ExtractionError, match="a list, not an object"):
         parse_extraction(text)
-    assert time.process_time() - start < BOUND_S
+    assert time.thread_time() - start < BOUND_S
 
 
 @pytest.mark.parametrize(
@@ -137,9 +138,9 @@ def test_parse_extraction_of_a_long_valid_reply_is_bounded() -> None:
     memories = [f"User fact number {i} about the garden and the cat Miso" for i in range(200)]
     text = json.dumps({"memories": memories, "summary": "They talked. " * 3500})
     assert 50_000 < len(text) < MAX_REPLY_CHARS
-    start = time.process_time()
+    start = time.thread_time()
     result = parse_extraction(text, max_items=300)
-    assert time.process_time() - start < BOUND_S
+    assert time.thread_time() - start < BOUND_S
     assert result.memories == tuple(memories)
     assert result.summary is not None and len(result.summary) == 2000
 
