@@ -7,6 +7,8 @@ characters. Stopwords are left to the caller (:mod:`~litellm_memory_hook.core.re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import regex
 from icu4py.breakers import WordBreaker
 
@@ -40,9 +42,41 @@ def spaceless_words(run: str) -> list[str]:
     Khmer and Myanmar words of fewer than ``MIN_SPACELESS_LETTERS`` letters, and a lone kana
     character go; stopwords are left to the caller.
     """
+    return spaceless_words_of_runs([run])[0]
+
+
+#: what joins the runs of one text for a single pass of ICU: a space, which ICU never puts in a
+#: word, and which no run holds (runs are letters of the scripts above only)
+_RUN_JOIN = " "
+
+
+def spaceless_words_of_runs(runs: Sequence[str]) -> list[list[str]]:
+    """:func:`spaceless_words` of each run, by one ICU pass over them all joined by spaces.
+
+    A word break iterator costs ~10 us to make: a Chinese text of 24,000 characters has ~1,400
+    runs between its punctuation marks, and segmenting them one by one took 16 ms against 6 ms
+    in one pass. ICU breaks at every space and segments each run alike either way (a test holds
+    the two equal), so the words come back run by run.
+    """
+    if not runs:
+        return []
+    pieces: list[list[str]] = [[]]
+    for piece in WordBreaker(_RUN_JOIN.join(runs), _ICU_LOCALE):
+        if piece == _RUN_JOIN:
+            pieces.append([])
+        else:
+            pieces[-1].append(piece)
+    if len(pieces) != len(runs):  # never seen: then run by run, as before
+        pieces = [list(WordBreaker(run, _ICU_LOCALE)) for run in runs]
+    return [_kept(p) for p in pieces]
+
+
+def _kept(pieces: list[str]) -> list[str]:
+    """One run's ICU pieces: single katakana characters joined again, then the filters of
+    :func:`spaceless_words`."""
     words: list[str] = []
     joined = False  # the last word is a run of single katakana characters
-    for piece in WordBreaker(run, _ICU_LOCALE):
+    for piece in pieces:
         single_kana = len(piece) == 1 and _KATAKANA_ONLY.fullmatch(piece) is not None
         if single_kana and joined:
             words[-1] += piece

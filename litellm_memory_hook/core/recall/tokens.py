@@ -14,7 +14,10 @@ import regex
 from litellm_memory_hook.core.excerpt import excerpt
 from litellm_memory_hook.core.memo import short_text_memo
 from litellm_memory_hook.core.recall.scheme import MAX_TERM_CHARS, TERMS_MEMO_MAX_CHARS
-from litellm_memory_hook.core.recall.segment import SPACELESS, spaceless_words
+from litellm_memory_hook.core.recall.segment import (
+    SPACELESS,
+    spaceless_words_of_runs,
+)
 from litellm_memory_hook.core.recall.stopwords import default_stopwords, fold
 
 MIN_WORD_CHARS = 3
@@ -94,11 +97,13 @@ def _default_tokens(text: str) -> tuple[str, ...]:
 
 def _tokenize(text: str, stop: frozenset[str]) -> list[str]:
     folded = fold(text)
+    runs = [(m.group(1), m.group(2)) for m in _RUN.finditer(folded)]
+    # the runs written without spaces, segmented in one ICU pass (spaceless_words_of_runs)
+    segmented = iter(spaceless_words_of_runs([s for s, _ in runs if s is not None]))
     out: list[str] = []
-    for match in _RUN.finditer(folded):
-        spaceless, word = match.group(1), match.group(2)
+    for spaceless, word in runs:
         if spaceless is not None:
-            out.extend(w[:MAX_TERM_CHARS] for w in spaceless_words(spaceless) if w not in stop)
+            out.extend(w[:MAX_TERM_CHARS] for w in next(segmented) if w not in stop)
         elif _long_enough(word) and word not in stop:
             out.append(word[:MAX_TERM_CHARS])
     return out
