@@ -15,7 +15,7 @@ Two measures, side by side:
    time for the large request before the model is called (the pre-call: what delays its
    reply), its post-call hook (which LiteLLM awaits before it answers: the reply waits for
    it too), the write to its end (the whole history of a whole-history client's first request
-   is stored and indexed then, behind the reply), and the *added wait* of
+   is stored and indexed then), and the *added wait* of
    another user: small requests sent one after another while the large one runs (pre-call and
    write), the largest of their latencies less their median latency alone. Beside it, the
    *quiet wait*: as many small requests with nothing else running, the largest less the same
@@ -169,7 +169,7 @@ async def _turn(
     hook: MemoryHook, user: str, messages: list[dict[str, Any]]
 ) -> tuple[float, float, float]:
     """One request through the hook: its pre-call time, its write's time (the post-call hook
-    and the write behind the reply to their end) and the post-call hook's alone, ms."""
+    and any background write to their end) and the post-call hook's alone, ms."""
     data: dict[str, Any] = {
         "model": "bench",
         "user": user,

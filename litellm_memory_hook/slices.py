@@ -39,9 +39,6 @@ THREAD_SWITCH_S = 0.0005
 #: a write of more turns than this (a whole history) pauses before it starts: the post-call
 #: hook's own work (reading the record) came just before in the same loop turn
 LONG_WRITE_TURNS = 16
-#: a write of more characters of text than this (a pasted log) is long too: the post-call
-#: hook queues long writes behind the reply (engine/commit.py)
-LONG_WRITE_CHARS = 64_000
 
 
 async def pause() -> None:
@@ -112,7 +109,6 @@ async def in_thread(function: Callable[[], R]) -> R:
 
 
 __all__ = [
-    "LONG_WRITE_CHARS",
     "LONG_WRITE_TURNS",
     "PAUSE_YIELDS",
     "SLICE_S",

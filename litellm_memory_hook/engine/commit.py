@@ -21,13 +21,13 @@ from dataclasses import replace
 from typing import Any
 
 from litellm_memory_hook.core.indexing import indexed, stored_terms
-from litellm_memory_hook.core.message_text import content_text, without_surrogates
+from litellm_memory_hook.core.message_text import without_surrogates
 from litellm_memory_hook.core.models import IndexedTurn, Turn
 from litellm_memory_hook.core.stored_messages import message_to_turn
 from litellm_memory_hook.engine.breakers import Health
 from litellm_memory_hook.engine.write_buffer import PendingWrite, WriteBuffer
 from litellm_memory_hook.settings import MemorySettings
-from litellm_memory_hook.slices import LONG_WRITE_CHARS, LONG_WRITE_TURNS, Slicer, pause
+from litellm_memory_hook.slices import LONG_WRITE_TURNS, Slicer, pause
 from litellm_memory_hook.store.client import node_of, reconnect
 from litellm_memory_hook.store.errors import (
     RateLimitedLog,
@@ -90,15 +90,6 @@ class TurnWriter:
         keys = item.record.keys
         if self.health.open(keys) or self.buffer.holds(item.conversation):
             self.buffer.add(item)  # keep order; never hold the response
-            return
-        if is_long(item):
-            # a whole history (a whole-history client's first request) or a pasted log:
-            # indexing and storing it takes 0.1-0.3 s at 1 MB, which the reply would wait for
-            # (LiteLLM awaits the post-call hook); the buffer writes it now, behind the reply,
-            # and until then the conversation's next requests plan with its turns
-            # (buffered_turns), in order
-            item.after_reply = True
-            self.buffer.add(item)
             return
         try:
             await self._write_once(item, probe=self.health.probing(keys))
@@ -466,16 +457,3 @@ def _with_prefill(reply: dict[str, Any], prefill: str, name: str = "") -> dict[s
     if without_surrogates(text).startswith(prefill):
         return reply
     return {**reply, "content": prefill + text}
-
-
-def is_long(item: PendingWrite) -> bool:
-    """Whether a write is long enough to go behind the reply: more than
-    :data:`~litellm_memory_hook.slices.LONG_WRITE_TURNS` turns, or more than
-    :data:`~litellm_memory_hook.slices.LONG_WRITE_CHARS` characters of text with the reply."""
-    if len(item.pending) > LONG_WRITE_TURNS:
-        return True
-    chars = sum(len(t.text) for t in item.pending)
-    reply = item.reply
-    if reply is not None:
-        chars += len(content_text(reply.get("content")))
-    return chars > LONG_WRITE_CHARS

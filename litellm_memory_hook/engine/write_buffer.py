@@ -83,9 +83,6 @@ class PendingWrite:
     #: set on a schedule-only item: the turns are stored, the conversation's extraction
     #: schedule (epoch ms it is due, never moved later) waits for the due set's Redis node
     schedule_at: int | None = None
-    #: a long write (a whole history) the post-call step queued instead of making the reply
-    #: wait for it: written at once by the flusher, counted as ``long_writes_after_reply``
-    after_reply: bool = False
 
     @property
     def conversation(self) -> tuple[str, str]:
@@ -304,8 +301,7 @@ class WriteBuffer:
             self._backoff.pop(self._group(item), None)
             if item.schedule_at is None:  # a schedule counts apart (the hook's counters)
                 self._held.pop(item.conversation, None)
-                retried = item.failure is not None or not item.after_reply
-                self._count("write_retried_ok" if retried else "long_writes_after_reply", 1)
+                self._count("write_retried_ok", 1)
 
     def _failed(self, item: PendingWrite, exc: BaseException) -> None:
         """A buffered write failed: hold back its group (transient) or its conversation

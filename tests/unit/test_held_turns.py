@@ -4,9 +4,7 @@ history; the bounds drop the oldest, and a write whose turns were dropped stores
 
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,7 +13,6 @@ from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.plan import Seed
 from litellm_memory_hook.engine.held_turns import HeldTurns
 from litellm_memory_hook.proxy.request_data import METADATA_KEY
-from litellm_memory_hook.slices import LONG_WRITE_CHARS
 from tests.support.hook_calls import Auth, chat_request, make_hook, model_response
 
 
@@ -113,88 +110,3 @@ async def test_a_seed_becomes_turns_after_the_reply_as_the_client_sent_it(
     stored = [t.text for t in await hook.store.fetch_turns(keys, range(1, 63))]
     assert stored == [*expected, "And now?", "Fine."]
     assert "CHANGED BY THE PROVIDER" in [m["content"] for m in history]  # it did change them
-
-
-async def test_a_whole_history_is_stored_behind_the_reply_and_its_next_request_waits_for_none(
-    fake_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The post-call hook of a whole-history client's first request returns before its history
-    is stored (LiteLLM awaits that hook before it answers: 0.1-0.3 s at 1 MB); the client's
-    next request, made while the write still waits, plans with those turns and stores only its
-    own: every message stored once, in order."""
-    hook = make_hook(fake_redis, prefix)
-    gate = asyncio.Event()
-    real_append = hook.store.append
-
-    async def held_append(*args: Any, **kwargs: Any) -> Any:
-        await gate.wait()
-        return await real_append(*args, **kwargs)
-
-    monkeypatch.setattr(hook.store, "append", held_append)
-    history = [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"line {i}"} for i in range(40)
-    ]
-    first = chat_request("And now?", call_id="first")
-    first["messages"] = [*history, {"role": "user", "content": "And now?"}]
-    out = await hook.async_pre_call_hook(Auth(), None, first, "acompletion")
-    assert out is not None
-    await asyncio.wait_for(
-        hook.async_post_call_success_hook(out, Auth(), model_response("Fine.")), timeout=5
-    )
-    second = chat_request("Then?", call_id="second")
-    second["messages"] = [
-        *history,
-        {"role": "user", "content": "And now?"},
-        {"role": "assistant", "content": "Fine."},
-        {"role": "user", "content": "Then?"},
-    ]
-    out2 = await hook.async_pre_call_hook(Auth(), None, second, "acompletion")
-    assert out2 is not None
-    await hook.async_post_call_success_hook(out2, Auth(), model_response("Done."))
-    gate.set()
-    await hook.drain()
-    from litellm_memory_hook.store.keys import ConversationKeys
-
-    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
-    stored = [t.text for t in await hook.store.fetch_turns(keys, range(1, 60))]
-    assert stored == [m["content"] for m in history] + ["And now?", "Fine.", "Then?", "Done."]
-    assert hook.counters["long_writes_after_reply"] == 1
-    assert hook.counters["write_retried_ok"] == 1  # the second, queued behind the first
-
-
-async def test_a_pasted_log_is_stored_behind_the_reply(
-    fake_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One new message longer than LONG_WRITE_CHARS (a pasted log, with ``stored_text_chars``
-    above it) is long too: the post-call hook returns before it is stored, and the drain
-    stores it whole; a short one is stored before the hook returns, as always."""
-    hook = make_hook(fake_redis, prefix, stored_text_chars=4 * LONG_WRITE_CHARS)
-    gate = asyncio.Event()
-    real_append = hook.store.append
-
-    async def held_append(*args: Any, **kwargs: Any) -> Any:
-        await gate.wait()
-        return await real_append(*args, **kwargs)
-
-    monkeypatch.setattr(hook.store, "append", held_append)
-    log = "ERROR at line 7\n" * (LONG_WRITE_CHARS // 16 + 1)
-    out = await hook.async_pre_call_hook(Auth(), None, chat_request(log), "acompletion")
-    assert out is not None
-    await asyncio.wait_for(
-        hook.async_post_call_success_hook(out, Auth(), model_response("A loop.")), timeout=5
-    )
-    gate.set()
-    await hook.drain()
-    from litellm_memory_hook.store.keys import ConversationKeys
-
-    keys = ConversationKeys.for_ids(prefix, "master", "u-A", "demo")
-    stored = await hook.store.fetch_turns(keys, [1, 2])
-    assert [len(t.text) for t in stored] == [len(log), len("A loop.")]
-    assert hook.counters["long_writes_after_reply"] == 1
-    short = await hook.async_pre_call_hook(
-        Auth(), None, chat_request("hi", call_id="c2"), "acompletion"
-    )
-    assert short is not None
-    await hook.async_post_call_success_hook(short, Auth(), model_response("hello"))
-    assert await hook.store.count_turns(keys) == 4  # stored before the hook returned
-    assert hook.counters["long_writes_after_reply"] == 1
