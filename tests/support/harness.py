@@ -5,7 +5,6 @@ which the benchmarks use too)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import openai
 import redis
 import yaml
 
-from litellm_memory_hook.core.models import stored_text
+from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.tools import stack as stacks
 from litellm_memory_hook.tools.processes import (
     PROXY_ENV,
@@ -156,11 +155,12 @@ class Running(stacks.Stack):
         return super().openai(key)
 
     def turns(self, user: str, conversation: str = "demo") -> list[dict[str, Any]]:
-        """Stored turns of a conversation of the master tenant, oldest first, each with its
-        ``text`` (which the store leaves out when it is ``msg``'s content)."""
+        """Stored turns of a conversation of the master tenant, oldest first, each in the full
+        form (:meth:`Turn.full_body`: the store writes a compact member) with its ``seq`` and
+        its ``text`` (which the store leaves out when it is ``msg``'s content)."""
         key = f"{self.prefix}:{{master:{user}}}:c:{conversation}:turns"
-        turns = [json.loads(m) for m in self.redis.zrange(key, 0, -1)]
-        return [{**turn, "text": stored_text(turn)} for turn in turns]
+        turns = [Turn.from_member(m) for m in self.redis.zrange(key, 0, -1)]
+        return [{**t.full_body(), "seq": t.seq, "text": t.text} for t in turns]
 
 
 RunningT = TypeVar("RunningT", bound=Running)
