@@ -288,7 +288,8 @@ def stored_text(data: dict[str, Any]) -> str:
 
 
 #: the mark of a recall context term (:data:`litellm_memory_hook.core.recall.CONTEXT_PREFIX`;
-#: tests/integration/test_member_form.py holds the two equal), left out of a compact member's ``cx``.
+#: tests/integration/test_member_form.py holds the two equal), left out of a compact member's
+#: ``cx``.
 CONTEXT_MARK = "^"
 #: the fields of a turn a compact member takes from its message when it does not name them.
 _FROM_MSG = ("name", "tool_calls", "tool_call_id")
