@@ -28,7 +28,7 @@ from litellm_memory_hook.errors import MemoryHookError
 from litellm_memory_hook.tools.cli_common import print_table
 from litellm_memory_hook.tools.cli_connect import mask_url
 from litellm_memory_hook.tools.cli_errors import fail
-from litellm_memory_hook.tools.histories import load_locomo
+from litellm_memory_hook.tools.histories import History, load_locomo
 
 
 def bench_latency(
@@ -74,16 +74,7 @@ def bench_latency(
         raise fail(f"bad --sizes: {sizes}") from exc
     if any(size < 0 for size in size_list):
         raise fail(f"bad --sizes: {sizes} (a history size is 0 or more messages)")
-    try:
-        data, sample = one_sample(data, sample_id)
-    except MemoryHookError as exc:
-        raise fail(str(exc)) from exc
-    if not data.is_file():
-        raise fail(missing_locomo(data, "bench latency cycles the text of one"))
-    try:
-        history = load_locomo(data, sample)
-    except MemoryHookError as exc:
-        raise fail(str(exc)) from exc
+    data, sample, history = _locomo_history(data, sample_id, "bench latency")
     url = bench_url(redis_url, data_dir, out)
     rows = run_latency_sync(
         url, history, size_list, runs=runs, naive=naive, count_pairs=count_pairs
@@ -159,16 +150,7 @@ def bench_footprint(
         raise fail(f"bad --sizes or --chat: {sizes} / {chat}") from exc
     if not size_list or any(size < 1 for size in (*size_list, *chat_list)):
         raise fail(f"bad --sizes or --chat: {sizes} / {chat} (a size is 1 or more messages)")
-    try:
-        data, sample = one_sample(data, sample_id)
-    except MemoryHookError as exc:
-        raise fail(str(exc)) from exc
-    if not data.is_file():
-        raise fail(missing_locomo(data, "bench footprint cycles the text of one"))
-    try:
-        history = load_locomo(data, sample)
-    except MemoryHookError as exc:
-        raise fail(str(exc)) from exc
+    data, sample, history = _locomo_history(data, sample_id, "bench footprint")
     url = bench_url(redis_url, data_dir, out)
     rows = run_footprint_sync(url, history, size_list, chat_sizes=chat_list)
     table = Table(title=f"Redis bytes per stored message on {mask_url(url)}, {data.name}:{sample}")
@@ -378,6 +360,23 @@ def bench_stall(
     )
     if json_out:
         write_json(stall_rows_json(rows), json_out, out)
+
+
+def _locomo_history(
+    data: Path | None, sample_id: str | None, command: str
+) -> tuple[Path, str, History]:
+    """The LoCoMo file, the sample and its history that ``command`` cycles; a one-line error
+    (:func:`fail`) when the file is missing or the sample is not in it."""
+    try:
+        data, sample = one_sample(data, sample_id)
+    except MemoryHookError as exc:
+        raise fail(str(exc)) from exc
+    if not data.is_file():
+        raise fail(missing_locomo(data, f"{command} cycles the text of one"))
+    try:
+        return data, sample, load_locomo(data, sample)
+    except MemoryHookError as exc:
+        raise fail(str(exc)) from exc
 
 
 __all__ = ["bench_footprint", "bench_latency", "bench_recall", "bench_stall"]
