@@ -9,6 +9,7 @@ literal, and every ``{`` / ``[`` decoded to the end of the reply).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 
@@ -54,12 +55,25 @@ def _truncated(chars: int, *, quotes: bool = False) -> str:
 
 
 def _timed(text: str) -> tuple[float, object]:
-    start = time.thread_time()
-    try:
-        value: object = find_json(text)
-    except ExtractionError as exc:
-        value = exc
-    return time.thread_time() - start, value
+    """``find_json(text)`` (or its error) and this thread's CPU seconds for it: the least of
+    three tries, the garbage collector off. In the full suite the first try of the first shape
+    once took 1.1 s of CPU for a 68 ms parse (a cost of the suite's state, not of the parser);
+    a quadratic parser is slow on every try."""
+    times: list[float] = []
+    value: object = None
+    for _ in range(3):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.thread_time()
+            try:
+                value = find_json(text)
+            except ExtractionError as exc:
+                value = exc
+            times.append(time.thread_time() - start)
+        finally:
+            gc.enable()
+    return min(times), value
 
 
 def test_a_48kb_reply_cut_in_its_memories_is_given_up_quickly() -> None:
@@ -79,10 +93,15 @@ def test_a_48kb_reply_cut_in_a_quoting_summary_is_given_up_quickly() -> None:
     elapsed, value = _timed(text)
     assert elapsed < BOUND_S
     assert value == ["User fact number 1 about the garden"]
-    start = time.thread_time()
-    with pytest.raises(ExtractionError, match="a list, not an object"):
-        parse_extraction(text)
-    assert time.thread_time() - start < BOUND_S
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.thread_time()
+        with pytest.raises(ExtractionError, match="a list, not an object"):
+            parse_extraction(text)
+        assert time.thread_time() - start < BOUND_S
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize(
@@ -138,9 +157,14 @@ def test_parse_extraction_of_a_long_valid_reply_is_bounded() -> None:
     memories = [f"User fact number {i} about the garden and the cat Miso" for i in range(200)]
     text = json.dumps({"memories": memories, "summary": "They talked. " * 3500})
     assert 50_000 < len(text) < MAX_REPLY_CHARS
-    start = time.thread_time()
-    result = parse_extraction(text, max_items=300)
-    assert time.thread_time() - start < BOUND_S
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.thread_time()
+        result = parse_extraction(text, max_items=300)
+        assert time.thread_time() - start < BOUND_S
+    finally:
+        gc.enable()
     assert result.memories == tuple(memories)
     assert result.summary is not None and len(result.summary) == 2000
 
