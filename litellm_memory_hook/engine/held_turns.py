@@ -21,7 +21,7 @@ from typing import Any
 from litellm_memory_hook.core.messages import message_chars
 from litellm_memory_hook.core.models import Turn
 from litellm_memory_hook.core.plan import Seed
-from litellm_memory_hook.slices import Slicer
+from litellm_memory_hook.slices import map_sliced
 
 
 @dataclass(frozen=True)
@@ -41,17 +41,13 @@ class Held:
 
     async def seed_turns(self) -> list[Turn]:
         """The seed's turns, oldest first, made in slices of the event loop
-        (:class:`~litellm_memory_hook.slices.Slicer`): ~20 us a message."""
-        if self.seed is None:
+        (:func:`~litellm_memory_hook.slices.map_sliced`): ~20 us a message."""
+        seed = self.seed
+        if seed is None:
             return []
-        turns: list[Turn] = []
-        slicer = Slicer()
-        for index in range(len(self.seed.messages)):
-            turn = self.made.get(index) or self.seed.turn(index)
-            if turn is not None:
-                turns.append(turn)
-            await slicer.step()
-        return turns
+        made = self.made
+        turns = await map_sliced(lambda i: made.get(i) or seed.turn(i), range(len(seed.messages)))
+        return [t for t in turns if t is not None]
 
 
 def sent_now(seed: Seed, sent: Sequence[Mapping[str, Any]]) -> dict[int, Turn]:
